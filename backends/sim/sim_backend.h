@@ -1,0 +1,80 @@
+// SimBackend: the MemoryBackend on host virtual memory, so that the offload logic, its
+// property tests and its fault injection run on machines without a GPU.
+//
+// It behaves as the CUDA VMM backend does, with host mechanisms underneath:
+//   reserve   mmap(PROT_NONE) of the range (host_address_space::reserve)
+//   commit    per chunk: a memfd of the chunk's size (the "physical allocation", like
+//             cuMemCreate), mapped MAP_SHARED|MAP_FIXED at exactly its address (cuMemMap),
+//             made read-write (cuMemSetAccess); a failure at any step unmaps and closes
+//             every chunk of the call, leaving the range decommitted
+//   decommit  waits for the device stream, maps PROT_NONE over the range and closes the
+//             memfds: the pages go back to the kernel (RSS falls), a stray access faults
+//   copies    run in order on one worker thread, the simulated device's stream
+// A device capacity makes commits beyond it fail with OutOfMemory, chunk by chunk as a real
+// device does; set_external_usage() models another process taking device memory while a
+// session sleeps.
+//
+// Thread rule: every method may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "core/commit_fault_hook.h"
+#include "core/memory_backend.h"
+
+namespace siesta {
+
+struct SimBackendOptions {
+  uint64_t capacity_bytes = 8ull << 30;     // the simulated device's memory
+  size_t granularity = 2u << 20;            // as the H200 reports (ANCHORS.md); tests may
+                                            // use any multiple of the page size
+  size_t max_chunk_bytes = 256u << 20;      // largest physical chunk one commit creates
+  size_t staging_buffer_bytes = 4u << 20;   // each buffer of the staging ring
+  size_t staging_buffer_count = 4;
+  CommitFaultHook commit_fault_hook;        // tests only
+};
+
+class SimBackend final : public MemoryBackend {
+ public:
+  // Failure: InvalidArgument for a granularity that is not a multiple of the page size, a
+  // zero chunk size or staging ring.
+  static Result<std::unique_ptr<SimBackend>> create(SimBackendOptions options = {});
+  ~SimBackend() override;
+
+  std::string name() const override;
+  size_t granularity() const override;
+  Result<DeviceRange> reserve(size_t bytes) override;
+  Status commit(DeviceRange range) override;
+  Status decommit(DeviceRange range) override;
+  void unreserve(DeviceRange range) override;
+  Status synchronize() override;
+  Status zero(DeviceRange range) override;
+  size_t staging_buffer_bytes() const override;
+  size_t staging_buffer_count() const override;
+  Result<StagingBuffer> acquire_staging() override;
+  Result<CopyTicket> copy_to_staging(DeviceAddress source, size_t bytes,
+                                     StagingBuffer& buffer) override;
+  Result<CopyTicket> copy_from_staging(const StagingBuffer& buffer, size_t bytes,
+                                       DeviceAddress destination) override;
+  Status wait(CopyTicket ticket) override;
+  MemoryStats stats() const override;
+
+  // Enqueues `work` on the simulated device stream, after everything enqueued before it.
+  // Host kernels run this way, so that "pending device work" is real on the simulator too.
+  // The returned ticket completes when `work` has run; its status is the ticket's result.
+  Result<CopyTicket> enqueue_work(std::function<Status()> work);
+
+  // Device memory taken by "another process": commits see capacity minus this.
+  void set_external_usage(uint64_t bytes);
+
+ private:
+  struct Impl;
+  explicit SimBackend(std::unique_ptr<Impl> impl);
+  void release_staging(uint32_t slot) override;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace siesta

@@ -1,0 +1,15 @@
+# Warnings and sanitizers for siesta's own targets (not for dependencies).
+add_library(siesta_options INTERFACE)
+target_include_directories(siesta_options INTERFACE ${PROJECT_SOURCE_DIR})
+target_compile_options(siesta_options INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wimplicit-fallthrough>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${SIESTA_WERROR}>>:-Werror>)
+
+if(SIESTA_SANITIZE)
+  string(REPLACE ";" "," _siesta_sanitizers "${SIESTA_SANITIZE}")
+  set(_siesta_san_flags -fsanitize=${_siesta_sanitizers} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_compile_options(siesta_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${_siesta_san_flags}>)
+  target_link_options(siesta_options INTERFACE ${_siesta_san_flags})
+  # Tests can ask which sanitizer they run under (death tests and RSS figures differ).
+  target_compile_definitions(siesta_options INTERFACE SIESTA_SANITIZERS="${_siesta_sanitizers}")
+endif()

@@ -1,0 +1,60 @@
+// Clock: where siesta reads time. Idle timers, expiry and durations all go through it, so
+// tests move time with ManualClock instead of sleeping.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+
+namespace siesta {
+
+class Clock {
+ public:
+  using Duration = std::chrono::nanoseconds;
+  virtual ~Clock() = default;
+
+  // Monotonic time since an arbitrary origin; never goes back. For timers and durations.
+  virtual Duration now() const = 0;
+
+  // Wall-clock seconds since the Unix epoch. For expiry times written into files, which
+  // must mean the same thing to a later process.
+  virtual int64_t unix_seconds() const = 0;
+};
+
+// The real clocks: std::chrono::steady_clock and system_clock. Thread-safe.
+class SystemClock final : public Clock {
+ public:
+  Duration now() const override;
+  int64_t unix_seconds() const override;
+  // A process-wide instance.
+  static SystemClock& instance();
+};
+
+// A clock that moves only when a test says so. Both readings advance together.
+// Thread-safe.
+class ManualClock final : public Clock {
+ public:
+  explicit ManualClock(int64_t unix_seconds_at_start = 1'800'000'000)
+      : unix_start_(unix_seconds_at_start) {}
+
+  Duration now() const override {
+    std::lock_guard lock(mutex_);
+    return now_;
+  }
+  int64_t unix_seconds() const override {
+    std::lock_guard lock(mutex_);
+    return unix_start_ + std::chrono::duration_cast<std::chrono::seconds>(now_).count();
+  }
+  // REQUIRES: by >= 0.
+  void advance(Duration by) {
+    std::lock_guard lock(mutex_);
+    now_ += by;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  Duration now_{0};
+  int64_t unix_start_;
+};
+
+}  // namespace siesta

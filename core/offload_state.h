@@ -1,0 +1,30 @@
+// The states of an idle-offload session, named as /v1/status and /metrics show them.
+// Transitions are the Offloader's (DESIGN.md, "Offloader state machine").
+#pragma once
+
+#include <string_view>
+
+namespace siesta {
+
+enum class OffloadState {
+  kDisabled,   // the feature is off (--cache-idle-seconds 0)
+  kResident,   // the session's memory is on the device
+  kSaving,     // idle: the snapshot is being written; memory still resident
+  kDisk,       // the snapshot is durable and the memory released
+  kRestoring,  // a command arrived: memory is being committed and read back
+  kExpired,    // the snapshot passed --cache-expire-seconds and was deleted
+};
+
+constexpr std::string_view offload_state_name(OffloadState state) {
+  switch (state) {
+    case OffloadState::kDisabled: return "disabled";
+    case OffloadState::kResident: return "resident";
+    case OffloadState::kSaving: return "saving";
+    case OffloadState::kDisk: return "disk";
+    case OffloadState::kRestoring: return "restoring";
+    case OffloadState::kExpired: return "expired";
+  }
+  return "unknown";
+}
+
+}  // namespace siesta
