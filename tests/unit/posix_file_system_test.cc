@@ -1,0 +1,155 @@
+#include "core/posix_file_system.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/support/temp_dir.h"
+
+namespace siesta {
+namespace {
+
+std::span<const std::byte> as_bytes(const std::string& text) {
+  return std::as_bytes(std::span(text.data(), text.size()));
+}
+
+std::string read_all(FileSystem& fs, const std::string& path) {
+  auto file = fs.open_readable(path);
+  if (!file.ok()) return "<" + file.status().to_string() + ">";
+  std::string out(static_cast<size_t>(*(*file)->size()), '\0');
+  auto n = (*file)->read_at(0, std::as_writable_bytes(std::span(out.data(), out.size())));
+  out.resize(n.ok() ? *n : 0);
+  return out;
+}
+
+class PosixFileSystemTest : public ::testing::Test {
+ protected:
+  PosixFileSystem fs_;
+  testing::TempDir dir_;
+};
+
+TEST_F(PosixFileSystemTest, WritesAtOffsetsSyncsAndReadsBack) {
+  std::string path = dir_.file("a.snap");
+  auto file = fs_.create_exclusive(path, 0600);
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_TRUE((*file)->write_at(5, as_bytes("world")).ok());
+  ASSERT_TRUE((*file)->write_at(0, as_bytes("hello")).ok());
+  ASSERT_TRUE((*file)->sync().ok());
+  ASSERT_TRUE((*file)->close().ok());
+  EXPECT_EQ(read_all(fs_, path), "helloworld");
+
+  auto reader = fs_.open_readable(path);
+  ASSERT_TRUE(reader.ok());
+  std::vector<std::byte> tail(8);
+  auto n = (*reader)->read_at(7, tail);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 3u) << "a read past the end returns only what exists";
+}
+
+TEST_F(PosixFileSystemTest, CreateIsExclusiveAndHasTheModeAskedForWhateverTheUmask) {
+  std::string path = dir_.file("b");
+  mode_t old_umask = ::umask(0);
+  auto file = fs_.create_exclusive(path, 0600);
+  ::umask(old_umask);
+  ASSERT_TRUE(file.ok());
+  auto info = fs_.stat_no_follow(path);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->mode, 0600u);
+  EXPECT_EQ(info->type, PathInfo::Type::kRegular);
+  EXPECT_EQ(info->owner_uid, ::getuid());
+
+  auto again = fs_.create_exclusive(path, 0600);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(PosixFileSystemTest, RefusesToFollowSymlinks) {
+  std::string target = dir_.file("target");
+  std::string link = dir_.file("link");
+  ASSERT_TRUE(fs_.create_exclusive(target, 0600).ok());
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+
+  EXPECT_FALSE(fs_.open_readable(link).ok());
+  EXPECT_FALSE(fs_.create_exclusive(link, 0600).ok());
+  auto info = fs_.stat_no_follow(link);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->type, PathInfo::Type::kSymlink);
+}
+
+TEST_F(PosixFileSystemTest, MissingFilesAreNotFound) {
+  EXPECT_EQ(fs_.open_readable(dir_.file("none")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(fs_.remove(dir_.file("none")).code(), StatusCode::kNotFound);
+  EXPECT_EQ(fs_.stat_no_follow(dir_.file("none")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(fs_.list_directory(dir_.file("none")).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(PosixFileSystemTest, RenameReplacesAtomicallyAndDirectoriesSync) {
+  std::string temp = dir_.file("s.tmp");
+  std::string final_path = dir_.file("s.snap");
+  {
+    auto old_file = fs_.create_exclusive(final_path, 0600);
+    ASSERT_TRUE(old_file.ok());
+    ASSERT_TRUE((*old_file)->write_at(0, as_bytes("old")).ok());
+  }
+  {
+    auto new_file = fs_.create_exclusive(temp, 0600);
+    ASSERT_TRUE(new_file.ok());
+    ASSERT_TRUE((*new_file)->write_at(0, as_bytes("new")).ok());
+    ASSERT_TRUE((*new_file)->sync().ok());
+  }
+  ASSERT_TRUE(fs_.rename(temp, final_path).ok());
+  ASSERT_TRUE(fs_.sync_directory(dir_.path()).ok());
+  EXPECT_EQ(read_all(fs_, final_path), "new");
+  auto names = fs_.list_directory(dir_.path());
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(*names, std::vector<std::string>{"s.snap"});
+}
+
+TEST_F(PosixFileSystemTest, MakesDirectoriesWithExactModeAndListsThem) {
+  std::string sub = dir_.file("cache");
+  mode_t old_umask = ::umask(077);
+  Status made = fs_.make_directory(sub, 0700);
+  ::umask(old_umask);
+  ASSERT_TRUE(made.ok()) << made.to_string();
+  auto info = fs_.stat_no_follow(sub);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->type, PathInfo::Type::kDirectory);
+  EXPECT_EQ(info->mode, 0700u);
+  EXPECT_EQ(fs_.make_directory(sub, 0700).code(), StatusCode::kFailedPrecondition);
+
+  for (const char* name : {"x", "y", "z"}) {
+    ASSERT_TRUE(fs_.create_exclusive(sub + "/" + name, 0600).ok());
+  }
+  auto names = fs_.list_directory(sub);
+  ASSERT_TRUE(names.ok());
+  std::sort(names->begin(), names->end());
+  EXPECT_EQ(*names, (std::vector<std::string>{"x", "y", "z"}));
+}
+
+TEST_F(PosixFileSystemTest, ReportsAvailableSpace) {
+  auto available = fs_.available_bytes(dir_.path());
+  ASSERT_TRUE(available.ok()) << available.status().to_string();
+  EXPECT_GT(*available, 0u);
+}
+
+TEST_F(PosixFileSystemTest, LockIsExclusiveUntilReleased) {
+  std::string path = dir_.file("owner.lock");
+  auto first = fs_.lock_file(path, /*wait=*/false);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  // flock locks belong to open file descriptions, so a second open in this process conflicts
+  // exactly as another process would.
+  auto second = fs_.lock_file(path, /*wait=*/false);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  first->reset();
+  auto third = fs_.lock_file(path, /*wait=*/false);
+  EXPECT_TRUE(third.ok()) << third.status().to_string();
+}
+
+}  // namespace
+}  // namespace siesta
