@@ -88,6 +88,7 @@ class StagingBuffer {
 
 class MemoryBackend {
  public:
+  // REQUIRES: every StagingBuffer this backend lent has been given back.
   virtual ~MemoryBackend() = default;
 
   // "sim", "cuda", "faulty(sim)"...: for logs and /v1/status.
@@ -103,8 +104,9 @@ class MemoryBackend {
   virtual Result<DeviceRange> reserve(size_t bytes) = 0;
 
   // Maps fresh physical memory, read-write, at exactly `range`.
-  // REQUIRES: range lies inside one reservation, is granularity-aligned, and no byte of it
-  // is committed (else FailedPrecondition / InvalidArgument, and nothing changes).
+  // REQUIRES: range is non-empty and granularity-aligned (else InvalidArgument), lies inside
+  // one reservation and no byte of it is committed (else FailedPrecondition); a refused call
+  // changes nothing.
   // Success: every byte of `range` is accessible; its contents are unspecified.
   // Failure: nothing of `range` stays committed (a partial commit is rolled back);
   // OutOfMemory when the device has too little free memory (retry later), DeviceError for
@@ -113,8 +115,10 @@ class MemoryBackend {
 
   // Waits for all pending device work, then returns the physical memory under `range` to
   // the device. The addresses stay reserved; touching them faults until the next commit.
-  // REQUIRES: every byte of `range` is committed and every commit that overlaps `range`
-  // lies entirely inside it (else FailedPrecondition, and nothing changes).
+  // REQUIRES: range is non-empty and granularity-aligned (else InvalidArgument), lies inside
+  // one reservation, every byte of it is committed and every commit that overlaps it lies
+  // entirely inside it (else FailedPrecondition); a refused call changes nothing. Several
+  // adjacent whole commits may be decommitted by one call.
   virtual Status decommit(DeviceRange range) = 0;
 
   // Releases a reservation, decommitting whatever is still committed inside it.
@@ -143,8 +147,9 @@ class MemoryBackend {
 
   // Enqueues a copy of `bytes` bytes from device address `source` into the start of
   // `buffer`. The buffer's bytes are valid once wait() on the ticket returns OK.
-  // REQUIRES: bytes <= buffer.bytes().size(); [source, source+bytes) committed
-  // (else FailedPrecondition, nothing enqueued).
+  // REQUIRES: `buffer` was lent by this backend and bytes <= buffer.bytes().size() (else
+  // InvalidArgument); [source, source+bytes) committed (else FailedPrecondition). A refused
+  // copy enqueues nothing.
   virtual Result<CopyTicket> copy_to_staging(DeviceAddress source, size_t bytes,
                                              StagingBuffer& buffer) = 0;
 
@@ -155,7 +160,8 @@ class MemoryBackend {
                                                DeviceAddress destination) = 0;
 
   // Blocks until the copy of `ticket` (and every copy enqueued before it) has finished.
-  // Returns the copy's error, if it failed.
+  // Returns the copy's error, if it failed; InvalidArgument for a ticket this backend never
+  // issued.
   virtual Status wait(CopyTicket ticket) = 0;
 
   virtual MemoryStats stats() const = 0;

@@ -5,14 +5,19 @@
 //             commit and 1 GiB chunks ~0.14 ms/GiB): cuMemCreate, cuMemMap, cuMemSetAccess;
 //             any failure unmaps and releases every chunk of the call (rollback)
 //   decommit  cuCtxSynchronize, then cuMemUnmap + cuMemRelease per chunk
-//   copies    cuMemcpy{DtoH,HtoD}Async on a dedicated copy stream through a ring of pinned
-//             host buffers allocated once at creation (cuMemHostAlloc), one event per buffer
-//   stats     committed bytes as counted, device free/total from cuMemGetInfo
+//   copies    cuMemcpy{DtoH,HtoD}Async on a dedicated non-blocking copy stream through a ring
+//             of pinned host buffers allocated once at creation (cuMemHostAlloc); each copy
+//             records an event from a small pool, and wait() synchronises on it
+//   zero      cuMemsetD8Async on the copy stream
+//   stats     reserved/committed bytes as counted, device free/total from cuMemGetInfo
 //
+// Every precondition of MemoryBackend is checked before anything reaches the driver, so
+// misuse returns FailedPrecondition / InvalidArgument and never poisons the CUDA context.
 // The driver (libcuda.so.1) is loaded at run time, so binaries built with this backend run,
 // and say why CUDA is unavailable, on machines without a GPU.
-// Thread rule: every method may be called from any thread; each call makes the backend's
-// context current on the calling thread.
+// Thread rule: every method may be called from any thread; each call makes the device's
+// primary context current on the calling thread for its duration (pushed, then popped, so
+// the caller's own current context is left as it was).
 #pragma once
 
 #include <cstddef>
@@ -30,7 +35,7 @@ struct CudaVmmOptions {
   size_t max_chunk_bytes = 1u << 30;        // largest physical chunk one commit creates
   size_t staging_buffer_bytes = 64u << 20;  // each pinned buffer of the staging ring
   size_t staging_buffer_count = 4;
-  CommitFaultHook commit_fault_hook;        // tests only
+  CommitFaultHook commit_fault_hook;  // tests only
 };
 
 class CudaVmmBackend final : public MemoryBackend {
@@ -46,6 +51,9 @@ class CudaVmmBackend final : public MemoryBackend {
   // device with VMM support is present. Cheap enough to call before create().
   static std::string unavailable_reason(int device_ordinal = 0);
 
+  // Waits for all device work, then unmaps and releases everything still committed, frees
+  // every reservation, the copy stream, events and staging ring, and releases the context.
+  // REQUIRES: every StagingBuffer has been given back.
   ~CudaVmmBackend() override;
 
   std::string name() const override;

@@ -11,10 +11,17 @@
 //             memfds: the pages go back to the kernel (RSS falls), a stray access faults
 //   copies    run in order on one worker thread, the simulated device's stream
 // A device capacity makes commits beyond it fail with OutOfMemory, chunk by chunk as a real
-// device does; set_external_usage() models another process taking device memory while a
-// session sleeps.
+// device does (the message names the bytes asked for and the bytes free); set_external_usage()
+// models another process taking device memory while a session sleeps.
 //
-// Thread rule: every method may be called from any thread.
+// Errors of stream work: wait(t) returns the error of t's job; synchronize() returns the first
+// error of any job since the previous synchronize(). decommit() and unreserve() wait for the
+// stream without taking its errors.
+//
+// Thread rule: every method may be called from any thread. Work run on the stream (copies,
+// zero(), enqueue_work() jobs) must not call back into this backend, as a CUDA host function
+// must not call CUDA: decommit() waits for the stream while holding the backend's lock.
+// Every StagingBuffer must be given back before the backend is destroyed.
 #pragma once
 
 #include <cstddef>
@@ -28,19 +35,23 @@
 namespace siesta {
 
 struct SimBackendOptions {
-  uint64_t capacity_bytes = 8ull << 30;     // the simulated device's memory
-  size_t granularity = 2u << 20;            // as the H200 reports (ANCHORS.md); tests may
-                                            // use any multiple of the page size
-  size_t max_chunk_bytes = 256u << 20;      // largest physical chunk one commit creates
-  size_t staging_buffer_bytes = 4u << 20;   // each buffer of the staging ring
+  uint64_t capacity_bytes = 8ull << 30;    // the simulated device's memory
+  size_t granularity = 2u << 20;           // as the H200 reports (ANCHORS.md); tests may
+                                           // use any power-of-two multiple of the page size
+  size_t max_chunk_bytes = 256u << 20;     // largest physical chunk one commit creates
+  size_t staging_buffer_bytes = 4u << 20;  // each buffer of the staging ring
   size_t staging_buffer_count = 4;
-  CommitFaultHook commit_fault_hook;        // tests only
+  CommitFaultHook commit_fault_hook;  // tests only
 };
 
 class SimBackend final : public MemoryBackend {
  public:
-  // Failure: InvalidArgument for a granularity that is not a multiple of the page size, a
-  // zero chunk size or staging ring.
+  // Failure: InvalidArgument for a granularity that is not a power-of-two multiple of the
+  // page size (reservations are aligned to it), a max_chunk_bytes that is not a non-zero
+  // multiple of the granularity (chunks are whole granules, as on CUDA), or an empty staging
+  // ring. The staging ring is allocated here, once.
+  // Destruction runs the work still queued, then unmaps every reservation and closes every
+  // memfd.
   static Result<std::unique_ptr<SimBackend>> create(SimBackendOptions options = {});
   ~SimBackend() override;
 
@@ -65,6 +76,7 @@ class SimBackend final : public MemoryBackend {
   // Enqueues `work` on the simulated device stream, after everything enqueued before it.
   // Host kernels run this way, so that "pending device work" is real on the simulator too.
   // The returned ticket completes when `work` has run; its status is the ticket's result.
+  // Failure: InvalidArgument for an empty function. `work` must not call this backend.
   Result<CopyTicket> enqueue_work(std::function<Status()> work);
 
   // Device memory taken by "another process": commits see capacity minus this.

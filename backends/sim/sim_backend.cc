@@ -1,0 +1,349 @@
+#include "backends/sim/sim_backend.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/sim/sim_address_map.h"
+#include "backends/sim/sim_device_stream.h"
+#include "backends/sim/unique_fd.h"
+#include "core/host_address_space.h"
+#include "core/os_error.h"
+#include "core/staging_ring.h"
+
+namespace siesta {
+namespace {
+
+std::byte* host_pointer(DeviceAddress address) { return reinterpret_cast<std::byte*>(address); }
+
+// A failed syscall while committing: a shortage of memory is OutOfMemory (the caller may
+// retry later), anything else is a "driver" failure.
+Status commit_step_error(int err, const std::string& what) {
+  Status status = status_from_errno(err, what);
+  if (err == ENOMEM || err == ENOSPC) return OutOfMemory(status.message());
+  return DeviceError(status.message());
+}
+
+}  // namespace
+
+struct SimBackend::Impl {
+  explicit Impl(SimBackendOptions opts, std::unique_ptr<std::byte[]> staging,
+                std::vector<std::span<std::byte>> buffers)
+      : options(std::move(opts)), staging_memory(std::move(staging)), ring(std::move(buffers)) {}
+
+  // Free device memory as a commit sees it, `pending` bytes into the current call.
+  uint64_t free_bytes(uint64_t pending) const {
+    const uint64_t used = committed_bytes.load() + external_usage.load() + pending;
+    return used >= options.capacity_bytes ? 0 : options.capacity_bytes - used;
+  }
+
+  Status run_hook(CommitStep step, size_t chunk_index) const {
+    if (!options.commit_fault_hook) return Status::Ok();
+    return options.commit_fault_hook(step, chunk_index);
+  }
+
+  // Creates one chunk, maps it at `address` and makes it read-write, asking the hook before
+  // each step. On failure the chunk's memfd is closed;
+  // its mapping (if any) is left for the caller's rollback to drop.
+  Result<UniqueFd> commit_chunk(DeviceAddress address, size_t bytes, size_t index);
+
+  // True when `buffer` is one of this backend's staging buffers.
+  bool owns(const StagingBuffer& buffer) const {
+    return buffer.valid() && buffer.slot() < ring.count() &&
+           buffer.bytes().data() == staging_memory.get() + buffer.slot() * ring.buffer_bytes();
+  }
+  Status check_copy(const StagingBuffer& buffer, DeviceAddress device, size_t bytes,
+                    const char* what) const;
+
+  const SimBackendOptions options;
+  const std::unique_ptr<std::byte[]> staging_memory;  // the "pinned" ring, allocated once
+  StagingRing ring;
+
+  // Atomic so that stats() never waits for `mutex`, which decommit holds while it drains the
+  // stream. Changed only under `mutex`, together with `map`.
+  std::atomic<uint64_t> reserved_bytes{0};
+  std::atomic<uint64_t> committed_bytes{0};
+  std::atomic<uint64_t> external_usage{0};
+
+  // Serialises every change of the address map with the system calls that make it true,
+  // and the check of a copy's range with its submission (so a decommit cannot slip in
+  // between: it takes this lock, then drains the stream).
+  std::mutex mutex;
+  SimAddressMap map;
+
+  // Last member, so it is destroyed first: its destructor runs queued jobs, which may still
+  // touch the staging memory above.
+  SimDeviceStream stream;
+};
+
+Result<UniqueFd> SimBackend::Impl::commit_chunk(DeviceAddress address, size_t bytes, size_t index) {
+  const std::string where =
+      "commit chunk " + std::to_string(index) + " " + sim_range_text({address, bytes});
+  SIESTA_RETURN_IF_ERROR(run_hook(CommitStep::kCreate, index));
+  UniqueFd fd(memfd_create("siesta-sim-chunk", MFD_CLOEXEC));
+  if (!fd.valid()) {
+    const int err = errno;  // read before building the message can disturb it
+    return commit_step_error(err, where + ": memfd_create");
+  }
+  if (ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
+    return commit_step_error(err, where + ": ftruncate");
+  }
+
+  SIESTA_RETURN_IF_ERROR(run_hook(CommitStep::kMap, index));
+  // Mapped PROT_NONE first, as cuMemMap maps without access: making it read-write is the
+  // separate step below, so a failure between the two is exercised like CUDA's.
+  void* got = mmap(host_pointer(address), bytes, PROT_NONE, MAP_SHARED | MAP_FIXED, fd.get(), 0);
+  if (got == MAP_FAILED) {
+    const int err = errno;
+    return commit_step_error(err, where + ": mmap MAP_FIXED");
+  }
+
+  SIESTA_RETURN_IF_ERROR(run_hook(CommitStep::kSetAccess, index));
+  if (mprotect(host_pointer(address), bytes, PROT_READ | PROT_WRITE) != 0) {
+    const int err = errno;
+    return commit_step_error(err, where + ": mprotect read-write");
+  }
+  return fd;
+}
+
+Status SimBackend::Impl::check_copy(const StagingBuffer& buffer, DeviceAddress device, size_t bytes,
+                                    const char* what) const {
+  if (!owns(buffer)) {
+    return InvalidArgument(std::string(what) + ": the staging buffer is not one of this backend's");
+  }
+  if (bytes > buffer.bytes().size()) {
+    return InvalidArgument(std::string(what) + " of " + std::to_string(bytes) +
+                           " bytes: larger than the staging buffer (" +
+                           std::to_string(buffer.bytes().size()) + " bytes)");
+  }
+  if (device + bytes < device) return InvalidArgument(std::string(what) + ": range wraps around");
+  if (!map.fully_committed(device, bytes)) {
+    return FailedPrecondition(std::string(what) + " of " + sim_range_text({device, bytes}) +
+                              ": part of the device range is not committed");
+  }
+  return Status::Ok();
+}
+
+// ---- Construction ---------------------------------------------------------------------------
+
+Result<std::unique_ptr<SimBackend>> SimBackend::create(SimBackendOptions options) {
+  const size_t page = host_address_space::page_size();
+  const size_t g = options.granularity;
+  if (g == 0 || g % page != 0 || (g & (g - 1)) != 0) {
+    return InvalidArgument("SimBackend granularity " + std::to_string(g) +
+                           " is not a power-of-two multiple of the page size (" +
+                           std::to_string(page) + ")");
+  }
+  if (options.max_chunk_bytes == 0 || options.max_chunk_bytes % g != 0) {
+    return InvalidArgument("SimBackend max_chunk_bytes " + std::to_string(options.max_chunk_bytes) +
+                           " is not a non-zero multiple of the granularity");
+  }
+  const size_t buffer_bytes = options.staging_buffer_bytes;
+  const size_t count = options.staging_buffer_count;
+  if (buffer_bytes == 0 || count == 0 || count > UINT32_MAX || buffer_bytes > SIZE_MAX / count) {
+    return InvalidArgument("SimBackend staging ring of " + std::to_string(count) + " x " +
+                           std::to_string(buffer_bytes) + " bytes");
+  }
+  auto staging = std::make_unique_for_overwrite<std::byte[]>(buffer_bytes * count);
+  std::vector<std::span<std::byte>> buffers;
+  for (size_t i = 0; i < count; ++i) {
+    buffers.emplace_back(staging.get() + i * buffer_bytes, buffer_bytes);
+  }
+  return std::unique_ptr<SimBackend>(new SimBackend(
+      std::make_unique<Impl>(std::move(options), std::move(staging), std::move(buffers))));
+}
+
+SimBackend::SimBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+SimBackend::~SimBackend() {
+  // Work still queued may touch device memory, so it runs before anything is unmapped.
+  impl_->stream.drain();
+  std::lock_guard lock(impl_->mutex);
+  for (DeviceRange range : impl_->map.reservations()) {
+    host_address_space::unreserve(host_pointer(range.base), range.size);
+    impl_->map.remove_reservation(range);  // closes the memfds after the unmap
+  }
+}
+
+std::string SimBackend::name() const { return "sim"; }
+size_t SimBackend::granularity() const { return impl_->options.granularity; }
+size_t SimBackend::staging_buffer_bytes() const { return impl_->ring.buffer_bytes(); }
+size_t SimBackend::staging_buffer_count() const { return impl_->ring.count(); }
+
+// ---- Address space and physical memory ------------------------------------------------------
+
+Result<DeviceRange> SimBackend::reserve(size_t bytes) {
+  if (bytes == 0) return InvalidArgument("reserve of 0 bytes");
+  const size_t g = impl_->options.granularity;
+  if (bytes > SIZE_MAX - g) return OutOfMemory("reserve of " + std::to_string(bytes) + " bytes");
+  const size_t rounded = (bytes + g - 1) / g * g;
+  SIESTA_ASSIGN_OR_RETURN(std::byte * base, host_address_space::reserve(rounded, g));
+  const DeviceRange range{reinterpret_cast<DeviceAddress>(base), rounded};
+  std::lock_guard lock(impl_->mutex);
+  impl_->map.add_reservation(range);
+  impl_->reserved_bytes.fetch_add(rounded);
+  return range;
+}
+
+Status SimBackend::commit(DeviceRange range) {
+  SIESTA_RETURN_IF_ERROR(SimAddressMap::check_shape(range, impl_->options.granularity, "commit"));
+  std::lock_guard lock(impl_->mutex);
+  SIESTA_RETURN_IF_ERROR(impl_->map.check_commit(range));
+
+  SimAddressMap::Allocation allocation;
+  Status failure;
+  size_t done = 0;
+  const uint64_t free_at_start = impl_->free_bytes(0);
+  for (size_t index = 0; done < range.size; ++index) {
+    const size_t bytes = std::min(impl_->options.max_chunk_bytes, range.size - done);
+    // Checked per chunk, as a device runs out part-way through a large commit.
+    const uint64_t free = impl_->free_bytes(done);
+    if (bytes > free) {
+      failure = OutOfMemory(
+          "commit of " + std::to_string(range.size) + " bytes at " + sim_range_text(range) +
+          " needs more than the " + std::to_string(free_at_start) + " bytes free (device of " +
+          std::to_string(impl_->options.capacity_bytes) + " bytes, " +
+          std::to_string(impl_->external_usage.load()) + " used elsewhere): chunk " +
+          std::to_string(index) + " needs " + std::to_string(bytes) + " bytes, " +
+          std::to_string(free) + " are left");
+      break;
+    }
+    Result<UniqueFd> chunk = impl_->commit_chunk(range.base + done, bytes, index);
+    if (!chunk.ok()) {
+      failure = chunk.status();
+      break;
+    }
+    allocation.chunks.push_back(std::move(chunk).value());
+    done += bytes;
+  }
+  if (!failure.ok()) {
+    // Roll back every chunk of this call: PROT_NONE over the whole range drops the mapped
+    // chunks, and `allocation` closes their memfds when it goes out of scope.
+    Status dropped = host_address_space::drop(host_pointer(range.base), range.size);
+    if (!dropped.ok()) {
+      return Internal(failure.message() + "; rollback failed: " + dropped.message());
+    }
+    return failure;
+  }
+  impl_->map.add_allocation(range, std::move(allocation));
+  impl_->committed_bytes.fetch_add(range.size);
+  return Status::Ok();
+}
+
+Status SimBackend::decommit(DeviceRange range) {
+  SIESTA_RETURN_IF_ERROR(SimAddressMap::check_shape(range, impl_->options.granularity, "decommit"));
+  std::lock_guard lock(impl_->mutex);
+  SIESTA_RETURN_IF_ERROR(impl_->map.check_decommit(range));
+  // Pending work may still read or write this range (ANCHORS bug 2). Draining under the lock
+  // also keeps new copies of this range from being submitted meanwhile.
+  impl_->stream.drain();
+  Status dropped = host_address_space::drop(host_pointer(range.base), range.size);
+  if (!dropped.ok()) return DeviceError(dropped.message());
+  impl_->map.remove_allocations(range);  // the memfds close here, after the unmap
+  impl_->committed_bytes.fetch_sub(range.size);
+  return Status::Ok();
+}
+
+void SimBackend::unreserve(DeviceRange range) {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->map.is_reservation(range)) {
+#ifndef NDEBUG
+    (void)std::fprintf(stderr, "siesta: SimBackend::unreserve of %s, which is not a reservation\n",
+                       sim_range_text(range).c_str());
+#endif
+    return;
+  }
+  impl_->stream.drain();
+  host_address_space::unreserve(host_pointer(range.base), range.size);
+  uint64_t committed = 0;
+  for (const auto& allocation : impl_->map.remove_reservation(range)) committed += allocation.size;
+  impl_->committed_bytes.fetch_sub(committed);
+  impl_->reserved_bytes.fetch_sub(range.size);
+}
+
+MemoryStats SimBackend::stats() const {
+  MemoryStats stats;
+  stats.reserved_bytes = impl_->reserved_bytes.load();
+  stats.committed_bytes = impl_->committed_bytes.load();
+  stats.device_total_bytes = impl_->options.capacity_bytes;
+  stats.device_free_bytes = impl_->free_bytes(0);
+  return stats;
+}
+
+void SimBackend::set_external_usage(uint64_t bytes) { impl_->external_usage.store(bytes); }
+
+// ---- The device stream ------------------------------------------------------------------------
+
+Status SimBackend::synchronize() { return impl_->stream.synchronize(); }
+
+Status SimBackend::wait(CopyTicket ticket) { return impl_->stream.wait(ticket); }
+
+Result<CopyTicket> SimBackend::enqueue_work(std::function<Status()> work) {
+  if (!work) return InvalidArgument("enqueue_work of an empty function");
+  return impl_->stream.submit(std::move(work));
+}
+
+Status SimBackend::zero(DeviceRange range) {
+  if (range.end() < range.base) {
+    return InvalidArgument("zero of " + sim_range_text(range) + ": wraps around");
+  }
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->map.fully_committed(range.base, range.size)) {
+    return FailedPrecondition("zero of " + sim_range_text(range) +
+                              ": part of the range is not committed");
+  }
+  impl_->stream.submit([range] {
+    std::memset(host_pointer(range.base), 0, range.size);
+    return Status::Ok();
+  });
+  return Status::Ok();
+}
+
+Result<StagingBuffer> SimBackend::acquire_staging() { return impl_->ring.acquire(this); }
+
+void SimBackend::release_staging(uint32_t slot) {
+  const CopyTicket last = impl_->ring.last_copy(slot);
+  // The copy's own error belongs to whoever waits for its ticket; giving the buffer back only
+  // has to know the copy no longer uses it.
+  if (last.sequence != 0) impl_->stream.wait(last).ignore();
+  impl_->ring.mark_free(slot);
+}
+
+Result<CopyTicket> SimBackend::copy_to_staging(DeviceAddress source, size_t bytes,
+                                               StagingBuffer& buffer) {
+  std::lock_guard lock(impl_->mutex);
+  SIESTA_RETURN_IF_ERROR(impl_->check_copy(buffer, source, bytes, "copy_to_staging"));
+  std::byte* destination = buffer.bytes().data();
+  const CopyTicket ticket = impl_->stream.submit([=] {
+    if (bytes != 0) std::memcpy(destination, host_pointer(source), bytes);
+    return Status::Ok();
+  });
+  impl_->ring.note_copy(buffer.slot(), ticket);
+  return ticket;
+}
+
+Result<CopyTicket> SimBackend::copy_from_staging(const StagingBuffer& buffer, size_t bytes,
+                                                 DeviceAddress destination) {
+  std::lock_guard lock(impl_->mutex);
+  SIESTA_RETURN_IF_ERROR(impl_->check_copy(buffer, destination, bytes, "copy_from_staging"));
+  const std::byte* source = buffer.bytes().data();
+  const CopyTicket ticket = impl_->stream.submit([=] {
+    if (bytes != 0) std::memcpy(host_pointer(destination), source, bytes);
+    return Status::Ok();
+  });
+  impl_->ring.note_copy(buffer.slot(), ticket);
+  return ticket;
+}
+
+}  // namespace siesta

@@ -1,0 +1,79 @@
+#include "backends/sim/sim_device_stream.h"
+
+#include <string>
+#include <utility>
+
+namespace siesta {
+
+SimDeviceStream::SimDeviceStream() : worker_([this] { run(); }) {}
+
+SimDeviceStream::~SimDeviceStream() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  worker_.join();
+}
+
+CopyTicket SimDeviceStream::submit(Job job) {
+  CopyTicket ticket;
+  {
+    std::lock_guard lock(mutex_);
+    ticket.sequence = ++submitted_;
+    queue_.emplace_back(ticket.sequence, std::move(job));
+  }
+  work_ready_.notify_one();
+  return ticket;
+}
+
+void SimDeviceStream::wait_for(uint64_t sequence, std::unique_lock<std::mutex>& lock) {
+  job_done_.wait(lock, [&] { return completed_ >= sequence; });
+}
+
+Status SimDeviceStream::wait(CopyTicket ticket) {
+  std::unique_lock lock(mutex_);
+  if (ticket.sequence > submitted_) {
+    return InvalidArgument(
+        "ticket " + std::to_string(ticket.sequence) +
+        " was never issued by this stream (last issued: " + std::to_string(submitted_) + ")");
+  }
+  wait_for(ticket.sequence, lock);
+  auto failure = failures_.find(ticket.sequence);
+  return failure == failures_.end() ? Status::Ok() : failure->second;
+}
+
+void SimDeviceStream::drain() {
+  std::unique_lock lock(mutex_);
+  wait_for(submitted_, lock);
+}
+
+Status SimDeviceStream::synchronize() {
+  std::unique_lock lock(mutex_);
+  wait_for(submitted_, lock);
+  return std::exchange(first_unreported_, Status::Ok());
+}
+
+void SimDeviceStream::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    // Stopping still runs what was queued: a queued copy may be the last use of memory the
+    // backend unmaps right after the stream is gone.
+    if (queue_.empty()) return;
+    auto [sequence, job] = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    Status status = job();
+    job = nullptr;  // destroy what the job captured before waiters learn it is done
+    lock.lock();
+    if (!status.ok()) {
+      if (first_unreported_.ok()) first_unreported_ = status;
+      failures_.emplace(sequence, std::move(status));
+    }
+    completed_ = sequence;
+    job_done_.notify_all();
+  }
+}
+
+}  // namespace siesta

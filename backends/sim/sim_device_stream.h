@@ -1,0 +1,67 @@
+// SimDeviceStream: the simulated device's one stream. Jobs (copies, zeroing, host kernels)
+// run one at a time, in submission order, on a worker thread, as work on a CUDA stream runs
+// after the host has enqueued it. A job's ticket is its sequence number (1, 2, ...).
+//
+// Thread rule: every method may be called from any thread, except that a job must not call
+// wait(), drain() or synchronize() on its own stream (it would wait for itself), just as a
+// CUDA host function must not call CUDA.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/memory_backend.h"
+#include "core/status.h"
+
+namespace siesta {
+
+class SimDeviceStream {
+ public:
+  using Job = std::function<Status()>;
+
+  SimDeviceStream();
+  // Runs every job still queued, then stops the worker.
+  ~SimDeviceStream();
+  SimDeviceStream(const SimDeviceStream&) = delete;
+  SimDeviceStream& operator=(const SimDeviceStream&) = delete;
+
+  // Queues `job` after every job submitted before it. Never fails.
+  CopyTicket submit(Job job);
+
+  // Blocks until the job of `ticket` (and so every job before it) has run; returns that job's
+  // status. Sequence 0 means "no job" and returns OK at once. A ticket this stream never
+  // issued is InvalidArgument.
+  Status wait(CopyTicket ticket);
+
+  // Blocks until every job submitted before the call has run. Reports no error: errors stay
+  // for wait() and synchronize() to report (decommit drains without taking them).
+  void drain();
+
+  // drain(), then returns the first error of any job that ran since the previous
+  // synchronize() (and forgets it).
+  Status synchronize();
+
+ private:
+  void run();
+  void wait_for(uint64_t sequence, std::unique_lock<std::mutex>& lock);
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;  // the worker waits here for jobs or stop
+  std::condition_variable job_done_;    // waiters wait here for `completed_` to advance
+  std::deque<std::pair<uint64_t, Job>> queue_;
+  uint64_t submitted_ = 0;  // sequence of the last job submitted
+  uint64_t completed_ = 0;  // sequence of the last job that ran (jobs finish in order)
+  // Errors of failed jobs by sequence, so wait() can report them however late it is called;
+  // jobs that succeed leave nothing behind.
+  std::map<uint64_t, Status> failures_;
+  Status first_unreported_;  // first error since the previous synchronize()
+  bool stopping_ = false;
+  std::thread worker_;  // last member: starts once everything it touches exists
+};
+
+}  // namespace siesta

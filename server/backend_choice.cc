@@ -1,0 +1,67 @@
+#include "server/backend_choice.h"
+
+#include <utility>
+
+#include "backends/sim/sim_backend.h"
+#if defined(SIESTA_WITH_CUDA)
+#include "backends/cuda_vmm/cuda_vmm_backend.h"
+#endif
+
+namespace siesta::server {
+namespace {
+
+Result<std::unique_ptr<MemoryBackend>> open_sim() {
+  Result<std::unique_ptr<SimBackend>> sim = SimBackend::create(SimBackendOptions{});
+  if (!sim.ok()) return sim.status().with_context("opening the simulator backend");
+  return std::unique_ptr<MemoryBackend>(std::move(sim).value());
+}
+
+// Why CUDA cannot be used by this binary on this machine, or "" when it can.
+std::string cuda_unavailable_reason() {
+#if defined(SIESTA_WITH_CUDA)
+  return CudaVmmBackend::unavailable_reason();
+#else
+  return "built without CUDA";
+#endif
+}
+
+Result<std::unique_ptr<MemoryBackend>> open_cuda() {
+#if defined(SIESTA_WITH_CUDA)
+  Result<std::unique_ptr<CudaVmmBackend>> cuda = CudaVmmBackend::create();
+  if (!cuda.ok()) return cuda.status().with_context("opening the CUDA backend");
+  return std::unique_ptr<MemoryBackend>(std::move(cuda).value());
+#else
+  return Unsupported("opening the CUDA backend: built without CUDA");
+#endif
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MemoryBackend>> open_backend(BackendKind kind, std::string* note) {
+  std::string ignored;
+  std::string& out = note != nullptr ? *note : ignored;
+  out.clear();
+  switch (kind) {
+    case BackendKind::kSim: return open_sim();
+    case BackendKind::kCuda: {
+      // Ask first so that the error names the cause in one line, instead of whichever
+      // driver call happened to fail first inside create().
+      const std::string reason = cuda_unavailable_reason();
+      if (!reason.empty()) {
+        return Unsupported("--backend cuda: CUDA is unavailable: " + reason);
+      }
+      return open_cuda();
+    }
+    case BackendKind::kAuto: {
+      const std::string reason = cuda_unavailable_reason();
+      if (!reason.empty()) {
+        out = reason + "; using the simulator";
+        return open_sim();
+      }
+      return open_cuda();
+    }
+  }
+  return InvalidArgument("unknown backend kind");
+}
+
+}  // namespace siesta::server

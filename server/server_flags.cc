@@ -1,0 +1,226 @@
+#include "server/server_flags.h"
+
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "core/offload_config.h"
+
+#ifndef SIESTA_VERSION
+#define SIESTA_VERSION "unknown"
+#endif
+
+namespace siesta::server {
+namespace {
+
+constexpr int64_t kMaxPort = 65535;
+
+std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+
+// Strict decimal integer in [lo, hi]; see the grammar in the header.
+Result<int64_t> parse_integer(std::string_view flag, std::string_view text, int64_t lo,
+                              int64_t hi) {
+  const std::string range = std::to_string(lo) + " and " + std::to_string(hi);
+  int64_t value = 0;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  auto [end, error] = std::from_chars(first, last, value);
+  if (error == std::errc::result_out_of_range) {
+    return InvalidArgument(std::string(flag) + " (" + std::string(text) + ") must be between " +
+                           range);
+  }
+  if (text.empty() || error != std::errc() || end != last) {
+    return InvalidArgument(std::string(flag) + " must be an integer between " + range + ", got " +
+                           quoted(text));
+  }
+  if (value < lo || value > hi) {
+    return InvalidArgument(std::string(flag) + " (" + std::string(text) + ") must be between " +
+                           range);
+  }
+  return value;
+}
+
+// One flag that takes a value. `apply` stores the parsed value into the config; `fallback`
+// describes the default as --help prints it, read from a default-constructed ServerConfig so
+// that the help text cannot drift from the code.
+struct FlagSpec {
+  std::string_view name;
+  std::string_view value_name;
+  std::string_view help;
+  Status (*apply)(std::string_view flag, std::string_view value, ServerConfig& config);
+  std::string (*fallback)(const ServerConfig& defaults);
+};
+
+const std::vector<FlagSpec>& flag_specs() {
+  static const std::vector<FlagSpec> specs = {
+      {"--host", "HOST", "address to listen on; no endpoint is authenticated yet",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         if (value.empty()) return InvalidArgument(std::string(flag) + " must not be empty");
+         config.host = std::string(value);
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return d.host; }},
+      {"--port", "N", "TCP port to listen on; 0 picks a free port",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(int64_t port, parse_integer(flag, value, 0, kMaxPort));
+         config.port = static_cast<int>(port);
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.port); }},
+      {"--backend", "sim|cuda|auto",
+       "device memory: the host simulator, CUDA VMM, or CUDA when a GPU is usable",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         std::optional<BackendKind> kind = parse_backend_kind(value);
+         if (!kind) {
+           return InvalidArgument(std::string(flag) + " must be sim, cuda or auto, got " +
+                                  quoted(value));
+         }
+         config.backend = *kind;
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::string(backend_kind_name(d.backend)); }},
+      {"--cache-idle-seconds", "N",
+       "offload the session after N idle seconds (0..604800; 0 = offload off)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(config.offload.idle_seconds,
+                                 parse_integer(flag, value, 0, kMaxOffloadSeconds));
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.offload.idle_seconds); }},
+      {"--cache-expire-seconds", "N",
+       "delete an offloaded snapshot after N seconds (0..604800; must exceed the idle time)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(config.offload.expire_seconds,
+                                 parse_integer(flag, value, 0, kMaxOffloadSeconds));
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.offload.expire_seconds); }},
+      {"--cache-disk-dir", "DIR",
+       "private directory for snapshots (created 0700); required when offload is on",
+       [](std::string_view, std::string_view value, ServerConfig& config) {
+         config.offload.disk_dir = std::string(value);
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("none"); }},
+  };
+  return specs;
+}
+
+const FlagSpec* find_flag(std::string_view name) {
+  for (const FlagSpec& spec : flag_specs()) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+bool is_help(std::string_view name) { return name == "--help" || name == "-h"; }
+bool is_version(std::string_view name) { return name == "--version"; }
+
+}  // namespace
+
+Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args) {
+  ParsedFlags parsed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view arg = args[i];
+    if (!arg.starts_with("-") || arg == "-" || arg == "--") {
+      return InvalidArgument("unexpected argument " + quoted(arg) +
+                             " (siesta-server takes only flags; see --help)");
+    }
+    const size_t equals = arg.find('=');
+    const std::string_view name = arg.substr(0, equals);
+    std::optional<std::string_view> value;
+    if (equals != std::string_view::npos) value = arg.substr(equals + 1);
+
+    if (is_help(name) || is_version(name)) {
+      if (value) return InvalidArgument(std::string(name) + " takes no value");
+      parsed.action = is_help(name) ? ParsedFlags::Action::kHelp : ParsedFlags::Action::kVersion;
+      return parsed;
+    }
+    const FlagSpec* spec = find_flag(name);
+    if (spec == nullptr) {
+      return InvalidArgument("unknown flag " + std::string(name) + " (see --help)");
+    }
+    if (!value) {
+      if (i + 1 == args.size() || args[i + 1].starts_with("--")) {
+        return InvalidArgument(std::string(name) + " requires a value (" +
+                               std::string(spec->value_name) + ")");
+      }
+      value = args[++i];
+    }
+    SIESTA_RETURN_IF_ERROR(spec->apply(name, *value, parsed.config));
+  }
+  SIESTA_RETURN_IF_ERROR(validate_offload_config(parsed.config.offload));
+  return parsed;
+}
+
+Result<ParsedFlags> parse_server_flags(int argc, const char* const* argv) {
+  std::vector<std::string_view> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return parse_server_flags(std::span<const std::string_view>(args));
+}
+
+std::string server_help_text() {
+  const ServerConfig defaults;
+  std::string text =
+      "Usage: siesta-server [flags]\n"
+      "\n"
+      "Serves one LLM session over HTTP; with --cache-idle-seconds, an idle session's device\n"
+      "memory is written to --cache-disk-dir and released, and restored on the next request.\n"
+      "\n"
+      "Flags (--flag value or --flag=value; a repeated flag: the last one wins):\n";
+  // Two columns: the flag, then its description wrapped to 80 columns; "(default: X)" is
+  // kept whole so that it can be searched for.
+  auto add = [&text](const std::string& left, std::string_view help, const std::string& fallback) {
+    constexpr size_t kColumn = 30;
+    constexpr size_t kWidth = 80;
+    std::vector<std::string> words;
+    size_t start = 0;
+    while (start < help.size()) {
+      size_t end = help.find(' ', start);
+      if (end == std::string_view::npos) end = help.size();
+      words.emplace_back(help.substr(start, end - start));
+      start = end + 1;
+    }
+    if (!fallback.empty()) words.push_back("(default: " + fallback + ")");
+    std::string line = "  " + left;
+    if (line.size() + 1 > kColumn) {
+      text += line + "\n";
+      line.clear();
+    }
+    line.resize(kColumn, ' ');
+    bool line_empty = true;
+    for (const std::string& word : words) {
+      if (!line_empty && line.size() + 1 + word.size() > kWidth) {
+        text += line + "\n";
+        line = std::string(kColumn, ' ');
+        line_empty = true;
+      }
+      if (!line_empty) line += ' ';
+      line += word;
+      line_empty = false;
+    }
+    text += line + "\n";
+  };
+  for (const FlagSpec& spec : flag_specs()) {
+    add(std::string(spec.name) + " " + std::string(spec.value_name), spec.help,
+        spec.fallback(defaults));
+  }
+  add("--help, -h", "print this help and exit", "");
+  add("--version", "print the version and exit", "");
+  text +=
+      "\n"
+      "Exit status: 0 after a clean stop (SIGINT or SIGTERM), 1 when the server cannot run,\n"
+      "2 for a command line it refuses.\n";
+  return text;
+}
+
+std::string_view server_version() { return SIESTA_VERSION; }
+
+std::string server_version_text() {
+  return "siesta-server " + std::string(server_version()) + "\n";
+}
+
+}  // namespace siesta::server

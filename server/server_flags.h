@@ -1,0 +1,58 @@
+// The siesta-server command line: argv -> ParsedFlags, without printing or exiting, so that
+// every rule is unit-testable; main() turns an error into one stderr line and exit status 2.
+//
+// Grammar:
+//   --flag value | --flag=value   for flags that take a value
+//   --help | -h, --version        print and exit 0 (the first of them wins; arguments after
+//                                 it are not examined, arguments before it are)
+// Rules:
+//   - A value given as a separate argument must not start with "--" (so a forgotten value is
+//     reported as missing instead of swallowing the next flag); use --flag=--odd for such a
+//     value. An empty value ("--flag=" or "--flag ''") is passed on and judged by the flag.
+//   - Integers are decimal digits with an optional leading '-' (std::from_chars): no '+',
+//     no spaces, no hex, no trailing characters; anything outside int64 is out of range.
+//   - A flag given twice: the last one wins (so a wrapper script can override a default).
+//   - Positional arguments are errors.
+// After parsing, the whole configuration is validated (validate_offload_config and the
+// port and host rules), so an error names the flag and the rule it breaks.
+// Thread rule: pure functions; no shared state.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "server/server_config.h"
+
+namespace siesta::server {
+
+// The exit status of a command line that cannot run (ANCHORS.md: "a bad combination exits
+// with status 2").
+inline constexpr int kUsageExitCode = 2;
+
+struct ParsedFlags {
+  enum class Action { kRun, kHelp, kVersion };
+  Action action = Action::kRun;
+  ServerConfig config;  // meaningful only for kRun
+};
+
+// Parses `args` (argv without argv[0]).
+// Success: the action and, for kRun, a validated ServerConfig.
+// Failure: InvalidArgument whose message names the flag and the rule, one line, without the
+// "siesta-server: " prefix (main adds it).
+Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args);
+
+// Convenience for main(): argv as the OS gives it.
+Result<ParsedFlags> parse_server_flags(int argc, const char* const* argv);
+
+// What --help prints: every flag with its default, one per line, ending in a newline.
+std::string server_help_text();
+
+// The version from CMake's PROJECT_VERSION ("0.1.0").
+std::string_view server_version();
+
+// What --version prints: "siesta-server <version>\n".
+std::string server_version_text();
+
+}  // namespace siesta::server

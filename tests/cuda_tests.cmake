@@ -1,0 +1,42 @@
+# CUDA VMM backend tests.
+#   unit: the backend's bookkeeping, the driver table and the no-driver path; they run
+#         everywhere, CI included.
+#   gpu:  the real backend on a device; each test skips, printing why, where CUDA is
+#         unavailable. Never run by CI.
+
+# Header-only bookkeeping, no CUDA needed.
+siesta_add_gtest(range_ledger_test SOURCES unit/range_ledger_test.cc LABELS unit LIBS siesta_core)
+
+if(NOT SIESTA_HAVE_CUDA)
+  return()
+endif()
+
+siesta_add_gtest(cuda_driver_unavailable_test
+  SOURCES unit/cuda_driver_unavailable_test.cc
+  LABELS unit LIBS siesta_backend_cuda siesta_core)
+
+# Resolves the driver table against the toolkit's stub libcuda.so (no driver needed).
+find_file(SIESTA_CUDA_STUB_LIBRARY libcuda.so
+  HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR}
+  PATH_SUFFIXES stubs lib64/stubs lib/stubs NO_DEFAULT_PATH)
+if(NOT SIESTA_CUDA_STUB_LIBRARY)
+  set(SIESTA_CUDA_STUB_LIBRARY "")  # the test skips, saying so
+endif()
+siesta_add_gtest(cuda_driver_api_test
+  SOURCES unit/cuda_driver_api_test.cc
+  LABELS unit LIBS siesta_backend_cuda siesta_core)
+target_include_directories(cuda_driver_api_test SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+target_compile_definitions(cuda_driver_api_test PRIVATE
+  SIESTA_CUDA_STUB_LIBRARY="${SIESTA_CUDA_STUB_LIBRARY}")
+
+siesta_add_gtest(cuda_vmm_backend_test
+  SOURCES gpu/cuda_vmm_backend_test.cc
+  LABELS gpu LIBS siesta_backend_cuda siesta_core)
+target_include_directories(cuda_vmm_backend_test SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+
+# The generic MemoryBackend conformance suite on the CUDA backend.
+siesta_add_gtest(cuda_backend_conformance_test
+  SOURCES gpu/cuda_backend_conformance_test.cc
+  LABELS gpu LIBS siesta_backend_cuda siesta_core)
+target_include_directories(cuda_backend_conformance_test SYSTEM PRIVATE
+  ${CUDAToolkit_INCLUDE_DIRS})

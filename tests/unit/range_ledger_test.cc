@@ -1,0 +1,127 @@
+// The CUDA backend's bookkeeping, without a GPU: every REQUIRES of MemoryBackend that the
+// ledger enforces, and that taking ranges out hands back exactly what was put in.
+#include "backends/cuda_vmm/range_ledger.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace siesta {
+namespace {
+
+constexpr size_t kG = 2u << 20;  // granularity, as on the H200
+constexpr DeviceAddress kBase = 0x7f0000000000;
+
+using Ledger = RangeLedger<std::string, int>;  // Space names the reservation; Memory tags
+
+class RangeLedgerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ledger.add_reservation({kBase, 16 * kG}, "r0"); }
+
+  Status commit(size_t first_granule, size_t granules, int tag) {
+    DeviceRange range{kBase + first_granule * kG, granules * kG};
+    SIESTA_RETURN_IF_ERROR(ledger.check_commit(range, kG));
+    ledger.add_commit(range, tag);
+    return Status::Ok();
+  }
+  static DeviceRange g(size_t first_granule, size_t granules) {
+    return {kBase + first_granule * kG, granules * kG};
+  }
+
+  Ledger ledger;
+};
+
+TEST_F(RangeLedgerTest, CountsReservedAndCommittedBytes) {
+  EXPECT_EQ(ledger.reserved_bytes(), 16 * kG);
+  ASSERT_TRUE(commit(0, 4, 1).ok());
+  ASSERT_TRUE(commit(4, 2, 2).ok());
+  EXPECT_EQ(ledger.committed_bytes(), 6 * kG);
+}
+
+TEST_F(RangeLedgerTest, CommitChecks) {
+  EXPECT_EQ(ledger.check_commit({kBase, 0}, kG).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger.check_commit({kBase + kG / 2, kG}, kG).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger.check_commit({kBase, kG + 1}, kG).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger.check_commit(g(15, 2), kG).code(), StatusCode::kFailedPrecondition)
+      << "runs past the reservation";
+  EXPECT_EQ(ledger.check_commit(g(16, 1), kG).code(), StatusCode::kFailedPrecondition)
+      << "just past the reservation";
+  EXPECT_EQ(ledger.check_commit({kBase - kG, kG}, kG).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ledger.check_commit({~DeviceAddress{0} - kG + 1, 2 * kG}, kG).code(),
+            StatusCode::kInvalidArgument)
+      << "wraps";
+  ASSERT_TRUE(commit(2, 4, 1).ok());
+  EXPECT_EQ(ledger.check_commit(g(2, 4), kG).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ledger.check_commit(g(5, 2), kG).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ledger.check_commit(g(0, 3), kG).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ledger.check_commit(g(0, 16), kG).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(ledger.check_commit(g(0, 2), kG).ok());
+  EXPECT_TRUE(ledger.check_commit(g(6, 10), kG).ok());
+}
+
+TEST_F(RangeLedgerTest, DecommitTakesWholeCommitsOnly) {
+  ASSERT_TRUE(commit(0, 4, 1).ok());
+  ASSERT_TRUE(commit(4, 2, 2).ok());
+  ASSERT_TRUE(commit(8, 2, 3).ok());
+  EXPECT_EQ(ledger.check_decommit(g(0, 2), kG).code(), StatusCode::kFailedPrecondition) << "part";
+  EXPECT_EQ(ledger.check_decommit(g(2, 4), kG).code(), StatusCode::kFailedPrecondition) << "part";
+  EXPECT_EQ(ledger.check_decommit(g(0, 5), kG).code(), StatusCode::kFailedPrecondition) << "part";
+  EXPECT_EQ(ledger.check_decommit(g(4, 4), kG).code(), StatusCode::kFailedPrecondition) << "hole";
+  EXPECT_EQ(ledger.check_decommit(g(6, 2), kG).code(), StatusCode::kFailedPrecondition) << "none";
+  EXPECT_EQ(ledger.check_decommit(g(0, 10), kG).code(), StatusCode::kFailedPrecondition) << "hole";
+  EXPECT_EQ(ledger.check_decommit(g(15, 2), kG).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ledger.check_decommit({kBase, 0}, kG).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger.check_decommit({kBase + kG / 2, kG}, kG).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger.check_decommit({kBase, kG + 1}, kG).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger.committed_bytes(), 8 * kG) << "checks change nothing";
+
+  ASSERT_TRUE(ledger.check_decommit(g(0, 6), kG).ok()) << "two adjacent commits, whole";
+  std::vector<int> taken = ledger.take_commits(g(0, 6));
+  EXPECT_EQ(taken, (std::vector<int>{1, 2}));
+  EXPECT_EQ(ledger.committed_bytes(), 2 * kG);
+  EXPECT_TRUE(ledger.check_commit(g(0, 6), kG).ok()) << "committable again";
+}
+
+TEST_F(RangeLedgerTest, CommittedCheckFollowsAdjacentCommits) {
+  ASSERT_TRUE(commit(0, 4, 1).ok());
+  ASSERT_TRUE(commit(4, 2, 2).ok());
+  ASSERT_TRUE(commit(8, 2, 3).ok());
+  EXPECT_TRUE(ledger.check_committed({kBase + 100, 6 * kG - 200}, "copy").ok());
+  EXPECT_TRUE(ledger.check_committed({kBase + 4 * kG - 1, 2}, "copy").ok()) << "boundary";
+  EXPECT_TRUE(ledger.check_committed({kBase + 20 * kG, 0}, "copy").ok()) << "empty";
+  Status gap = ledger.check_committed({kBase + 6 * kG - 1, 2}, "copy source");
+  EXPECT_EQ(gap.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(gap.message().find("copy source"), std::string::npos) << gap.message();
+  EXPECT_EQ(ledger.check_committed({kBase - 1, 2}, "copy").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ledger.check_committed({kBase + 12 * kG, 1}, "copy").code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ledger.check_committed({kBase + 9 * kG, 2 * kG}, "copy").code(),
+            StatusCode::kFailedPrecondition)
+      << "runs off the last commit";
+  EXPECT_EQ(ledger.check_committed({~DeviceAddress{0}, 2}, "copy").code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(RangeLedgerTest, TakingAReservationTakesItsCommits) {
+  ledger.add_reservation({kBase + 32 * kG, 4 * kG}, "r1");
+  ASSERT_TRUE(commit(0, 4, 1).ok());
+  ASSERT_TRUE(commit(10, 2, 2).ok());
+  ASSERT_TRUE(ledger.check_commit({kBase + 32 * kG, 4 * kG}, kG).ok());
+  ledger.add_commit({kBase + 32 * kG, 4 * kG}, 9);
+
+  EXPECT_FALSE(ledger.take_reservation({kBase, 8 * kG})) << "not exactly a reservation";
+  EXPECT_FALSE(ledger.take_reservation({kBase + kG, 15 * kG}));
+  EXPECT_EQ(ledger.reservation_ranges().size(), 2u);
+
+  auto taken = ledger.take_reservation({kBase, 16 * kG});
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->space, "r0");
+  EXPECT_EQ(taken->commits, (std::vector<int>{1, 2}));
+  EXPECT_EQ(ledger.reserved_bytes(), 4 * kG);
+  EXPECT_EQ(ledger.committed_bytes(), 4 * kG) << "the other reservation's commit stays";
+  EXPECT_EQ(ledger.check_commit(g(0, 1), kG).code(), StatusCode::kFailedPrecondition)
+      << "no longer reserved";
+}
+
+}  // namespace
+}  // namespace siesta

@@ -1,0 +1,28 @@
+// The MemoryBackend conformance suite on the simulator, bare and behind a FaultyBackend whose
+// plan never fires (the wrapper must be transparent).
+#include "core/faulty_backend.h"
+#include "tests/support/backend_conformance.h"
+#include "tests/support/sim_backend_under_test.h"
+
+namespace siesta::conformance {
+namespace {
+
+struct SimTraits {
+  static BackendUnderTest make() { return make_sim_under_test(); }
+};
+
+struct FaultyOverSimTraits {
+  static BackendUnderTest make() {
+    const FaultPlan never = FaultPlan::none();
+    return make_sim_under_test(&never);
+  }
+};
+
+using SimTypes = ::testing::Types<SimTraits>;
+INSTANTIATE_TYPED_TEST_SUITE_P(Sim, BackendConformance, SimTypes);
+
+using FaultyOverSimTypes = ::testing::Types<FaultyOverSimTraits>;
+INSTANTIATE_TYPED_TEST_SUITE_P(FaultyOverSim, BackendConformance, FaultyOverSimTypes);
+
+}  // namespace
+}  // namespace siesta::conformance
