@@ -13,3 +13,12 @@ if(SIESTA_SANITIZE)
   # Tests can ask which sanitizer they run under (death tests and RSS figures differ).
   target_compile_definitions(siesta_options INTERFACE SIESTA_SANITIZERS="${_siesta_sanitizers}")
 endif()
+
+if(SIESTA_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "siesta: SIESTA_FUZZ needs clang (libFuzzer); use the fuzz preset")
+  endif()
+  # Coverage instrumentation for everything the fuzz targets reach; the targets themselves
+  # link libFuzzer (tests/fuzz_tests.cmake).
+  target_compile_options(siesta_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+endif()

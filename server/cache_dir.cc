@@ -8,6 +8,7 @@
 #include <charconv>
 #include <string>
 
+#include "core/log_text.h"
 #include "core/os_error.h"
 
 namespace siesta::server {
@@ -48,7 +49,7 @@ class Fd {
 
 Status prepare_cache_dir(const std::string& path, bool* created) {
   if (created != nullptr) *created = false;
-  const std::string flag = "--cache-disk-dir " + path;
+  const std::string flag = "--cache-disk-dir " + quote_for_log(path);
   if (path.empty()) return InvalidArgument("--cache-disk-dir must not be empty");
   const std::string name = without_trailing_slashes(path);
 

@@ -7,6 +7,7 @@
 #include <system_error>
 #include <vector>
 
+#include "core/log_text.h"
 #include "core/offload_config.h"
 
 #ifndef SIESTA_VERSION
@@ -18,7 +19,7 @@ namespace {
 
 constexpr int64_t kMaxPort = 65535;
 
-std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+std::string quoted(std::string_view text) { return quote_for_log(text); }
 
 // Strict decimal integer in [lo, hi]; see the grammar in the header.
 Result<int64_t> parse_integer(std::string_view flag, std::string_view text, int64_t lo,
@@ -28,15 +29,15 @@ Result<int64_t> parse_integer(std::string_view flag, std::string_view text, int6
   const char* first = text.data();
   const char* last = text.data() + text.size();
   auto [end, error] = std::from_chars(first, last, value);
-  if (error == std::errc::result_out_of_range) {
-    return InvalidArgument(std::string(flag) + " (" + std::string(text) + ") must be between " +
-                           range);
-  }
-  if (text.empty() || error != std::errc() || end != last) {
+  // Out of int64's range: `end` still marks the digits matched, so junk after them is
+  // reported as not an integer, and an all-digit text as out of range.
+  const bool digits_only = error == std::errc() || error == std::errc::result_out_of_range;
+  if (text.empty() || !digits_only || end != last) {
     return InvalidArgument(std::string(flag) + " must be an integer between " + range + ", got " +
                            quoted(text));
   }
-  if (value < lo || value > hi) {
+  // From here `text` is an optional '-' and digits: safe to echo unquoted.
+  if (error == std::errc::result_out_of_range || value < lo || value > hi) {
     return InvalidArgument(std::string(flag) + " (" + std::string(text) + ") must be between " +
                            range);
   }
@@ -141,7 +142,7 @@ Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args) {
     }
     const FlagSpec* spec = find_flag(name);
     if (spec == nullptr) {
-      return InvalidArgument("unknown flag " + std::string(name) + " (see --help)");
+      return InvalidArgument("unknown flag " + quoted(name) + " (see --help)");
     }
     if (!value) {
       if (i + 1 == args.size() || args[i + 1].starts_with("--")) {

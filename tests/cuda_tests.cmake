@@ -1,11 +1,8 @@
 # CUDA VMM backend tests.
-#   unit: the backend's bookkeeping, the driver table and the no-driver path; they run
-#         everywhere, CI included.
+#   unit: the driver table and the no-driver path; they run everywhere, CI included. (The
+#         backend's bookkeeping, core/range_ledger.h, is tested with core.)
 #   gpu:  the real backend on a device; each test skips, printing why, where CUDA is
 #         unavailable. Never run by CI.
-
-# Header-only bookkeeping, no CUDA needed.
-siesta_add_gtest(range_ledger_test SOURCES unit/range_ledger_test.cc LABELS unit LIBS siesta_core)
 
 if(NOT SIESTA_HAVE_CUDA)
   return()

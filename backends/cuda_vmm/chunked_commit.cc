@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "backends/cuda_vmm/range_ledger.h"
+#include "core/range_ledger.h"
 
 namespace siesta::cuda {
 namespace {

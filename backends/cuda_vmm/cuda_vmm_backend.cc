@@ -36,7 +36,7 @@
 #include "backends/cuda_vmm/chunked_commit.h"
 #include "backends/cuda_vmm/cuda_driver_api.h"
 #include "backends/cuda_vmm/cuda_handles.h"
-#include "backends/cuda_vmm/range_ledger.h"
+#include "core/range_ledger.h"
 #include "core/staging_ring.h"
 
 namespace siesta {

@@ -10,16 +10,17 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "backends/sim/sim_address_map.h"
 #include "backends/sim/sim_device_stream.h"
-#include "backends/sim/unique_fd.h"
 #include "core/host_address_space.h"
 #include "core/os_error.h"
+#include "core/range_ledger.h"
 #include "core/staging_ring.h"
+#include "core/unique_fd.h"
 
 namespace siesta {
 namespace {
@@ -34,9 +35,33 @@ Status commit_step_error(int err, const std::string& what) {
   return DeviceError(status.message());
 }
 
+// The address space of one reservation (the simulator's cuMemAddressReserve), unmapped when
+// destroyed. A RangeLedger::TakenReservation lets its commits' memfds go first; their pages
+// return to the kernel once this unmaps them.
+class HostReservation {
+ public:
+  explicit HostReservation(DeviceRange range) : range_(range) {}
+  HostReservation(HostReservation&& other) noexcept : range_(std::exchange(other.range_, {})) {}
+  HostReservation& operator=(HostReservation&&) = delete;
+  HostReservation(const HostReservation&) = delete;
+  HostReservation& operator=(const HostReservation&) = delete;
+  ~HostReservation() {
+    if (!range_.empty()) host_address_space::unreserve(host_pointer(range_.base), range_.size);
+  }
+
+ private:
+  DeviceRange range_;
+};
+
+// The physical memory of one commit() call: memfds of at most max_chunk_bytes each, mapped
+// back to back from the start of the range.
+using Chunks = std::vector<UniqueFd>;
+
 }  // namespace
 
 struct SimBackend::Impl {
+  using Ledger = RangeLedger<HostReservation, Chunks>;
+
   explicit Impl(SimBackendOptions opts, std::unique_ptr<std::byte[]> staging,
                 std::vector<std::span<std::byte>> buffers)
       : options(std::move(opts)), staging_memory(std::move(staging)), ring(std::move(buffers)) {}
@@ -62,24 +87,31 @@ struct SimBackend::Impl {
     return buffer.valid() && buffer.slot() < ring.count() &&
            buffer.bytes().data() == staging_memory.get() + buffer.slot() * ring.buffer_bytes();
   }
-  Status check_copy(const StagingBuffer& buffer, DeviceAddress device, size_t bytes,
-                    const char* what) const;
+  // OK when `buffer` is one of this backend's staging buffers and holds `bytes`; else
+  // InvalidArgument. `what` names the call in the message.
+  Status check_buffer(const StagingBuffer& buffer, size_t bytes, const char* what) const;
+
+  // Copies the ledger's totals to the atomics that stats() reads. REQUIRES: mutex held.
+  void publish_totals() {
+    reserved_bytes.store(ledger.reserved_bytes());
+    committed_bytes.store(ledger.committed_bytes());
+  }
 
   const SimBackendOptions options;
   const std::unique_ptr<std::byte[]> staging_memory;  // the "pinned" ring, allocated once
   StagingRing ring;
 
-  // Atomic so that stats() never waits for `mutex`, which decommit holds while it drains the
-  // stream. Changed only under `mutex`, together with `map`.
+  // The ledger's totals, copied out so that stats() never waits for `mutex`, which decommit
+  // holds while it drains the stream. Written only under `mutex` (publish_totals()).
   std::atomic<uint64_t> reserved_bytes{0};
   std::atomic<uint64_t> committed_bytes{0};
   std::atomic<uint64_t> external_usage{0};
 
-  // Serialises every change of the address map with the system calls that make it true,
-  // and the check of a copy's range with its submission (so a decommit cannot slip in
-  // between: it takes this lock, then drains the stream).
+  // Serialises every change of the ledger with the system calls that make it true, and the
+  // check of a copy's range with its submission (so a decommit cannot slip in between: it
+  // takes this lock, then drains the stream).
   std::mutex mutex;
-  SimAddressMap map;
+  Ledger ledger;  // guarded by mutex
 
   // Last member, so it is destroyed first: its destructor runs queued jobs, which may still
   // touch the staging memory above.
@@ -88,7 +120,7 @@ struct SimBackend::Impl {
 
 Result<UniqueFd> SimBackend::Impl::commit_chunk(DeviceAddress address, size_t bytes, size_t index) {
   const std::string where =
-      "commit chunk " + std::to_string(index) + " " + sim_range_text({address, bytes});
+      "commit chunk " + std::to_string(index) + " " + range_string({address, bytes});
   SIESTA_RETURN_IF_ERROR(run_hook(CommitStep::kCreate, index));
   UniqueFd fd(memfd_create("siesta-sim-chunk", MFD_CLOEXEC));
   if (!fd.valid()) {
@@ -117,8 +149,8 @@ Result<UniqueFd> SimBackend::Impl::commit_chunk(DeviceAddress address, size_t by
   return fd;
 }
 
-Status SimBackend::Impl::check_copy(const StagingBuffer& buffer, DeviceAddress device, size_t bytes,
-                                    const char* what) const {
+Status SimBackend::Impl::check_buffer(const StagingBuffer& buffer, size_t bytes,
+                                      const char* what) const {
   if (!owns(buffer)) {
     return InvalidArgument(std::string(what) + ": the staging buffer is not one of this backend's");
   }
@@ -126,11 +158,6 @@ Status SimBackend::Impl::check_copy(const StagingBuffer& buffer, DeviceAddress d
     return InvalidArgument(std::string(what) + " of " + std::to_string(bytes) +
                            " bytes: larger than the staging buffer (" +
                            std::to_string(buffer.bytes().size()) + " bytes)");
-  }
-  if (device + bytes < device) return InvalidArgument(std::string(what) + ": range wraps around");
-  if (!map.fully_committed(device, bytes)) {
-    return FailedPrecondition(std::string(what) + " of " + sim_range_text({device, bytes}) +
-                              ": part of the device range is not committed");
   }
   return Status::Ok();
 }
@@ -170,9 +197,9 @@ SimBackend::~SimBackend() {
   // Work still queued may touch device memory, so it runs before anything is unmapped.
   impl_->stream.drain();
   std::lock_guard lock(impl_->mutex);
-  for (DeviceRange range : impl_->map.reservations()) {
-    host_address_space::unreserve(host_pointer(range.base), range.size);
-    impl_->map.remove_reservation(range);  // closes the memfds after the unmap
+  // Letting each taken reservation go closes its memfds, then unmaps its range.
+  for (DeviceRange range : impl_->ledger.reservation_ranges()) {
+    impl_->ledger.take_reservation(range);
   }
 }
 
@@ -191,17 +218,16 @@ Result<DeviceRange> SimBackend::reserve(size_t bytes) {
   SIESTA_ASSIGN_OR_RETURN(std::byte * base, host_address_space::reserve(rounded, g));
   const DeviceRange range{reinterpret_cast<DeviceAddress>(base), rounded};
   std::lock_guard lock(impl_->mutex);
-  impl_->map.add_reservation(range);
-  impl_->reserved_bytes.fetch_add(rounded);
+  impl_->ledger.add_reservation(range, HostReservation(range));
+  impl_->publish_totals();
   return range;
 }
 
 Status SimBackend::commit(DeviceRange range) {
-  SIESTA_RETURN_IF_ERROR(SimAddressMap::check_shape(range, impl_->options.granularity, "commit"));
   std::lock_guard lock(impl_->mutex);
-  SIESTA_RETURN_IF_ERROR(impl_->map.check_commit(range));
+  SIESTA_RETURN_IF_ERROR(impl_->ledger.check_commit(range, impl_->options.granularity));
 
-  SimAddressMap::Allocation allocation;
+  Chunks chunks;
   Status failure;
   size_t done = 0;
   const uint64_t free_at_start = impl_->free_bytes(0);
@@ -211,7 +237,7 @@ Status SimBackend::commit(DeviceRange range) {
     const uint64_t free = impl_->free_bytes(done);
     if (bytes > free) {
       failure = OutOfMemory(
-          "commit of " + std::to_string(range.size) + " bytes at " + sim_range_text(range) +
+          "commit of " + std::to_string(range.size) + " bytes at " + range_string(range) +
           " needs more than the " + std::to_string(free_at_start) + " bytes free (device of " +
           std::to_string(impl_->options.capacity_bytes) + " bytes, " +
           std::to_string(impl_->external_usage.load()) + " used elsewhere): chunk " +
@@ -224,52 +250,50 @@ Status SimBackend::commit(DeviceRange range) {
       failure = chunk.status();
       break;
     }
-    allocation.chunks.push_back(std::move(chunk).value());
+    chunks.push_back(std::move(chunk).value());
     done += bytes;
   }
   if (!failure.ok()) {
     // Roll back every chunk of this call: PROT_NONE over the whole range drops the mapped
-    // chunks, and `allocation` closes their memfds when it goes out of scope.
+    // chunks, and `chunks` closes their memfds when it goes out of scope.
     Status dropped = host_address_space::drop(host_pointer(range.base), range.size);
     if (!dropped.ok()) {
       return Internal(failure.message() + "; rollback failed: " + dropped.message());
     }
     return failure;
   }
-  impl_->map.add_allocation(range, std::move(allocation));
-  impl_->committed_bytes.fetch_add(range.size);
+  impl_->ledger.add_commit(range, std::move(chunks));
+  impl_->publish_totals();
   return Status::Ok();
 }
 
 Status SimBackend::decommit(DeviceRange range) {
-  SIESTA_RETURN_IF_ERROR(SimAddressMap::check_shape(range, impl_->options.granularity, "decommit"));
   std::lock_guard lock(impl_->mutex);
-  SIESTA_RETURN_IF_ERROR(impl_->map.check_decommit(range));
+  SIESTA_RETURN_IF_ERROR(impl_->ledger.check_decommit(range, impl_->options.granularity));
   // Pending work may still read or write this range (ANCHORS bug 2). Draining under the lock
   // also keeps new copies of this range from being submitted meanwhile.
   impl_->stream.drain();
   Status dropped = host_address_space::drop(host_pointer(range.base), range.size);
   if (!dropped.ok()) return DeviceError(dropped.message());
-  impl_->map.remove_allocations(range);  // the memfds close here, after the unmap
-  impl_->committed_bytes.fetch_sub(range.size);
+  impl_->ledger.take_commits(range);  // the memfds close here, after the unmap
+  impl_->publish_totals();
   return Status::Ok();
 }
 
 void SimBackend::unreserve(DeviceRange range) {
   std::lock_guard lock(impl_->mutex);
-  if (!impl_->map.is_reservation(range)) {
+  std::optional<Impl::Ledger::TakenReservation> taken = impl_->ledger.take_reservation(range);
+  if (!taken) {
 #ifndef NDEBUG
     (void)std::fprintf(stderr, "siesta: SimBackend::unreserve of %s, which is not a reservation\n",
-                       sim_range_text(range).c_str());
+                       range_string(range).c_str());
 #endif
     return;
   }
+  // Queued work may still touch the range; it must finish before the range is unmapped.
   impl_->stream.drain();
-  host_address_space::unreserve(host_pointer(range.base), range.size);
-  uint64_t committed = 0;
-  for (const auto& allocation : impl_->map.remove_reservation(range)) committed += allocation.size;
-  impl_->committed_bytes.fetch_sub(committed);
-  impl_->reserved_bytes.fetch_sub(range.size);
+  taken.reset();  // closes the memfds, then unmaps the range, still under the lock
+  impl_->publish_totals();
 }
 
 MemoryStats SimBackend::stats() const {
@@ -295,14 +319,8 @@ Result<CopyTicket> SimBackend::enqueue_work(std::function<Status()> work) {
 }
 
 Status SimBackend::zero(DeviceRange range) {
-  if (range.end() < range.base) {
-    return InvalidArgument("zero of " + sim_range_text(range) + ": wraps around");
-  }
   std::lock_guard lock(impl_->mutex);
-  if (!impl_->map.fully_committed(range.base, range.size)) {
-    return FailedPrecondition("zero of " + sim_range_text(range) +
-                              ": part of the range is not committed");
-  }
+  SIESTA_RETURN_IF_ERROR(impl_->ledger.check_committed(range, "zero"));
   impl_->stream.submit([range] {
     std::memset(host_pointer(range.base), 0, range.size);
     return Status::Ok();
@@ -323,7 +341,8 @@ void SimBackend::release_staging(uint32_t slot) {
 Result<CopyTicket> SimBackend::copy_to_staging(DeviceAddress source, size_t bytes,
                                                StagingBuffer& buffer) {
   std::lock_guard lock(impl_->mutex);
-  SIESTA_RETURN_IF_ERROR(impl_->check_copy(buffer, source, bytes, "copy_to_staging"));
+  SIESTA_RETURN_IF_ERROR(impl_->check_buffer(buffer, bytes, "copy_to_staging"));
+  SIESTA_RETURN_IF_ERROR(impl_->ledger.check_committed({source, bytes}, "copy_to_staging source"));
   std::byte* destination = buffer.bytes().data();
   const CopyTicket ticket = impl_->stream.submit([=] {
     if (bytes != 0) std::memcpy(destination, host_pointer(source), bytes);
@@ -336,7 +355,9 @@ Result<CopyTicket> SimBackend::copy_to_staging(DeviceAddress source, size_t byte
 Result<CopyTicket> SimBackend::copy_from_staging(const StagingBuffer& buffer, size_t bytes,
                                                  DeviceAddress destination) {
   std::lock_guard lock(impl_->mutex);
-  SIESTA_RETURN_IF_ERROR(impl_->check_copy(buffer, destination, bytes, "copy_from_staging"));
+  SIESTA_RETURN_IF_ERROR(impl_->check_buffer(buffer, bytes, "copy_from_staging"));
+  SIESTA_RETURN_IF_ERROR(
+      impl_->ledger.check_committed({destination, bytes}, "copy_from_staging destination"));
   const std::byte* source = buffer.bytes().data();
   const CopyTicket ticket = impl_->stream.submit([=] {
     if (bytes != 0) std::memcpy(host_pointer(destination), source, bytes);

@@ -25,37 +25,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    reset();
-    fd_ = std::exchange(other.fd_, -1);
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 Status errno_status(const std::string& what) {
   return Internal(what + ": " + std::generic_category().message(errno));
 }
 
 // Both ends close-on-exec: only the descriptors the child is given by dup2 survive exec.
-Result<std::pair<Fd, Fd>> make_pipe() {
+Result<std::pair<UniqueFd, UniqueFd>> make_pipe() {
   int ends[2];
   if (::pipe2(ends, O_CLOEXEC) != 0) return errno_status("pipe2");
-  return std::pair<Fd, Fd>(Fd(ends[0]), Fd(ends[1]));
+  return std::pair<UniqueFd, UniqueFd>(UniqueFd(ends[0]), UniqueFd(ends[1]));
 }
 
 // Starts the binary with `args`; its stdout and stderr go to the given descriptors, its
@@ -180,15 +158,15 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::start(
   const Clock::time_point deadline = Clock::now() + deadline_after;
   std::unique_ptr<ServerProcess> server(new ServerProcess());
 
-  Fd stderr_file(::memfd_create("siesta-server-stderr", MFD_CLOEXEC));
-  if (stderr_file.get() < 0) return errno_status("memfd_create");
+  UniqueFd stderr_file(::memfd_create("siesta-server-stderr", MFD_CLOEXEC));
+  if (!stderr_file.valid()) return errno_status("memfd_create");
   SIESTA_ASSIGN_OR_RETURN(auto out, make_pipe());
   std::vector<std::string> full_args = {"--host", "127.0.0.1", "--port", "0"};
   full_args.insert(full_args.end(), args.begin(), args.end());
   SIESTA_ASSIGN_OR_RETURN(server->pid_, spawn(full_args, out.second.get(), stderr_file.get()));
   out.second.reset();
-  server->stdout_fd_ = out.first.release();
-  server->stderr_fd_ = stderr_file.release();
+  server->stdout_fd_ = std::move(out.first);
+  server->stderr_fd_ = std::move(stderr_file);
 
   auto fail = [&server](const std::string& why) -> Status {
     server->kill_and_reap();
@@ -199,7 +177,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::start(
   std::string printed;
   while (printed.find('\n') == std::string::npos) {
     if (Clock::now() >= deadline) return fail("no listening line within the deadline");
-    if (!read_some(server->stdout_fd_, printed, deadline)) {
+    if (!read_some(server->stdout_fd_.get(), printed, deadline)) {
       return fail("siesta-server exited before listening (" + server->reap().describe() + ")");
     }
   }
@@ -220,7 +198,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::start(
     if (health && health->status == 200) break;
     std::string ignored;
     // Waits up to 50 ms for the server's exit; returns at once if it has exited.
-    if (!read_some(server->stdout_fd_, ignored,
+    if (!read_some(server->stdout_fd_.get(), ignored,
                    std::min(deadline, Clock::now() + std::chrono::milliseconds(50)))) {
       return fail("siesta-server exited while waiting for /health (" + server->reap().describe() +
                   ")");
@@ -229,11 +207,8 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::start(
   return server;
 }
 
-ServerProcess::~ServerProcess() {
-  kill_and_reap();
-  if (stdout_fd_ >= 0) ::close(stdout_fd_);
-  if (stderr_fd_ >= 0) ::close(stderr_fd_);
-}
+// The descriptors close after the body, once the server is gone.
+ServerProcess::~ServerProcess() { kill_and_reap(); }
 
 std::string ServerProcess::base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
@@ -249,12 +224,12 @@ httplib::Result ServerProcess::get(const std::string& path) const { return clien
 
 std::string ServerProcess::stderr_text() const {
   std::string text;
-  if (stderr_fd_ < 0) return text;
+  if (!stderr_fd_.valid()) return text;
   char buffer[4096];
   off_t offset = 0;
   while (true) {
     // pread leaves the offset the server writes at untouched.
-    const ssize_t got = ::pread(stderr_fd_, buffer, sizeof buffer, offset);
+    const ssize_t got = ::pread(stderr_fd_.get(), buffer, sizeof buffer, offset);
     if (got <= 0) break;
     text.append(buffer, static_cast<size_t>(got));
     offset += got;
@@ -268,7 +243,7 @@ Result<ProcessExit> ServerProcess::stop(int signal_number,
   const Clock::time_point deadline = Clock::now() + deadline_after;
   if (::kill(pid_, signal_number) != 0) return errno_status("kill");
   std::string printed;
-  while (read_some(stdout_fd_, printed, deadline)) {
+  while (read_some(stdout_fd_.get(), printed, deadline)) {
     if (Clock::now() >= deadline) {
       const std::string log = stderr_text();
       kill_and_reap();

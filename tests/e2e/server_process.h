@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/unique_fd.h"
 
 namespace siesta::testing {
 
@@ -88,8 +89,8 @@ class ServerProcess {
   void kill_and_reap();
 
   pid_t pid_ = -1;
-  int stdout_fd_ = -1;  // read end of the server's stdout; EOF means it exited
-  int stderr_fd_ = -1;  // a memfd the server's stderr is written into
+  UniqueFd stdout_fd_;  // read end of the server's stdout; EOF means it exited
+  UniqueFd stderr_fd_;  // a memfd the server's stderr is written into
   int port_ = 0;
   std::string listening_line_;
 };

@@ -71,7 +71,7 @@ TEST(CacheDirTest, RefusesWritableByOthersOrGroup) {
     ASSERT_EQ(::chmod(dir.c_str(), mode), 0);
     Status status = prepare_cache_dir(dir, nullptr);
     EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << mode;
-    EXPECT_THAT(status.message(), HasSubstr("--cache-disk-dir " + dir));
+    EXPECT_THAT(status.message(), HasSubstr("--cache-disk-dir \"" + dir + "\""));
     EXPECT_THAT(status.message(), HasSubstr("writable by group or others"));
     EXPECT_EQ(mode_of(dir), mode) << "a refused directory is left as it was";
   }

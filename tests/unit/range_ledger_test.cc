@@ -1,6 +1,7 @@
-// The CUDA backend's bookkeeping, without a GPU: every REQUIRES of MemoryBackend that the
-// ledger enforces, and that taking ranges out hands back exactly what was put in.
-#include "backends/cuda_vmm/range_ledger.h"
+// The bookkeeping both backends keep (SimBackend and CudaVmmBackend), without a device: every
+// REQUIRES of MemoryBackend that the ledger enforces, and that taking ranges out hands back
+// exactly what was put in.
+#include "core/range_ledger.h"
 
 #include <gtest/gtest.h>
 
@@ -121,6 +122,50 @@ TEST_F(RangeLedgerTest, TakingAReservationTakesItsCommits) {
   EXPECT_EQ(ledger.committed_bytes(), 4 * kG) << "the other reservation's commit stays";
   EXPECT_EQ(ledger.check_commit(g(0, 1), kG).code(), StatusCode::kFailedPrecondition)
       << "no longer reserved";
+}
+
+TEST_F(RangeLedgerTest, DecommitStaysInsideOneReservationButCopiesMaySpanTwo) {
+  ledger.add_reservation(g(16, 4), "r1");  // adjacent to r0
+  ASSERT_TRUE(commit(15, 1, 1).ok());
+  ASSERT_TRUE(commit(16, 1, 2).ok());
+  EXPECT_EQ(ledger.check_commit(g(14, 4), kG).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ledger.check_decommit(g(15, 2), kG).code(), StatusCode::kFailedPrecondition)
+      << "two whole commits, but in two reservations";
+  EXPECT_TRUE(ledger.check_decommit(g(15, 1), kG).ok());
+  EXPECT_TRUE(ledger.check_committed(g(15, 2), "copy").ok()) << "every byte is committed";
+}
+
+TEST_F(RangeLedgerTest, WrappingRangesAreInvalidEverywhere) {
+  const DeviceRange wraps{~DeviceAddress{0} - kG + 1, 2 * kG};
+  EXPECT_EQ(ledger.check_commit(wraps, kG).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger.check_decommit(wraps, kG).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger.check_committed(wraps, "zero").code(), StatusCode::kInvalidArgument);
+  const DeviceRange to_zero{~DeviceAddress{0} - kG + 1, kG};  // ends exactly at 2^64
+  EXPECT_EQ(ledger.check_commit(to_zero, 1).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(RangeLedgerTest, MessagesNameTheCallTheRangeAndTheRule) {
+  EXPECT_EQ(range_string({kBase, kG}), "[0x7f0000000000, +2097152 bytes)");
+  auto message = [](const Status& status) { return status.message(); };
+  EXPECT_EQ(message(ledger.check_commit({kBase, 0}, kG)),
+            "commit of [0x7f0000000000, +0 bytes): the range is empty");
+  EXPECT_EQ(message(ledger.check_commit({kBase, kG + 1}, kG)),
+            "commit of [0x7f0000000000, +2097153 bytes): not aligned to the granularity "
+            "(2097152 bytes)");
+  EXPECT_EQ(message(ledger.check_commit(g(16, 1), kG)),
+            "commit of [0x7f0002000000, +2097152 bytes): not inside one reservation");
+  ASSERT_TRUE(commit(0, 2, 1).ok());
+  EXPECT_EQ(message(ledger.check_commit(g(1, 1), kG)),
+            "commit of [0x7f0000200000, +2097152 bytes): overlaps committed [0x7f0000000000, "
+            "+4194304 bytes)");
+  EXPECT_EQ(message(ledger.check_decommit(g(0, 1), kG)),
+            "decommit of [0x7f0000000000, +2097152 bytes): would release only part of committed "
+            "[0x7f0000000000, +4194304 bytes); decommit whole commits only");
+  EXPECT_EQ(message(ledger.check_decommit(g(0, 3), kG)),
+            "decommit of [0x7f0000000000, +6291456 bytes): byte 0x7f0000400000 is not committed");
+  EXPECT_EQ(message(ledger.check_committed({kBase + 2 * kG - 1, 2}, "copy_to_staging source")),
+            "copy_to_staging source [0x7f00003fffff, +2 bytes): byte 0x7f0000400000 is not "
+            "committed");
 }
 
 }  // namespace

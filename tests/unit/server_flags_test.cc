@@ -169,10 +169,12 @@ TEST(ServerFlagsTest, RulesAreCheckedAfterAllFlagsWhateverTheOrder) {
 }
 
 TEST(ServerFlagsTest, UnknownFlag) {
-  EXPECT_EQ(error_of({"--bogus"}), "unknown flag --bogus (see --help)");
-  EXPECT_EQ(error_of({"--bogus=1"}), "unknown flag --bogus (see --help)");
-  EXPECT_EQ(error_of({"-p", "80"}), "unknown flag -p (see --help)");
-  EXPECT_EQ(error_of({"--Port", "80"}), "unknown flag --Port (see --help)");
+  EXPECT_EQ(error_of({"--bogus"}), "unknown flag \"--bogus\" (see --help)");
+  EXPECT_EQ(error_of({"--bogus=1"}), "unknown flag \"--bogus\" (see --help)");
+  EXPECT_EQ(error_of({"-p", "80"}), "unknown flag \"-p\" (see --help)");
+  EXPECT_EQ(error_of({"--Port", "80"}), "unknown flag \"--Port\" (see --help)");
+  // Whatever bytes the name holds, the message stays one printable line.
+  EXPECT_EQ(error_of({"--x\ny"}), "unknown flag \"--x\\ny\" (see --help)");
   // An unknown flag is reported even when a value-taking flag precedes it correctly.
   EXPECT_THAT(error_of({"--port", "80", "--cache-idle", "5"}), HasSubstr("--cache-idle"));
 }

@@ -1,15 +1,26 @@
-// RangeLedger: which address ranges a backend has reserved and which parts of them are
-// committed, with the checks that enforce every REQUIRES of MemoryBackend before anything
-// reaches the driver (a bad copy enqueued on the device would poison the whole context).
+// RangeLedger: which address ranges a MemoryBackend has reserved and which parts of them are
+// committed, with the checks that turn every REQUIRES of MemoryBackend into an error before
+// anything reaches the device. Both backends keep their books here, so both refuse exactly
+// the same calls with the same codes: CudaVmmBackend (where a bad copy enqueued on the device
+// would poison the whole context) and SimBackend (where it would write through a stray
+// pointer or fault).
 //
-// It owns what each range holds: a `Space` per reservation (the address reservation) and a
-// `Memory` per commit call (that call's physical chunks). Both are moved out, never
-// destroyed, when taken, so the caller decides when and how to free them (and sees errors).
-// Plain C++ with no driver calls, so it is unit-tested without a GPU.
+// It owns what each range holds: a `Space` per reservation (CUDA: the cuMemAddressReserve
+// handle; simulator: the PROT_NONE mapping) and a `Memory` per commit call (that call's
+// physical chunks: CUDA allocations or memfds). Both are moved out, never destroyed, when
+// taken, so the backend decides when and how to free them (and sees the errors). Both must be
+// move-constructible. Plain C++ that makes no driver or system call, so it is unit-tested
+// without a GPU (tests/unit/range_ledger_test.cc).
+//
+// Checks return InvalidArgument for a range that can never be valid (empty, wrapping around
+// the address space, not granularity-aligned) and FailedPrecondition for one that would be
+// valid in another state (not reserved, already committed, not committed). A check changes
+// nothing; each message names the operation and the range.
 //
 // Thread rule: not thread-safe; the backend guards it with its mutex.
 #pragma once
 
+#include <cinttypes>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -26,12 +37,10 @@
 
 namespace siesta {
 
-// "[0x7f0000000000, +2097152)": how messages name a range.
+// "[0x7f0000000000, +2097152 bytes)": how messages name a range.
 inline std::string range_string(DeviceRange range) {
   char text[64];
-  (void)std::snprintf(text, sizeof text, "[0x%llx, +%llu)",
-                      static_cast<unsigned long long>(range.base),
-                      static_cast<unsigned long long>(range.size));
+  (void)std::snprintf(text, sizeof text, "[0x%" PRIx64 ", +%zu bytes)", range.base, range.size);
   return text;
 }
 
@@ -48,7 +57,8 @@ class RangeLedger {
   uint64_t reserved_bytes() const { return reserved_bytes_; }
   uint64_t committed_bytes() const { return committed_bytes_; }
 
-  // REQUIRES: `range` overlaps no reservation in the ledger (the driver just handed it out).
+  // REQUIRES: `range` overlaps no reservation in the ledger (the driver or the kernel just
+  // handed it out).
   void add_reservation(DeviceRange range, Space space) {
     reservations_.emplace(range.base, Reservation{range.size, std::move(space)});
     reserved_bytes_ += range.size;
@@ -68,16 +78,16 @@ class RangeLedger {
   // Every reservation, in address order (the destructor gives them all back).
   std::vector<DeviceRange> reservation_ranges() const {
     std::vector<DeviceRange> out;
+    out.reserve(reservations_.size());
     for (const auto& [base, reservation] : reservations_) out.push_back({base, reservation.size});
     return out;
   }
 
-  // OK when `range` may be committed: non-empty, granularity-aligned, inside one
-  // reservation, and no byte of it committed. InvalidArgument for the first two (never
-  // valid), FailedPrecondition for the others (valid in another state).
+  // OK when `range` may be committed: non-empty, not wrapping, granularity-aligned (else
+  // InvalidArgument), inside one reservation and no byte of it committed (else
+  // FailedPrecondition).
   Status check_commit(DeviceRange range, size_t granularity) const {
-    SIESTA_RETURN_IF_ERROR(check_shape(range, "commit"));
-    SIESTA_RETURN_IF_ERROR(check_aligned(range, granularity, "commit"));
+    SIESTA_RETURN_IF_ERROR(check_shape(range, granularity, "commit"));
     SIESTA_RETURN_IF_ERROR(check_reserved(range, "commit"));
     auto after = commits_.lower_bound(range.end());
     if (after != commits_.begin()) {
@@ -98,33 +108,27 @@ class RangeLedger {
     committed_bytes_ += range.size;
   }
 
-  // OK when `range` may be decommitted: non-empty and granularity-aligned (else
-  // InvalidArgument), every byte committed and every commit touching it lying entirely
-  // inside it, since a commit is released whole or not at all (else FailedPrecondition).
+  // OK when `range` may be decommitted: non-empty, not wrapping, granularity-aligned (else
+  // InvalidArgument), inside one reservation (even where two reservations happen to be
+  // adjacent and both committed, as cuMemUnmap requires), every byte committed and every
+  // commit touching it lying entirely inside it, since a commit is released whole or not at
+  // all (else FailedPrecondition). Several adjacent whole commits may be decommitted at once.
   Status check_decommit(DeviceRange range, size_t granularity) const {
-    SIESTA_RETURN_IF_ERROR(check_shape(range, "decommit"));
-    SIESTA_RETURN_IF_ERROR(check_aligned(range, granularity, "decommit"));
+    SIESTA_RETURN_IF_ERROR(check_shape(range, granularity, "decommit"));
     SIESTA_RETURN_IF_ERROR(check_reserved(range, "decommit"));
     DeviceAddress at = range.base;
     auto it = commits_.lower_bound(at);
     if (it != commits_.begin()) {
       const auto& [base, commit] = *std::prev(it);
-      if (base + commit.size > at) {
-        return FailedPrecondition("decommit of " + range_string(range) +
-                                  ": would release only part of committed " +
-                                  range_string({base, commit.size}));
-      }
+      if (base + commit.size > at) return split_error(range, {base, commit.size});
     }
     while (at < range.end()) {
       if (it == commits_.end() || it->first != at) {
         return FailedPrecondition("decommit of " + range_string(range) + ": byte 0x" + hex(at) +
                                   " is not committed");
       }
-      DeviceRange commit{it->first, it->second.size};
-      if (commit.end() > range.end()) {
-        return FailedPrecondition("decommit of " + range_string(range) +
-                                  ": would release only part of committed " + range_string(commit));
-      }
+      const DeviceRange commit{it->first, it->second.size};
+      if (commit.end() > range.end()) return split_error(range, commit);
       at = commit.end();
       ++it;
     }
@@ -144,8 +148,10 @@ class RangeLedger {
     return out;
   }
 
-  // OK when every byte of `range` is committed (possibly by several adjacent commits); an
-  // empty range always is. `use` names the operation in the message ("copy source").
+  // OK when every byte of `range` is committed, possibly by several adjacent commits (a copy
+  // or a zero may span them); an empty range always is. InvalidArgument when `range` wraps
+  // around the address space, else FailedPrecondition naming the first uncommitted byte.
+  // `use` names the operation in the message ("copy_to_staging source").
   Status check_committed(DeviceRange range, std::string_view use) const {
     if (range.empty()) return Status::Ok();
     if (range.end() < range.base) {
@@ -178,24 +184,22 @@ class RangeLedger {
 
   static std::string hex(DeviceAddress address) {
     char text[32];
-    (void)std::snprintf(text, sizeof text, "%llx", static_cast<unsigned long long>(address));
+    (void)std::snprintf(text, sizeof text, "%" PRIx64, address);
     return text;
   }
 
-  static Status check_shape(DeviceRange range, std::string_view use) {
-    if (range.empty()) return InvalidArgument(std::string(use) + " of an empty range");
+  // The checks no state can satisfy, shared by commit and decommit.
+  static Status check_shape(DeviceRange range, size_t granularity, std::string_view use) {
+    const std::string prefix = std::string(use) + " of " + range_string(range);
+    if (range.empty()) return InvalidArgument(prefix + ": the range is empty");
     if (range.end() < range.base) {
-      return InvalidArgument(std::string(use) + " of " + range_string(range) +
-                             ": wraps around the address space");
+      return InvalidArgument(prefix + ": wraps around the address space");
+    }
+    if (range.base % granularity != 0 || range.size % granularity != 0) {
+      return InvalidArgument(prefix + ": not aligned to the granularity (" +
+                             std::to_string(granularity) + " bytes)");
     }
     return Status::Ok();
-  }
-
-  static Status check_aligned(DeviceRange range, size_t granularity, std::string_view use) {
-    if (range.base % granularity == 0 && range.size % granularity == 0) return Status::Ok();
-    return InvalidArgument(std::string(use) + " of " + range_string(range) +
-                           ": not aligned to the granularity (" + std::to_string(granularity) +
-                           " bytes)");
   }
 
   Status check_reserved(DeviceRange range, std::string_view use) const {
@@ -206,6 +210,12 @@ class RangeLedger {
     }
     return FailedPrecondition(std::string(use) + " of " + range_string(range) +
                               ": not inside one reservation");
+  }
+
+  static Status split_error(DeviceRange range, DeviceRange commit) {
+    return FailedPrecondition("decommit of " + range_string(range) +
+                              ": would release only part of committed " + range_string(commit) +
+                              "; decommit whole commits only");
   }
 
   std::map<DeviceAddress, Reservation> reservations_;  // by base address
