@@ -1,9 +1,9 @@
 // How the physical chunk size of a commit changes the cost of commit + decommit, on every
 // backend this build has (the simulator always; CUDA where a device is present).
 //
-// Baseline, measured in the same run on the same backend: the whole range committed as ONE
-// chunk. Each result's `vs_one_chunk` counter is its time divided by that baseline, so a
-// figure of 1.0 means "as cheap as the cheapest possible commit". ANCHORS.md measured on the
+// Baseline, measured in the same run on the same backend, its cycles alternating with the
+// measured ones: the whole range committed as ONE chunk. Each result's `vs_one_chunk` counter
+// is its time divided by that baseline's, so 1.0 means "as cheap as one chunk". ANCHORS.md measured on the
 // H200: 2 MiB chunks cost ~26 ms/GiB, 1 GiB chunks ~0.14 ms/GiB; this is where the backends'
 // default chunk sizes come from.
 //
@@ -54,66 +54,69 @@ Result<std::unique_ptr<MemoryBackend>> make_cuda(size_t chunk_bytes) {
 }
 #endif
 
-// Seconds per commit+decommit cycle of the one-chunk baseline, per backend, measured once.
-std::map<std::string, double>& baseline_seconds() {
-  static std::map<std::string, double> seconds;
+// One commit + decommit cycle of `range`; returns its seconds, or a negative value and the
+// error in `failure`.
+double timed_cycle(MemoryBackend& backend, DeviceRange range, Status* failure) {
+  auto start = std::chrono::steady_clock::now();
+  Status committed = backend.commit(range);
+  Status decommitted = committed.ok() ? backend.decommit(range) : Status::Ok();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!committed.ok() || !decommitted.ok()) {
+    *failure = committed.ok() ? decommitted : committed;
+    return -1;
+  }
   return seconds;
 }
 
-double time_cycles(MemoryBackend& backend, DeviceRange range, int cycles) {
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < cycles; ++i) {
-    if (!backend.commit(range).ok() || !backend.decommit(range).ok()) return -1;
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / cycles;
-}
-
-void commit_decommit(benchmark::State& state, std::string backend_name, BackendFactory factory) {
+void commit_decommit(benchmark::State& state, BackendFactory factory) {
   const size_t chunk_bytes = static_cast<size_t>(state.range(0)) * kMiB;
+  // The measured backend and the baseline's (the whole range as one chunk) live side by side
+  // and their cycles alternate, so both see the same device and driver state: a drift over
+  // the run (deferred frees, clocks) moves both figures, not their ratio.
   auto backend = factory(chunk_bytes);
-  if (!backend.ok()) {
-    state.SkipWithError(("backend unavailable: " + backend.status().to_string()).c_str());
+  auto one_chunk = factory(kRangeBytes);
+  if (!backend.ok() || !one_chunk.ok()) {
+    Status failed = backend.ok() ? one_chunk.status() : backend.status();
+    state.SkipWithError(("backend unavailable: " + failed.to_string()).c_str());
     return;
   }
   auto reserved = ReservedRange::reserve(**backend, kRangeBytes);
-  if (!reserved.ok()) {
-    state.SkipWithError(reserved.status().to_string().c_str());
+  auto baseline_reserved = ReservedRange::reserve(**one_chunk, kRangeBytes);
+  if (!reserved.ok() || !baseline_reserved.ok()) {
+    state.SkipWithError("reserve failed");
     return;
-  }
-  DeviceRange range = reserved->range();
-
-  double& baseline = baseline_seconds()[backend_name];
-  if (baseline == 0) {
-    auto one_chunk = factory(kRangeBytes);
-    if (one_chunk.ok()) {
-      auto whole = ReservedRange::reserve(**one_chunk, kRangeBytes);
-      if (whole.ok()) {
-        time_cycles(**one_chunk, whole->range(), 1);  // warm-up
-        baseline = time_cycles(**one_chunk, whole->range(), 5);
-      }
-    }
   }
 
   double seconds = 0;
+  double baseline_seconds = 0;
+  Status failure;
+  bool baseline_first = false;
   for (auto _ : state) {
-    auto start = std::chrono::steady_clock::now();
-    Status committed = (*backend)->commit(range);
-    Status decommitted = (*backend)->decommit(range);
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!committed.ok() || !decommitted.ok()) {
-      state.SkipWithError((committed.ok() ? decommitted : committed).to_string().c_str());
+    // Which goes first alternates, so neither always runs right after the other's release.
+    double measured = 0;
+    double baseline = 0;
+    state.PauseTiming();
+    if (baseline_first) baseline = timed_cycle(**one_chunk, baseline_reserved->range(), &failure);
+    state.ResumeTiming();
+    measured = timed_cycle(**backend, reserved->range(), &failure);
+    state.PauseTiming();
+    if (!baseline_first) baseline = timed_cycle(**one_chunk, baseline_reserved->range(), &failure);
+    state.ResumeTiming();
+    baseline_first = !baseline_first;
+    if (measured < 0 || baseline < 0) {
+      state.SkipWithError(failure.to_string().c_str());
       return;
     }
+    seconds += measured;
+    baseline_seconds += baseline;
   }
-  const double per_cycle = seconds / static_cast<double>(state.iterations());
   const double gib = static_cast<double>(kRangeBytes) / static_cast<double>(1u << 30);
+  const double cycles = static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kRangeBytes));
   state.counters["chunk_MiB"] = static_cast<double>(state.range(0));
-  state.counters["ms_per_GiB"] = 1e3 * per_cycle / gib;
-  if (baseline > 0) {
-    state.counters["baseline_ms_per_GiB"] = 1e3 * baseline / gib;
-    state.counters["vs_one_chunk"] = per_cycle / baseline;
-  }
+  state.counters["ms_per_GiB"] = 1e3 * seconds / cycles / gib;
+  state.counters["baseline_ms_per_GiB"] = 1e3 * baseline_seconds / cycles / gib;
+  state.counters["vs_one_chunk"] = seconds / baseline_seconds;
 }
 
 void register_all() {
@@ -127,7 +130,7 @@ void register_all() {
   }
 #endif
   for (auto& [name, factory] : backends) {
-    benchmark::RegisterBenchmark(("commit_decommit_1GiB/" + name).c_str(), commit_decommit, name,
+    benchmark::RegisterBenchmark(("commit_decommit_1GiB/" + name).c_str(), commit_decommit,
                                  factory)
         ->ArgName("chunk_MiB")
         ->Arg(2)
