@@ -13,46 +13,28 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "backends/sim/sim_backend.h"
-#ifdef SIESTA_WITH_CUDA
-#include "backends/cuda_vmm/cuda_vmm_backend.h"
-#endif
+#include "bench/bench_backends.h"
 
 namespace siesta {
 namespace {
 
+using bench::BackendFactory;
+using bench::BenchBackendOptions;
+
 constexpr size_t kMiB = 1u << 20;
 constexpr size_t kRangeBytes = 1024 * kMiB;
 
-using BackendFactory = std::function<Result<std::unique_ptr<MemoryBackend>>(size_t chunk_bytes)>;
-
-Result<std::unique_ptr<MemoryBackend>> make_sim(size_t chunk_bytes) {
-  SimBackendOptions options;
-  options.capacity_bytes = 2 * kRangeBytes;
-  options.max_chunk_bytes = chunk_bytes;
-  options.staging_buffer_bytes = kMiB;
-  options.staging_buffer_count = 1;
-  auto backend = SimBackend::create(options);
-  if (!backend.ok()) return backend.status();
-  return std::unique_ptr<MemoryBackend>(std::move(backend).value());
+// Small staging ring: this benchmark copies nothing.
+BenchBackendOptions options_for_chunk(size_t chunk_bytes) {
+  return {.max_chunk_bytes = chunk_bytes,
+          .staging_buffer_bytes = kMiB,
+          .staging_buffer_count = 1,
+          .sim_capacity_bytes = 2 * kRangeBytes};
 }
-
-#ifdef SIESTA_WITH_CUDA
-Result<std::unique_ptr<MemoryBackend>> make_cuda(size_t chunk_bytes) {
-  CudaVmmOptions options;
-  options.max_chunk_bytes = chunk_bytes;
-  options.staging_buffer_bytes = kMiB;
-  options.staging_buffer_count = 1;
-  auto backend = CudaVmmBackend::create(options);
-  if (!backend.ok()) return backend.status();
-  return std::unique_ptr<MemoryBackend>(std::move(backend).value());
-}
-#endif
 
 // One commit + decommit cycle of `range`; returns its seconds, or a negative value and the
 // error in `failure`.
@@ -73,8 +55,8 @@ void commit_decommit(benchmark::State& state, BackendFactory factory) {
   // The measured backend and the baseline's (the whole range as one chunk) live side by side
   // and their cycles alternate, so both see the same device and driver state: a drift over
   // the run (deferred frees, clocks) moves both figures, not their ratio.
-  auto backend = factory(chunk_bytes);
-  auto one_chunk = factory(kRangeBytes);
+  auto backend = factory(options_for_chunk(chunk_bytes));
+  auto one_chunk = factory(options_for_chunk(kRangeBytes));
   if (!backend.ok() || !one_chunk.ok()) {
     Status failed = backend.ok() ? one_chunk.status() : backend.status();
     state.SkipWithError(("backend unavailable: " + failed.to_string()).c_str());
@@ -120,18 +102,9 @@ void commit_decommit(benchmark::State& state, BackendFactory factory) {
 }
 
 void register_all() {
-  std::vector<std::pair<std::string, BackendFactory>> backends = {{"sim", make_sim}};
-#ifdef SIESTA_WITH_CUDA
-  if (CudaVmmBackend::unavailable_reason().empty()) {
-    backends.emplace_back("cuda", make_cuda);
-  } else {
-    std::fprintf(stderr, "commit_chunk_bench: skipping cuda: %s\n",
-                 CudaVmmBackend::unavailable_reason().c_str());
-  }
-#endif
-  for (auto& [name, factory] : backends) {
-    benchmark::RegisterBenchmark(("commit_decommit_1GiB/" + name).c_str(), commit_decommit,
-                                 factory)
+  for (const auto& backend : bench::available_backends("commit_chunk_bench")) {
+    benchmark::RegisterBenchmark(("commit_decommit_1GiB/" + backend.name).c_str(),
+                                 commit_decommit, backend.make)
         ->ArgName("chunk_MiB")
         ->Arg(2)
         ->Arg(64)

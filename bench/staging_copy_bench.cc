@@ -18,35 +18,16 @@
 #include <string>
 #include <vector>
 
-#include "backends/sim/sim_backend.h"
+#include "bench/bench_backends.h"
 #include "core/device_copy.h"
-#ifdef SIESTA_WITH_CUDA
-#include "backends/cuda_vmm/cuda_vmm_backend.h"
-#endif
 
 namespace siesta {
 namespace {
 
+using bench::BackendFactory;
+
 constexpr size_t kMiB = 1u << 20;
 constexpr size_t kBytes = 512 * kMiB;
-
-using BackendFactory = std::function<Result<std::unique_ptr<MemoryBackend>>()>;
-
-Result<std::unique_ptr<MemoryBackend>> make_sim() {
-  SimBackendOptions options;
-  options.capacity_bytes = 2 * kBytes;
-  auto backend = SimBackend::create(options);
-  if (!backend.ok()) return backend.status();
-  return std::unique_ptr<MemoryBackend>(std::move(backend).value());
-}
-
-#ifdef SIESTA_WITH_CUDA
-Result<std::unique_ptr<MemoryBackend>> make_cuda() {
-  auto backend = CudaVmmBackend::create();
-  if (!backend.ok()) return backend.status();
-  return std::unique_ptr<MemoryBackend>(std::move(backend).value());
-}
-#endif
 
 enum class Direction { kToDevice, kToHost };
 
@@ -55,7 +36,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 void copy_through_staging(benchmark::State& state, BackendFactory factory, Direction direction) {
-  auto backend = factory();
+  auto backend = factory({.sim_capacity_bytes = 2 * kBytes});
   if (!backend.ok()) {
     state.SkipWithError(("backend unavailable: " + backend.status().to_string()).c_str());
     return;
@@ -96,20 +77,12 @@ void copy_through_staging(benchmark::State& state, BackendFactory factory, Direc
 }
 
 void register_all() {
-  std::vector<std::pair<std::string, BackendFactory>> backends = {{"sim", make_sim}};
-#ifdef SIESTA_WITH_CUDA
-  if (CudaVmmBackend::unavailable_reason().empty()) {
-    backends.emplace_back("cuda", make_cuda);
-  } else {
-    std::fprintf(stderr, "staging_copy_bench: skipping cuda: %s\n",
-                 CudaVmmBackend::unavailable_reason().c_str());
-  }
-#endif
-  for (auto& [name, factory] : backends) {
+  for (const auto& backend : bench::available_backends("staging_copy_bench")) {
     for (Direction direction : {Direction::kToDevice, Direction::kToHost}) {
-      std::string label = std::string("copy_512MiB/") + name +
+      std::string label = std::string("copy_512MiB/") + backend.name +
                           (direction == Direction::kToDevice ? "/to_device" : "/to_host");
-      benchmark::RegisterBenchmark(label.c_str(), copy_through_staging, factory, direction)
+      benchmark::RegisterBenchmark(label.c_str(), copy_through_staging, backend.make,
+                                   direction)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime()
           ->Iterations(8);
