@@ -76,6 +76,11 @@ class FileSystem {
   virtual Result<std::vector<std::string>> list_directory(const std::string& path) = 0;
   // lstat: describes the path itself, not what a symlink points to.
   virtual Result<PathInfo> stat_no_follow(const std::string& path) = 0;
+  // Opens `path` as a directory (O_DIRECTORY|O_NOFOLLOW) and describes the opened descriptor
+  // (fstat), so that what is judged is the directory itself even if the name is swapped for a
+  // symlink or another file meanwhile. Failure: FailedPrecondition for a symlink or anything
+  // but a directory, NotFound, IoError.
+  virtual Result<PathInfo> stat_directory(const std::string& path) = 0;
   // Bytes available to this user on the file system holding `path` (statvfs).
   virtual Result<uint64_t> available_bytes(const std::string& path) = 0;
   // Takes an exclusive flock on `path` (created 0600 if missing). With wait=false, a lock

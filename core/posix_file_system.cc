@@ -26,6 +26,21 @@ auto retry_on_eintr(Call call) {
   return result;
 }
 
+PathInfo path_info_of(const struct stat& st) {
+  PathInfo info;
+  if (S_ISREG(st.st_mode)) {
+    info.type = PathInfo::Type::kRegular;
+  } else if (S_ISDIR(st.st_mode)) {
+    info.type = PathInfo::Type::kDirectory;
+  } else if (S_ISLNK(st.st_mode)) {
+    info.type = PathInfo::Type::kSymlink;
+  }
+  info.owner_uid = st.st_uid;
+  info.mode = st.st_mode & 07777;
+  info.size = static_cast<uint64_t>(st.st_size);
+  return info;
+}
+
 class PosixWritableFile final : public WritableFile {
  public:
   PosixWritableFile(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
@@ -179,18 +194,21 @@ Result<std::vector<std::string>> PosixFileSystem::list_directory(const std::stri
 Result<PathInfo> PosixFileSystem::stat_no_follow(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return status_from_errno(errno, "lstat " + path);
-  PathInfo info;
-  if (S_ISREG(st.st_mode)) {
-    info.type = PathInfo::Type::kRegular;
-  } else if (S_ISDIR(st.st_mode)) {
-    info.type = PathInfo::Type::kDirectory;
-  } else if (S_ISLNK(st.st_mode)) {
-    info.type = PathInfo::Type::kSymlink;
+  return path_info_of(st);
+}
+
+Result<PathInfo> PosixFileSystem::stat_directory(const std::string& path) {
+  int fd = retry_on_eintr(
+      [&] { return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC); });
+  if (fd < 0) {
+    if (errno == ELOOP) return FailedPrecondition("open directory " + path + ": a symlink");
+    if (errno == ENOTDIR) return FailedPrecondition("open directory " + path + ": not a directory");
+    return status_from_errno(errno, "open directory " + path);
   }
-  info.owner_uid = st.st_uid;
-  info.mode = st.st_mode & 07777;
-  info.size = static_cast<uint64_t>(st.st_size);
-  return info;
+  UniqueFd owned(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return status_from_errno(errno, "fstat " + path);
+  return path_info_of(st);
 }
 
 Result<uint64_t> PosixFileSystem::available_bytes(const std::string& path) {

@@ -19,6 +19,7 @@ class PosixFileSystem final : public FileSystem {
   Status make_directory(const std::string& path, uint32_t mode) override;
   Result<std::vector<std::string>> list_directory(const std::string& path) override;
   Result<PathInfo> stat_no_follow(const std::string& path) override;
+  Result<PathInfo> stat_directory(const std::string& path) override;
   Result<uint64_t> available_bytes(const std::string& path) override;
   Result<std::unique_ptr<FileLock>> lock_file(const std::string& path, bool wait) override;
 };

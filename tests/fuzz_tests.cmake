@@ -31,3 +31,8 @@ if(TARGET siesta_server_lib)
   siesta_add_fuzz(server_flags_fuzz SOURCE fuzz/server_flags_fuzz.cc LIBS siesta_server_lib
                   CORPUS "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/server_flags")
 endif()
+
+# The snapshot reader over arbitrary bytes; the corpus holds valid files of every mode, written
+# by tests/unit/snapshot_file_test.cc (SnapshotFuzzCorpus) with SIESTA_WRITE_FUZZ_CORPUS set.
+siesta_add_fuzz(snapshot_reader_fuzz SOURCE fuzz/snapshot_reader_fuzz.cc LIBS siesta_core
+                CORPUS "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/snapshot_reader")

@@ -81,6 +81,23 @@ TEST_F(PosixFileSystemTest, RefusesToFollowSymlinks) {
   EXPECT_EQ(info->type, PathInfo::Type::kSymlink);
 }
 
+TEST_F(PosixFileSystemTest, StatDirectoryDescribesTheOpenedDirectoryAndNothingElse) {
+  const std::string dir = dir_.file("d");
+  ASSERT_TRUE(fs_.make_directory(dir, 0710).ok());
+  auto info = fs_.stat_directory(dir);
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->type, PathInfo::Type::kDirectory);
+  EXPECT_EQ(info->mode, 0710u);
+  EXPECT_EQ(info->owner_uid, static_cast<uint32_t>(::geteuid()));
+
+  const std::string link = dir_.file("link");
+  ASSERT_EQ(::symlink(dir.c_str(), link.c_str()), 0);
+  EXPECT_EQ(fs_.stat_directory(link).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(fs_.create_exclusive(dir_.file("file"), 0600).ok());
+  EXPECT_EQ(fs_.stat_directory(dir_.file("file")).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fs_.stat_directory(dir_.file("none")).status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(PosixFileSystemTest, MissingFilesAreNotFound) {
   EXPECT_EQ(fs_.open_readable(dir_.file("none")).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(fs_.remove(dir_.file("none")).code(), StatusCode::kNotFound);

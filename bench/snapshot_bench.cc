@@ -1,0 +1,181 @@
+// Snapshot format cost: write and read throughput of SnapshotWriter / SnapshotReader against a
+// raw baseline of the same bytes, measured alternately in the same iterations, and the
+// sealing cost per GB in memory.
+//
+//   raw write   create_exclusive + pwrite of 4 MiB pieces + fdatasync + rename + dir fsync
+//   raw read    pread of the same file in 4 MiB pieces
+//   format      the same payload as one host region, chunks of 4 MiB, in each mode
+// Counters: raw_GBps, format_GBps and overhead (format time / raw time - 1; target <= 0.10 on
+// the CPU machines, issue 3). The files go to $SIESTA_BENCH_DIR (default $TMPDIR or /tmp):
+// point it at the disk you mean to measure.
+//
+//   build/release/bench/snapshot_bench --benchmark_format=json --benchmark_out=snap.json
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/posix_file_system.h"
+#include "core/snapshot_reader.h"
+#include "core/snapshot_writer.h"
+
+namespace siesta {
+namespace {
+
+using snapshot::SnapshotMode;
+
+constexpr size_t kMiB = 1u << 20;
+constexpr size_t kPiece = 4 * kMiB;
+
+std::string bench_dir() {
+  for (const char* name : {"SIESTA_BENCH_DIR", "TMPDIR"}) {
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return v;
+  }
+  return "/tmp";
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void die(const Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, s.to_string().c_str());
+    std::abort();
+  }
+}
+
+std::vector<std::byte> payload(size_t bytes) {
+  std::vector<std::byte> out(bytes);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < bytes; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    out[i] = static_cast<std::byte>(x);
+  }
+  return out;
+}
+
+void raw_write(FileSystem& fs, const std::string& path, std::span<const std::byte> bytes) {
+  const std::string temp = path + ".tmp-raw";
+  auto file = fs.create_exclusive(temp, 0600);
+  die(file.status(), "create");
+  for (size_t off = 0; off < bytes.size(); off += kPiece) {
+    die((*file)->write_at(off, bytes.subspan(off, std::min(kPiece, bytes.size() - off))), "write");
+  }
+  die((*file)->sync(), "sync");
+  die((*file)->close(), "close");
+  die(fs.rename(temp, path), "rename");
+  die(fs.sync_directory(parent_directory(path)), "sync_directory");
+}
+
+void raw_read(FileSystem& fs, const std::string& path, std::span<std::byte> out) {
+  auto file = fs.open_readable(path);
+  die(file.status(), "open");
+  for (size_t off = 0; off < out.size(); off += kPiece) {
+    auto got = (*file)->read_at(off, out.subspan(off, std::min(kPiece, out.size() - off)));
+    die(got.status(), "read");
+  }
+}
+
+// One iteration: raw write, format write, raw read, format read, timed separately.
+void file_round(benchmark::State& state, SnapshotMode mode) {
+  const size_t bytes = static_cast<size_t>(state.range(0)) * kMiB;
+  PosixFileSystem fs;
+  ManualClock clock;
+  auto key = ProcessKey::generate();
+  die(key.status(), "key");
+  std::vector<std::byte> source = payload(bytes), dest(bytes);
+  const std::string base = bench_dir() + "/siesta-snapshot-bench-" + std::to_string(::getpid());
+  SnapshotRegion region;
+  region.layout = {"payload", snapshot::PersistKind::kContents, bytes, {{0, bytes}}};
+  region.host = source.data();
+  SnapshotRegion into = region;
+  into.host = dest.data();
+  SnapshotWriteOptions wo;
+  wo.path = base + ".snap";
+  wo.mode = mode;
+  wo.expiry_unix = clock.unix_seconds() + 3600;
+  wo.chunk_bytes = kPiece;
+  SnapshotWriter writer(fs, clock, *key, nullptr);
+  SnapshotReader reader(fs, clock, *key, nullptr);
+  double raw_w = 0, fmt_w = 0, raw_r = 0, fmt_r = 0;
+  bool format_first = false;
+  for (auto _ : state) {
+    // The order alternates, so that neither side always pays for the other's dirty pages.
+    auto timed = [](double& total, auto&& body) {
+      const auto t = std::chrono::steady_clock::now();
+      body();
+      total += seconds_since(t);
+    };
+    auto write_raw = [&] { raw_write(fs, base + ".raw", source); };
+    auto write_format = [&] {
+      die(writer.write(wo, std::span(&region, 1)).status(), "snapshot write");
+    };
+    auto read_raw = [&] { raw_read(fs, base + ".raw", dest); };
+    auto read_format = [&] {
+      die(reader.read({wo.path, mode, {}}, std::span(&into, 1)).status(), "snapshot read");
+    };
+    if (format_first) {
+      timed(fmt_w, write_format), timed(raw_w, write_raw);
+      timed(fmt_r, read_format), timed(raw_r, read_raw);
+    } else {
+      timed(raw_w, write_raw), timed(fmt_w, write_format);
+      timed(raw_r, read_raw), timed(fmt_r, read_format);
+    }
+    format_first = !format_first;
+  }
+  fs.remove(base + ".raw").ignore();
+  fs.remove(wo.path).ignore();
+  const double gb = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / 1e9;
+  state.counters["raw_write_GBps"] = gb / raw_w;
+  state.counters["format_write_GBps"] = gb / fmt_w;
+  state.counters["write_overhead"] = fmt_w / raw_w - 1;
+  state.counters["raw_read_GBps"] = gb / raw_r;
+  state.counters["format_read_GBps"] = gb / fmt_r;
+  state.counters["read_overhead"] = fmt_r / raw_r - 1;
+}
+
+// Sealing alone, in memory: seconds per GB of 4 MiB chunks.
+void seal_cost(benchmark::State& state, SnapshotMode mode) {
+  auto key = ProcessKey::generate();
+  die(key.status(), "key");
+  auto sealer = make_sealer(mode, *key, snapshot::FileId{});
+  die(sealer.status(), "sealer");
+  std::vector<std::byte> in = payload(kPiece);
+  std::vector<uint8_t> out(kPiece);
+  std::vector<uint8_t> aad(64, 1);
+  snapshot::Tag tag{};
+  uint64_t index = 0;
+  const std::span<const uint8_t> plain(reinterpret_cast<const uint8_t*>(in.data()), in.size());
+  for (auto _ : state) {
+    die((*sealer)->seal(SealDomain::kChunk, index++, aad, plain, out, tag), "seal");
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kPiece));
+  state.counters["s_per_GB"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kPiece) / 1e9,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+BENCHMARK_CAPTURE(file_round, encrypted, SnapshotMode::kSessionEncrypted)
+    ->Arg(256)
+    ->Iterations(6)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(file_round, digest, SnapshotMode::kSessionDigest)
+    ->Arg(256)
+    ->Iterations(6)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(seal_cost, aes_gcm, SnapshotMode::kSessionEncrypted);
+BENCHMARK_CAPTURE(seal_cost, sha256_digest, SnapshotMode::kSessionDigest);
+
+}  // namespace
+}  // namespace siesta
+
+BENCHMARK_MAIN();

@@ -1,0 +1,83 @@
+// SnapshotWriter: writes a session's regions into one snapshot file (docs/SNAPSHOT_FORMAT.md)
+// atomically: either the complete, synced file appears under its final name or nothing
+// changes there.
+//
+// Protocol, all through the FileSystem seam:
+//   1. the whole file size is known from the layout; available_bytes(dir) is checked first,
+//      so a snapshot that cannot fit fails with NoSpace before a byte is written;
+//   2. "<final>.tmp-<16 random hex>" is created with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600;
+//   3. header, chunks and trailer are written with pwrite at their offsets;
+//   4. fdatasync, close, rename onto the final name, fsync of the directory.
+// Device regions are read through the backend's staging ring, up to staging_buffer_count()
+// copies in flight ahead of the chunk being sealed; each chunk is sealed straight from its
+// staging buffer. Encrypted chunks are written by a short-lived helper thread while the next
+// chunk is sealed. Only the listed extents of kContents regions are written.
+//
+// Thread rule: one write() at a time per writer; the regions' bytes must not change during
+// it (the caller has synchronized the device and stopped the session's work).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/chunk_sealer.h"
+#include "core/clock.h"
+#include "core/file_system.h"
+#include "core/memory_backend.h"
+#include "core/snapshot_region.h"
+
+namespace siesta {
+
+struct SnapshotWriteOptions {
+  std::string path;  // the final name; its directory must exist
+  snapshot::SnapshotMode mode = snapshot::SnapshotMode::kSessionEncrypted;
+  snapshot::Fingerprint fingerprint{};  // the session's model + config + layout (opaque here)
+  int64_t expiry_unix = 0;              // readers refuse the file from this second on
+  // Largest plaintext per chunk; lowered to the staging buffer size when any device region is
+  // written, so that a chunk is exactly one staging copy.
+  uint32_t chunk_bytes = 4u << 20;
+  // Checked before every chunk; when it reads true the write stops with Cancelled.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct SnapshotWriteResult {
+  uint64_t file_bytes = 0;
+  uint64_t payload_bytes = 0;
+  uint64_t chunk_count = 0;
+  snapshot::FileId file_id{};
+};
+
+class SnapshotWriter {
+ public:
+  // `backend` may be null when no region is on the device. All references must outlive the
+  // writer.
+  SnapshotWriter(FileSystem& fs, const Clock& clock, const ProcessKey& key, MemoryBackend* backend)
+      : fs_(fs), clock_(clock), key_(key), backend_(backend) {}
+
+  // Writes `regions` (in this order: the reader must list the same regions the same way).
+  // Success: the file is complete, synced, renamed to options.path and its directory synced;
+  // an earlier file of that name has been replaced.
+  // Failure (the temporary file is removed and options.path is untouched, except as noted):
+  //   InvalidArgument  a layout the format cannot hold (validate_header), a host region
+  //                    without memory, a device region without a backend
+  //   NoSpace          not enough free space for the whole file (nothing written), or ENOSPC
+  //   Cancelled        *options.cancel turned true
+  //   IoError / FailedPrecondition / ...  from the file system or the backend's copies
+  //   A failure of the final directory fsync is returned after the rename: the new, complete
+  //   file is then in place but not known to be durable, and the caller must not rely on it.
+  Result<SnapshotWriteResult> write(const SnapshotWriteOptions& options,
+                                    std::span<const SnapshotRegion> regions);
+
+ private:
+  FileSystem& fs_;
+  const Clock& clock_;
+  const ProcessKey& key_;
+  MemoryBackend* backend_;
+};
+
+// The directory part of `path` ("." when there is none), for sync_directory.
+std::string parent_directory(const std::string& path);
+
+}  // namespace siesta

@@ -1,0 +1,143 @@
+// Helpers for the snapshot tests: a fixed process key, host regions with patterned bytes,
+// whole-file byte access, and a FileSystem wrapper that reports a chosen free space.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/chunk_sealer.h"
+#include "core/file_system.h"
+#include "core/posix_file_system.h"
+#include "core/snapshot_region.h"
+#include "tests/support/backend_test_util.h"
+
+namespace siesta::snapshot_test {
+
+inline ProcessKey fixed_key(uint8_t seed) {
+  ProcessKey::KeyBytes key{};
+  snapshot::ProcessNonce nonce{};
+  for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(seed * 31 + i);
+  for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<uint8_t>(seed * 7 + i + 1);
+  return ProcessKey::from_bytes(key, nonce);
+}
+
+inline snapshot::Fingerprint fingerprint(uint8_t seed) {
+  snapshot::Fingerprint f{};
+  for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<uint8_t>(seed + 3 * i);
+  return f;
+}
+
+// A host region backed by a vector the test owns.
+struct HostRegion {
+  std::vector<std::byte> bytes;
+  SnapshotRegion region;
+};
+
+inline HostRegion host_region(std::string name, size_t size, std::vector<snapshot::Extent> extents,
+                              uint64_t pattern_seed,
+                              snapshot::PersistKind persist = snapshot::PersistKind::kContents) {
+  HostRegion out;
+  out.bytes = test_util::make_pattern(size, pattern_seed);
+  out.region.layout = {std::move(name), persist, size, std::move(extents)};
+  out.region.place = SnapshotRegion::Place::kHost;
+  out.region.host = out.bytes.data();
+  return out;
+}
+
+inline std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+inline void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+}
+
+inline size_t count_files(const std::string& dir) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+
+// Forwards everything to a PosixFileSystem except available_bytes, which says `available`,
+// and, when `skip_syncs`, file and directory syncs, which do nothing: property tests write
+// thousands of files whose durability they do not test, and fsync on a busy disk costs more
+// than everything else they do.
+class TestFileSystem final : public FileSystem {
+ public:
+  explicit TestFileSystem(uint64_t available = UINT64_MAX, bool skip_syncs = false)
+      : available_(available), skip_syncs_(skip_syncs) {}
+  Result<std::unique_ptr<WritableFile>> create_exclusive(const std::string& path,
+                                                         uint32_t mode) override {
+    ++creates;
+    auto file = posix_.create_exclusive(path, mode);
+    if (!file.ok() || (!skip_syncs_ && !after_write)) return file;
+    return std::unique_ptr<WritableFile>(
+        std::make_unique<WrappedFile>(std::move(file).value(), skip_syncs_, after_write));
+  }
+  Result<std::unique_ptr<ReadableFile>> open_readable(const std::string& path) override {
+    return posix_.open_readable(path);
+  }
+  Status rename(const std::string& from, const std::string& to) override {
+    return posix_.rename(from, to);
+  }
+  Status remove(const std::string& path) override { return posix_.remove(path); }
+  Status sync_directory(const std::string& path) override {
+    return skip_syncs_ ? Status::Ok() : posix_.sync_directory(path);
+  }
+  Status make_directory(const std::string& path, uint32_t mode) override {
+    return posix_.make_directory(path, mode);
+  }
+  Result<std::vector<std::string>> list_directory(const std::string& path) override {
+    return posix_.list_directory(path);
+  }
+  Result<PathInfo> stat_no_follow(const std::string& path) override {
+    return posix_.stat_no_follow(path);
+  }
+  Result<PathInfo> stat_directory(const std::string& path) override {
+    return posix_.stat_directory(path);
+  }
+  Result<uint64_t> available_bytes(const std::string&) override { return available_; }
+  Result<std::unique_ptr<FileLock>> lock_file(const std::string& path, bool wait) override {
+    return posix_.lock_file(path, wait);
+  }
+  int creates = 0;
+  // Called after every successful write_at of a file created from now on (tests cancel a write
+  // midway with it).
+  std::function<void()> after_write;
+
+ private:
+  class WrappedFile final : public WritableFile {
+   public:
+    WrappedFile(std::unique_ptr<WritableFile> inner, bool skip_syncs,
+                std::function<void()> after_write)
+        : inner_(std::move(inner)), skip_syncs_(skip_syncs), after_write_(std::move(after_write)) {}
+    Status write_at(uint64_t offset, std::span<const std::byte> data) override {
+      Status s = inner_->write_at(offset, data);
+      if (s.ok() && after_write_) after_write_();
+      return s;
+    }
+    Status sync() override { return skip_syncs_ ? Status::Ok() : inner_->sync(); }
+    Status close() override { return inner_->close(); }
+
+   private:
+    std::unique_ptr<WritableFile> inner_;
+    bool skip_syncs_;
+    std::function<void()> after_write_;
+  };
+
+  PosixFileSystem posix_;
+  uint64_t available_;
+  bool skip_syncs_;
+};
+
+}  // namespace siesta::snapshot_test
