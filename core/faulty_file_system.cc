@@ -100,6 +100,7 @@ class FaultyFileSystem::Writable final : public WritableFile {
 
   Status write_at(uint64_t offset, std::span<const std::byte> data) override {
     const uint64_t call = fs_.count(FsOp::kWrite);
+    if (fs_.halted(FsOp::kWrite, call)) return fs_.halted_error(FsOp::kWrite, call, path_);
     SIESTA_RETURN_IF_ERROR(check_alive("write"));
     if (fs_.fires(FsOp::kWrite, call)) {
       if (fs_.plan_.kind != FsFaultKind::kShortWrite) {
@@ -121,6 +122,7 @@ class FaultyFileSystem::Writable final : public WritableFile {
 
   Status sync() override {
     const uint64_t call = fs_.count(FsOp::kSync);
+    if (fs_.halted(FsOp::kSync, call)) return fs_.halted_error(FsOp::kSync, call, path_);
     SIESTA_RETURN_IF_ERROR(check_alive("sync"));
     if (fs_.fires(FsOp::kSync, call)) return fs_.injected(FsOp::kSync, call, path_);
     SIESTA_RETURN_IF_ERROR(inner_->sync());
@@ -173,6 +175,7 @@ class FaultyFileSystem::Readable final : public ReadableFile {
 
   Result<size_t> read_at(uint64_t offset, std::span<std::byte> data) override {
     const uint64_t call = fs_.count(FsOp::kRead);
+    if (fs_.halted(FsOp::kRead, call)) return fs_.halted_error(FsOp::kRead, call, path_);
     if (generation_ != fs_.generation()) {
       return FailedPrecondition("read " + path_ + ": handle opened before a crash");
     }
@@ -242,6 +245,7 @@ Status FaultyFileSystem::injected(FsOp op, uint64_t call, const std::string& pat
 Result<std::unique_ptr<WritableFile>> FaultyFileSystem::create_exclusive(const std::string& path,
                                                                          uint32_t mode) {
   const uint64_t call = count(FsOp::kCreate);
+  if (halted(FsOp::kCreate, call)) return halted_error(FsOp::kCreate, call, path);
   if (fires(FsOp::kCreate, call)) return injected(FsOp::kCreate, call, path);
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, inner_->create_exclusive(path, mode));
   uint64_t node = 0;
@@ -257,6 +261,7 @@ Result<std::unique_ptr<WritableFile>> FaultyFileSystem::create_exclusive(const s
 
 Result<std::unique_ptr<ReadableFile>> FaultyFileSystem::open_readable(const std::string& path) {
   const uint64_t call = count(FsOp::kOpen);
+  if (halted(FsOp::kOpen, call)) return halted_error(FsOp::kOpen, call, path);
   if (fires(FsOp::kOpen, call)) return injected(FsOp::kOpen, call, path);
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, inner_->open_readable(path));
   return std::unique_ptr<ReadableFile>(new Readable(*this, std::move(file), path));
@@ -264,6 +269,7 @@ Result<std::unique_ptr<ReadableFile>> FaultyFileSystem::open_readable(const std:
 
 Status FaultyFileSystem::rename(const std::string& from, const std::string& to) {
   const uint64_t call = count(FsOp::kRename);
+  if (halted(FsOp::kRename, call)) return halted_error(FsOp::kRename, call, from + " -> " + to);
   if (fires(FsOp::kRename, call)) return injected(FsOp::kRename, call, from + " -> " + to);
   std::lock_guard lock(mutex_);
   // Both names are known before the rename, so that a crash can put back what it replaced.
@@ -280,6 +286,7 @@ Status FaultyFileSystem::rename(const std::string& from, const std::string& to) 
 
 Status FaultyFileSystem::remove(const std::string& path) {
   const uint64_t call = count(FsOp::kRemove);
+  if (halted(FsOp::kRemove, call)) return halted_error(FsOp::kRemove, call, path);
   if (fires(FsOp::kRemove, call)) return injected(FsOp::kRemove, call, path);
   std::lock_guard lock(mutex_);
   const std::optional<uint64_t> node = node_for_locked(path);
@@ -292,6 +299,7 @@ Status FaultyFileSystem::remove(const std::string& path) {
 
 Status FaultyFileSystem::sync_directory(const std::string& path) {
   const uint64_t call = count(FsOp::kSyncDirectory);
+  if (halted(FsOp::kSyncDirectory, call)) return halted_error(FsOp::kSyncDirectory, call, path);
   if (fires(FsOp::kSyncDirectory, call)) return injected(FsOp::kSyncDirectory, call, path);
   SIESTA_RETURN_IF_ERROR(inner_->sync_directory(path));
   const std::string directory = without_trailing_slashes(path);
@@ -302,6 +310,7 @@ Status FaultyFileSystem::sync_directory(const std::string& path) {
 
 Result<std::unique_ptr<FileLock>> FaultyFileSystem::lock_file(const std::string& path, bool wait) {
   const uint64_t call = count(FsOp::kLock);
+  if (halted(FsOp::kLock, call)) return halted_error(FsOp::kLock, call, path);
   if (fires(FsOp::kLock, call)) return injected(FsOp::kLock, call, path);
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<FileLock> held, inner_->lock_file(path, wait));
   return std::unique_ptr<FileLock>(new Lock(*this, std::move(held)));
@@ -338,7 +347,28 @@ Status FaultyFileSystem::restore_locked(const std::string& path, const Node& nod
   return file->close();
 }
 
+void FaultyFileSystem::halt_after(FsOp op, uint64_t nth_call) {
+  halt_op_.store(op);
+  halt_nth_.store(nth_call);
+}
+
+bool FaultyFileSystem::halted(FsOp op, uint64_t call) const {
+  const uint64_t nth = halt_nth_.load();
+  if (nth == 0) return false;
+  const FsOp halt_op = halt_op_.load();
+  const uint64_t done = calls_[static_cast<size_t>(halt_op)].load();
+  if (done != nth) return done > nth;
+  return !(op == halt_op && call == nth);  // the halting call itself still runs
+}
+
+Status FaultyFileSystem::halted_error(FsOp op, uint64_t call, const std::string& path) const {
+  return IoError("halted: " + std::string(fs_op_name(op)) + " call " + std::to_string(call) +
+                 " of " + path + " comes after " + std::string(fs_op_name(halt_op_.load())) +
+                 " call " + std::to_string(halt_nth_.load()) + ", where the process died");
+}
+
 Status FaultyFileSystem::crash() {
+  halt_nth_.store(0);
   std::lock_guard lock(mutex_);
   ++generation_;
   // Directory operations that never became durable, newest first.

@@ -125,7 +125,17 @@ class FaultyFileSystem final : public FileSystem {
   FsCounters counters() const;
   FileSystem& inner() const { return *inner_; }
 
-  // Rolls the real files back to their durable state (see the header comment).
+  // Models the process dying right after call `nth_call` of `op` (counted as for plans, so
+  // set_plan restarts the count): that call runs as usual (its fault, if planned, included),
+  // and every later call of any operation, file handles' included, fails with IoError
+  // ("halted") without reaching the inner file system, until crash() or halt_after(op, 0).
+  // A test halts, lets the code under test run to its end (its clean-up is refused like any
+  // other call, as a dead process would not do it), then calls crash().
+  // REQUIRES: no other call in flight.
+  void halt_after(FsOp op, uint64_t nth_call);
+
+  // Rolls the real files back to their durable state (see the header comment) and ends a
+  // halt_after().
   // Failure: the inner file system's error; the files are then in an unspecified state.
   Status crash();
 
@@ -176,6 +186,9 @@ class FaultyFileSystem final : public FileSystem {
   // Counts a call of `op`; returns its 1-based number.
   uint64_t count(FsOp op) { return calls_[static_cast<size_t>(op)].fetch_add(1) + 1; }
   bool fires(FsOp op, uint64_t call) const { return plan_.op == op && plan_.fires_on(call); }
+  // Whether call `call` of `op` comes after the halt_after() point; then the refusal.
+  bool halted(FsOp op, uint64_t call) const;
+  Status halted_error(FsOp op, uint64_t call, const std::string& path) const;
   // The injected error (counted in faults_fired):
   // "injected <kind> on <op> call <n> of <path><detail> (fault plan: <plan>)".
   Status injected(FsOp op, uint64_t call, const std::string& path, const std::string& detail = "");
@@ -195,6 +208,8 @@ class FaultyFileSystem final : public FileSystem {
   std::atomic<uint64_t> faults_fired_{0};
   std::atomic<int64_t> open_files_{0};
   std::atomic<int64_t> held_locks_{0};
+  std::atomic<FsOp> halt_op_{FsOp::kCreate};
+  std::atomic<uint64_t> halt_nth_{0};  // 0: not halting
 
   mutable std::mutex mutex_;  // guards everything below
   uint64_t generation_ = 0;   // bumped by crash(): handles from before it are dead

@@ -90,6 +90,19 @@ struct SnapshotHeader {
   std::vector<RegionLayout> regions;
 };
 
+// Expiry. A session file always carries a deadline. A durable export is kept until someone
+// erases it, so the exporter writes kNeverExpires (0) there; in that mode, and only in it, 0
+// means "never" (in the session modes 0 is simply a deadline long past). Any other value is a
+// deadline in every mode, so an export written with one is honoured like a session file.
+inline constexpr int64_t kNeverExpires = 0;
+// True when a file with this header must be refused at `now_unix`: at, not after, its deadline.
+inline bool is_expired(const SnapshotHeader& header, int64_t now_unix) {
+  if (header.mode == SnapshotMode::kDurableExport && header.expiry_unix == kNeverExpires) {
+    return false;
+  }
+  return now_unix >= header.expiry_unix;
+}
+
 // Checks what the grammar requires of a header's values: chunk_bytes in 1..kMaxChunkBytes,
 // at most kMaxRegions regions with names of 1..kMaxNameBytes bytes, at most
 // kMaxExtentsPerFile extents in all, extents sorted, disjoint, non-empty and inside their

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <vector>
 
 #include "core/device_copy.h"
@@ -136,7 +137,7 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
   }
   SIESTA_RETURN_IF_ERROR(check_layout(header, regions));
   const int64_t now = clock_.unix_seconds();
-  if (now >= header.expiry_unix) {
+  if (snapshot::is_expired(header, now)) {
     return Expired(name + " expired at " + std::to_string(header.expiry_unix) + " (now " +
                    std::to_string(now) + ")");
   }
@@ -237,6 +238,43 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
   if (!trailer_ok.ok()) return trailer_ok.with_context(name + " trailer");
 
   return SnapshotReadResult{shape.file_bytes, shape.payload_bytes, std::move(header)};
+}
+
+Result<int64_t> read_snapshot_expiry(FileSystem& fs, const std::string& path) {
+  const std::string name = "snapshot " + quote_for_log(path);
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, fs.open_readable(path));
+  SIESTA_ASSIGN_OR_RETURN(const uint64_t file_size, file->size());
+  uint8_t fixed[snapshot::kFixedHeaderBytes];
+  const size_t prefix_len =
+      static_cast<size_t>(std::min<uint64_t>(file_size, snapshot::kPrefixBytes));
+  SIESTA_RETURN_IF_ERROR(read_exact(*file, 0, {fixed, prefix_len}, name));
+  Result<snapshot::HeaderPrefix> prefix = snapshot::decode_prefix({fixed, prefix_len});
+  if (!prefix.ok()) return prefix.status().with_context(name);
+  if (prefix->version != snapshot::kFormatVersion) {
+    return Unsupported(name + " has format version " + std::to_string(prefix->version) +
+                       "; this build reads version " + std::to_string(snapshot::kFormatVersion));
+  }
+  const uint32_t flags = prefix->flags;
+  if (flags != 0 && flags != snapshot::kFlagDigest &&
+      flags != (snapshot::kFlagDigest | snapshot::kFlagDurable)) {
+    return Corrupt(name + " has flags " + std::to_string(flags));
+  }
+  const uint32_t header_size = prefix->header_bytes;
+  if (header_size < snapshot::kFixedHeaderBytes + kTagBytes ||
+      header_size > snapshot::kMaxHeaderBytes) {
+    return Corrupt(name + " states a header of " + std::to_string(header_size) + " bytes");
+  }
+  if (file_size < header_size) {
+    return Truncated(name + " is " + std::to_string(file_size) + " bytes, its header " +
+                     std::to_string(header_size));
+  }
+  SIESTA_RETURN_IF_ERROR(read_exact(*file, 0, fixed, name));
+  constexpr size_t kExpiryOffset = 92;  // docs/SNAPSHOT_FORMAT.md
+  const auto expiry = static_cast<int64_t>(snapshot::get_u64(fixed + kExpiryOffset));
+  if ((flags & snapshot::kFlagDurable) != 0 && expiry == snapshot::kNeverExpires) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return expiry;
 }
 
 }  // namespace siesta

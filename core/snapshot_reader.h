@@ -15,7 +15,8 @@
 //   Corrupt      the file is longer than that (bytes after the trailer)
 //   Foreign      another session fingerprint, or a region table that is not the live one
 //                (count, names, persist kinds, sizes)
-//   Expired      clock.unix_seconds() >= the header's expiry
+//   Expired      clock.unix_seconds() >= the header's expiry (snapshot::is_expired: an
+//                export with expiry kNeverExpires never expires)
 //   Corrupt      any chunk out of place (region, index, length) or failing its seal, or a
 //                trailer that does not match
 // The file's size is read once; a file that shrinks while being read is Truncated. Nothing
@@ -70,5 +71,16 @@ class SnapshotReader {
   const ProcessKey& key_;
   MemoryBackend* backend_;
 };
+
+// Reads only the fixed start of the file at `path` (prefix and fixed header, 108 bytes) and
+// returns its expiry_unix, for SnapshotStore::Options::read_expiry: the store asks about
+// files of any owner, dead ones included, whose key is gone, so the header seal cannot be
+// checked and the value is taken unauthenticated. That is enough for its one use, deciding
+// whether to delete a file in a directory only this user can write. A durable export whose
+// expiry_unix is 0 ("never") gives INT64_MAX, so that "expiry <= now" never holds for it.
+// Failure: NotFound (no file; FailedPrecondition for a symlink), Corrupt (bad magic, flags
+// or header length), Truncated (shorter than the fixed header or than its header length),
+// Unsupported (another format version), IoError.
+Result<int64_t> read_snapshot_expiry(FileSystem& fs, const std::string& path);
 
 }  // namespace siesta

@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <map>
@@ -80,13 +81,10 @@ Result<std::string> random_nonce() {
   if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
     return Internal("RAND_bytes could not make a process nonce");
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string nonce;
-  for (unsigned char byte : bytes) {
-    nonce += kHex[byte >> 4];
-    nonce += kHex[byte & 0xf];
-  }
-  return nonce;
+  snapshot::ProcessNonce nonce{};
+  static_assert(sizeof(nonce) == sizeof(bytes));
+  std::copy(bytes.begin(), bytes.end(), nonce.begin());
+  return SnapshotStore::nonce_hex(nonce);
 }
 
 void record_failure(SnapshotStore::CleanupReport& report, const Status& status) {
@@ -95,6 +93,17 @@ void record_failure(SnapshotStore::CleanupReport& report, const Status& status) 
 }
 
 }  // namespace
+
+std::string SnapshotStore::nonce_hex(const snapshot::ProcessNonce& nonce) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(nonce.size() * 2);
+  for (uint8_t byte : nonce) {
+    hex += kHex[byte >> 4];
+    hex += kHex[byte & 0xf];
+  }
+  return hex;
+}
 
 bool SnapshotStore::valid_session_name(std::string_view session) {
   if (session.empty() || session.size() > kMaxSessionName) return false;
@@ -238,8 +247,8 @@ void SnapshotStore::cleanup_at_start() {
     record_failure(cleanup_, names.status());
     return;
   }
-  // Group the files of other owners by nonce; this process's own nonce is fresh, and with a
-  // fixed test nonce its files are this store's anyway.
+  // Group the files of other owners by nonce; files with this store's nonce (its process
+  // key's, unique to the process) are this store's own.
   std::map<std::string, std::vector<std::pair<std::string, ParsedName::Kind>>> by_owner;
   for (const std::string& name : *names) {
     std::optional<ParsedName> parsed = parse_name(name);

@@ -7,9 +7,10 @@
 //   siesta-<nonce>.lock                 the owner lock, flock'ed for the store's life
 //   siesta-<nonce>-<session>.snap       a session's snapshot
 //   siesta-<nonce>-<session>.snap.tmp-* a snapshot being written (renamed when complete)
-// <nonce> is 32 lower-case hex digits (16 bytes from OpenSSL's RAND_bytes: the CSPRNG the
-// snapshot seal already depends on, so no second randomness source is needed) and <session>
-// matches [A-Za-z0-9_-]{1,64}. Files not matching these patterns are never touched.
+// <nonce> is 32 lower-case hex digits: the process key's nonce (ProcessKey::nonce(), the one
+// SnapshotWriter puts in every header), passed as Options::nonce = nonce_hex(key.nonce()),
+// so that a file's name and its header name the same process. <session> matches
+// [A-Za-z0-9_-]{1,64}. Files not matching these patterns are never touched.
 //
 // Thread rule: open() and the destructor run on one thread; the other methods may be called
 // from any thread (the store keeps no mutable state after open()).
@@ -26,6 +27,7 @@
 
 #include "core/clock.h"
 #include "core/file_system.h"
+#include "core/snapshot_format.h"
 #include "core/status.h"
 
 namespace siesta {
@@ -33,8 +35,10 @@ namespace siesta {
 class SnapshotStore {
  public:
   struct Options {
-    // Reads the expiry (Unix seconds) written in a snapshot; the snapshot reader provides
-    // it. A snapshot is expired when its expiry <= clock.unix_seconds() (at, not after, its
+    // Reads the expiry (Unix seconds) written in a snapshot. Give it read_snapshot_expiry
+    // (core/snapshot_reader.h) over the store's FileSystem:
+    //   [&fs](const std::string& path) { return read_snapshot_expiry(fs, path); }
+    // A snapshot is expired when its expiry <= clock.unix_seconds() (at, not after, its
     // deadline). Unset: no file is removed for its age. A snapshot whose expiry cannot be read
     // (damaged, half-written, unreadable) is removed only when its owner is dead: a live
     // owner may be writing it right now.
@@ -46,7 +50,10 @@ class SnapshotStore {
     std::string label = "snapshot directory";
     // The user the directory must belong to; unset: the effective user (geteuid()).
     std::optional<uint32_t> owner_uid;
-    // Fixed nonce (32 lower-case hex digits) instead of a random one: for tests only.
+    // This process's nonce, 32 lower-case hex digits: nonce_hex(process_key.nonce()). Every
+    // store whose files a SnapshotWriter writes sets it, so that names and headers agree.
+    // Unset: 16 fresh bytes from RAND_bytes, only for a store used without snapshot files of
+    // its own (tests of the store alone); its names then match no header.
     std::optional<std::string> nonce;
   };
 
@@ -117,6 +124,9 @@ class SnapshotStore {
 
   // True when `session` is a valid session name.
   static bool valid_session_name(std::string_view session);
+
+  // The 32 lower-case hex digits of a process nonce, for Options::nonce.
+  static std::string nonce_hex(const snapshot::ProcessNonce& nonce);
 
  private:
   SnapshotStore(FileSystem& fs, const Clock& clock, std::string dir, std::string nonce,

@@ -34,7 +34,9 @@ struct SnapshotWriteOptions {
   std::string path;  // the final name; its directory must exist
   snapshot::SnapshotMode mode = snapshot::SnapshotMode::kSessionEncrypted;
   snapshot::Fingerprint fingerprint{};  // the session's model + config + layout (opaque here)
-  int64_t expiry_unix = 0;              // readers refuse the file from this second on
+  // Readers refuse the file from this second on; in kDurableExport mode snapshot::kNeverExpires
+  // (0) means never (snapshot::is_expired).
+  int64_t expiry_unix = 0;
   // Largest plaintext per chunk; lowered to the staging buffer size when any device region is
   // written, so that a chunk is exactly one staging copy.
   uint32_t chunk_bytes = 4u << 20;

@@ -10,3 +10,16 @@ siesta_add_gtest(snapshot_file_test SOURCES unit/snapshot_file_test.cc LABELS un
                  LIBS siesta_backend_sim siesta_core)
 siesta_add_gtest(snapshot_property_test SOURCES property/snapshot_property_test.cc
                  LABELS property LIBS siesta_core PROPERTY)
+# The real writer and reader over a FaultyFileSystem: a fault at each call of the write
+# protocol, once and sticky, a crash after each call, seeded plans, and NoSpace before a byte
+# (the table of outcomes: docs/TESTING.md, "Snapshot write protocol under faults").
+siesta_add_gtest(snapshot_write_faults_test
+  SOURCES fault_injection/snapshot_write_faults_test.cc
+  LABELS fault_injection
+  LIBS siesta_backend_sim siesta_core)
+# Durable exports (core/snapshot_export.h); device regions through the SimBackend.
+siesta_add_gtest(snapshot_export_test SOURCES unit/snapshot_export_test.cc LABELS unit
+                 LIBS siesta_backend_sim siesta_core)
+# read_snapshot_expiry, and the store wired to the process key's nonce and to it.
+siesta_add_gtest(snapshot_expiry_test SOURCES unit/snapshot_expiry_test.cc LABELS unit
+                 LIBS siesta_core)

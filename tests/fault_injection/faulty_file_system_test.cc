@@ -306,6 +306,37 @@ TEST(FaultyFileSystemCrashTest, ADirectorySyncCoversOnlyItsOwnDirectory) {
   EXPECT_EQ(content_of(temp.file("sub/b")), "b");
 }
 
+// halt_after: the halting call runs, every later call of any kind is refused without
+// reaching the disk (so a writer's clean-up cannot run either), and crash() ends the halt.
+TEST(FaultyFileSystemCrashTest, HaltAfterRefusesEveryLaterCallUntilTheCrash) {
+  TempDir temp;
+  PosixFileSystem posix;
+  FaultyFileSystem fs(posix);
+  const std::string path = temp.file("a");
+  fs.halt_after(FsOp::kWrite, 2);
+  auto file = fs.create_exclusive(path, 0600);
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE((*file)->write_at(0, bytes_of("on")).ok());
+  ASSERT_TRUE((*file)->write_at(2, bytes_of("e!")).ok()) << "the halting call itself runs";
+  const Status third = (*file)->write_at(4, bytes_of("x"));
+  EXPECT_EQ(third.code(), StatusCode::kIoError);
+  EXPECT_THAT(third.message(), HasSubstr("halted"));
+  EXPECT_EQ((*file)->sync().code(), StatusCode::kIoError);
+  EXPECT_EQ(fs.rename(path, temp.file("b")).code(), StatusCode::kIoError);
+  EXPECT_EQ(fs.remove(path).code(), StatusCode::kIoError);
+  EXPECT_EQ(fs.sync_directory(temp.path()).code(), StatusCode::kIoError);
+  EXPECT_FALSE(fs.create_exclusive(temp.file("c"), 0600).ok());
+  EXPECT_FALSE(fs.open_readable(path).ok());
+  EXPECT_EQ(content_of(path), "one!") << "nothing after the halt reached the disk";
+  EXPECT_EQ(content_of(temp.file("c")), "<missing>");
+  EXPECT_TRUE((*file)->close().ok());
+  EXPECT_EQ(fs.counters().open_files, 0);
+  ASSERT_TRUE(fs.crash().ok());
+  EXPECT_EQ(content_of(path), "<missing>") << "its creation was never made durable";
+  EXPECT_TRUE(write_file(fs, path, "after").ok()) << "the crash ends the halt";
+  EXPECT_EQ(content_of(path), "after");
+}
+
 // The snapshot write protocol (temporary, write, sync, close, rename, directory sync) under one
 // seeded plan per seed, then a crash: the final name holds the new content if the protocol
 // finished and the previous one otherwise; no temporary survives; no descriptor leaks.
