@@ -23,7 +23,12 @@ class TempFileGuard {
   TempFileGuard& operator=(const TempFileGuard&) = delete;
   ~TempFileGuard() {
     if (file_ != nullptr) file_->close().ignore();
-    if (armed_) fs_.remove(path_).ignore();
+    if (!armed_) return;
+    // One retry: a transient failure (EIO, EINTR on a network file system) would otherwise
+    // leave the temporary behind until the store's next start-up clean-up. A failure that
+    // persists is left to that clean-up; the temporary is never mistaken for a snapshot.
+    Status removed = fs_.remove(path_);
+    if (!removed.ok() && removed.code() != StatusCode::kNotFound) fs_.remove(path_).ignore();
   }
   std::unique_ptr<WritableFile>& file() { return file_; }
   void disarm() { armed_ = false; }

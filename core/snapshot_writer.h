@@ -61,7 +61,8 @@ class SnapshotWriter {
   // Writes `regions` (in this order: the reader must list the same regions the same way).
   // Success: the file is complete, synced, renamed to options.path and its directory synced;
   // an earlier file of that name has been replaced.
-  // Failure (the temporary file is removed and options.path is untouched, except as noted):
+  // Failure (the temporary file is removed, its removal retried once; if both attempts fail it
+  // stays for the store's start-up clean-up, and options.path is untouched, except as noted):
   //   InvalidArgument  a layout the format cannot hold (validate_header), a host region
   //                    without memory, a device region without a backend
   //   NoSpace          not enough free space for the whole file (nothing written), or ENOSPC

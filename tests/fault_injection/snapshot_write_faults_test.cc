@@ -263,9 +263,10 @@ INSTANTIATE_TEST_SUITE_P(EachStep, SnapshotWriteFaultTest, ::testing::ValuesIn(f
 
 // The writer's clean-up removal of its temporary is the one call the protocol makes only on
 // failure; a cancelled write (the header is written, then the first chunk sees the flag)
-// reaches it. A refused removal is ignored by the writer (it returns the original error): the
-// temporary stays until the store's start-up clean-up or remove(session) takes it, or, as
-// here, a crash drops it (its creation was never made durable). It is never accepted.
+// reaches it. The writer retries a refused removal once: a transient failure leaves nothing;
+// a persistent one leaves the temporary (the writer returns the original error) until the
+// store's start-up clean-up or remove(session) takes it, or, as here, a crash drops it (its
+// creation was never made durable). It is never accepted.
 struct RemoveCase {
   std::string name;
   bool sticky;
@@ -273,21 +274,26 @@ struct RemoveCase {
 
 class SnapshotWriteRemoveFaultTest : public ::testing::TestWithParam<RemoveCase> {};
 
-TEST_P(SnapshotWriteRemoveFaultTest, RemoveFaultLeavesTheTemporary) {
+TEST_P(SnapshotWriteRemoveFaultTest, RemoveFaultIsRetriedOnceAndNeverAccepted) {
   SIESTA_ASSERT_OK_AND_ASSIGN(std::unique_ptr<World> world, World::make());
   SIESTA_WRITE_A(*world);
-  const FsFaultPlan plan{FsOp::kRemove, 1, FsFaultKind::kIoError, GetParam().sticky};
+  const bool sticky = GetParam().sticky;
+  const FsFaultPlan plan{FsOp::kRemove, 1, FsFaultKind::kIoError, sticky};
   std::cout << "injecting: " << plan.describe() << " (write cancelled, so it cleans up)\n";
   world->fs().set_plan(plan);
   const std::atomic<bool> cancel{true};
   const Result<SnapshotWriteResult> written = world->write(kSeedB, &cancel);
   std::cout << "  writer: " << written.status().to_string() << "\n";
   EXPECT_EQ(written.status().code(), StatusCode::kCancelled);
-  EXPECT_EQ(world->fs().counters().of(FsOp::kRemove), 1u);
-  EXPECT_EQ(world->fs().counters().faults_fired, 1u);
+  EXPECT_EQ(world->fs().counters().of(FsOp::kRemove), 2u) << "one removal and one retry";
+  EXPECT_EQ(world->fs().counters().faults_fired, sticky ? 2u : 1u);
   EXPECT_EQ(world->fs().counters().open_files, 0) << "descriptor leaked";
   EXPECT_EQ(world->read_back(), Holds::kA);
   const std::vector<std::string> left = world->leftovers();
+  if (!sticky) {
+    EXPECT_TRUE(left.empty()) << "the retry removes the temporary";
+    return;
+  }
   ASSERT_EQ(left.size(), 1u);
   EXPECT_EQ(left[0].rfind("s.snap.tmp-", 0), 0u) << left[0];
   Status status;
