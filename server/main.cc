@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "server/backend_choice.h"
 #include "server/cache_dir.h"
+#include "server/offload_storage.h"
 #include "server/http_server.h"
 #include "server/server_app.h"
 #include "server/server_config.h"
@@ -39,6 +40,7 @@ void log_line(std::string_view message) {
 }
 
 int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
+  std::unique_ptr<srv::OffloadStorage> storage;  // null when offload is off
   if (config.offload.enabled()) {
     bool created = false;
     Status dir = srv::prepare_cache_dir(config.offload.disk_dir, &created);
@@ -47,6 +49,21 @@ int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
       return srv::kUsageExitCode;
     }
     if (created) log_line("created " + config.offload.disk_dir + " (mode 0700)");
+    Result<std::unique_ptr<srv::OffloadStorage>> opened =
+        srv::OffloadStorage::open(config.offload.disk_dir, siesta::SystemClock::instance());
+    if (!opened.ok()) {
+      log_line(opened.status().message());
+      return kRuntimeErrorExitCode;
+    }
+    const siesta::SnapshotStore::CleanupReport& cleanup = (*opened)->store().startup_cleanup();
+    if (cleanup.removed_dead_owner_files + cleanup.removed_expired_files + cleanup.failures > 0) {
+      log_line("snapshot directory clean-up: removed " +
+               std::to_string(cleanup.removed_dead_owner_files) + " files of stopped servers, " +
+               std::to_string(cleanup.removed_expired_files) + " expired; " +
+               std::to_string(cleanup.failures) + " could not be removed");
+    }
+    for (const std::string& failure : cleanup.failure_messages) log_line(failure);
+    storage = std::move(opened).value();
   }
 
   std::string note;
@@ -61,7 +78,8 @@ int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
                 ? "after " + std::to_string(config.offload.idle_seconds) + " idle seconds"
                 : std::string("off")));
 
-  srv::ServerApp app(config, std::move(backend).value(), siesta::SystemClock::instance());
+  srv::ServerApp app(config, std::move(backend).value(), std::move(storage),
+                    siesta::SystemClock::instance());
   srv::HttpServer http(app);
   Result<int> port = http.bind(config.host, config.port);
   if (!port.ok()) {

@@ -8,9 +8,10 @@
 namespace siesta::server {
 
 ServerApp::ServerApp(ServerConfig config, std::unique_ptr<MemoryBackend> backend,
-                     const Clock& clock)
+                     std::unique_ptr<OffloadStorage> storage, const Clock& clock)
     : config_(std::move(config)),
       backend_(std::move(backend)),
+      storage_(std::move(storage)),
       clock_(clock),
       started_(clock.now()) {}
 
@@ -24,6 +25,7 @@ StatusSnapshot ServerApp::status() const {
   snapshot.memory = backend_->stats();
   // No engine yet: the session is as configured and nothing has happened to it.
   snapshot.cache = initial_cache_status(config_.offload);
+  if (storage_ != nullptr) snapshot.cache.disk_bytes = storage_->disk_bytes();
   return snapshot;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/memory_backend.h"
+#include "server/offload_storage.h"
 #include "server/server_config.h"
 #include "server/status_json.h"
 
@@ -17,8 +18,10 @@ namespace siesta::server {
 
 class ServerApp {
  public:
-  // REQUIRES: `backend` is not null; `clock` outlives the app.
-  ServerApp(ServerConfig config, std::unique_ptr<MemoryBackend> backend, const Clock& clock);
+  // REQUIRES: `backend` is not null; `clock` outlives the app. `storage` is null when
+  // offload is off.
+  ServerApp(ServerConfig config, std::unique_ptr<MemoryBackend> backend,
+            std::unique_ptr<OffloadStorage> storage, const Clock& clock);
 
   const ServerConfig& config() const { return config_; }
 
@@ -28,6 +31,7 @@ class ServerApp {
  private:
   const ServerConfig config_;
   const std::unique_ptr<MemoryBackend> backend_;
+  const std::unique_ptr<OffloadStorage> storage_;
   const Clock& clock_;
   const Clock::Duration started_;
 };

@@ -4,6 +4,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -16,6 +21,16 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+
+// The names in `dir`, sorted.
+std::vector<std::string> list_names(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 std::unique_ptr<ServerProcess> start_or_die(const std::vector<std::string>& args) {
   Result<std::unique_ptr<ServerProcess>> server = ServerProcess::start(args);
@@ -105,6 +120,34 @@ TEST(ServerStatusE2eTest, OffloadOnIsResidentFromTheFirstRequest) {
   EXPECT_EQ(info.st_mode & 07777, 0700u);
   EXPECT_THAT(server->stderr_text(), HasSubstr("created " + dir));
   expect_clean_exit(*server, SIGTERM);
+}
+
+// The snapshot store from start-up on: it removes what stopped servers left, holds its own
+// owner lock while running, and leaves the directory empty of its files after a clean stop.
+TEST(ServerStatusE2eTest, OwnsTheSnapshotDirectoryFromStartToStop) {
+  TempDir temp;
+  const std::string dir = temp.file("snapshots");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  // A stopped server's leftovers: its lock file (no one holds it), a snapshot and a
+  // temporary. And a file that is not siesta's, which must never be touched.
+  const std::string dead = "siesta-00000000000000000000000000000001";
+  for (const std::string& name : {dead + ".lock", dead + "-main.snap", dead + "-main.snap.tmp-1",
+                                 std::string("notes.txt")}) {
+    ASSERT_EQ(::close(::creat((dir + "/" + name).c_str(), 0600)), 0) << name;
+  }
+
+  auto server = start_or_die({"--backend", "sim", "--cache-idle-seconds", "30",
+                              "--cache-disk-dir", dir});
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(server->stderr_text(), HasSubstr("removed 3 files of stopped servers"));
+  std::vector<std::string> running = list_names(dir);
+  ASSERT_EQ(running.size(), 2u) << ::testing::PrintToString(running);
+  EXPECT_EQ(running[0], "notes.txt");
+  EXPECT_THAT(running[1], ::testing::MatchesRegex("siesta-[0-9a-f]{32}\\.lock"));
+  EXPECT_EQ(get_json(*server, "/v1/status", 200)["cache"]["disk_bytes"], 0);
+
+  expect_clean_exit(*server, SIGTERM);
+  EXPECT_EQ(list_names(dir), std::vector<std::string>{"notes.txt"});
 }
 
 TEST(ServerStatusE2eTest, HealthAndErrors) {

@@ -27,7 +27,7 @@ std::unique_ptr<ServerApp> make_app(const ManualClock& clock, OffloadConfig offl
   if (!backend.ok()) return nullptr;
   ServerConfig config;
   config.offload = std::move(offload);
-  return std::make_unique<ServerApp>(config, std::move(backend).value(), clock);
+  return std::make_unique<ServerApp>(config, std::move(backend).value(), nullptr, clock);
 }
 
 // Runs `http` on a thread; the future holds run()'s status.
