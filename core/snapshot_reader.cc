@@ -65,19 +65,14 @@ Status check_layout(const snapshot::SnapshotHeader& header,
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& options,
-                                                std::span<const SnapshotRegion> regions) {
-  const std::string name = "snapshot " + quote_for_log(options.path);
-  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, fs_.open_readable(options.path));
-  SIESTA_ASSIGN_OR_RETURN(const uint64_t file_size, file->size());
-
-  // ---- prefix: magic, version, flags, header length ----
+// Reads and checks the fixed prefix (magic, version, flags, header length) of `file`: the
+// version is this build's, the header length is within bounds and the file holds it.
+Result<snapshot::HeaderPrefix> read_checked_prefix(ReadableFile& file, uint64_t file_size,
+                                                   const std::string& name) {
   uint8_t prefix_bytes[snapshot::kPrefixBytes];
   const size_t prefix_len =
       static_cast<size_t>(std::min<uint64_t>(file_size, sizeof(prefix_bytes)));
-  SIESTA_RETURN_IF_ERROR(read_exact(*file, 0, {prefix_bytes, prefix_len}, name));
+  SIESTA_RETURN_IF_ERROR(read_exact(file, 0, {prefix_bytes, prefix_len}, name));
   Result<snapshot::HeaderPrefix> prefix = snapshot::decode_prefix({prefix_bytes, prefix_len});
   if (!prefix.ok()) return prefix.status().with_context(name);
   if (prefix->version != snapshot::kFormatVersion) {
@@ -93,6 +88,21 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
     return Truncated(name + " is " + std::to_string(file_size) + " bytes, its header " +
                      std::to_string(header_size));
   }
+  return prefix;
+}
+
+}  // namespace
+
+Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& options,
+                                                std::span<const SnapshotRegion> regions) {
+  const std::string name = "snapshot " + quote_for_log(options.path);
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, fs_.open_readable(options.path));
+  SIESTA_ASSIGN_OR_RETURN(const uint64_t file_size, file->size());
+
+  // ---- prefix: magic, version, flags, header length ----
+  SIESTA_ASSIGN_OR_RETURN(const snapshot::HeaderPrefix prefix,
+                          read_checked_prefix(*file, file_size, name));
+  const uint32_t header_size = prefix.header_bytes;
 
   // ---- header: decoded untrusted, then attributed (mode, owner), then verified ----
   std::vector<uint8_t> header_bytes(header_size);  // bounded by the file's size, checked above
@@ -244,30 +254,14 @@ Result<int64_t> read_snapshot_expiry(FileSystem& fs, const std::string& path) {
   const std::string name = "snapshot " + quote_for_log(path);
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, fs.open_readable(path));
   SIESTA_ASSIGN_OR_RETURN(const uint64_t file_size, file->size());
-  uint8_t fixed[snapshot::kFixedHeaderBytes];
-  const size_t prefix_len =
-      static_cast<size_t>(std::min<uint64_t>(file_size, snapshot::kPrefixBytes));
-  SIESTA_RETURN_IF_ERROR(read_exact(*file, 0, {fixed, prefix_len}, name));
-  Result<snapshot::HeaderPrefix> prefix = snapshot::decode_prefix({fixed, prefix_len});
-  if (!prefix.ok()) return prefix.status().with_context(name);
-  if (prefix->version != snapshot::kFormatVersion) {
-    return Unsupported(name + " has format version " + std::to_string(prefix->version) +
-                       "; this build reads version " + std::to_string(snapshot::kFormatVersion));
-  }
-  const uint32_t flags = prefix->flags;
+  SIESTA_ASSIGN_OR_RETURN(const snapshot::HeaderPrefix prefix,
+                          read_checked_prefix(*file, file_size, name));
+  const uint32_t flags = prefix.flags;
   if (flags != 0 && flags != snapshot::kFlagDigest &&
       flags != (snapshot::kFlagDigest | snapshot::kFlagDurable)) {
     return Corrupt(name + " has flags " + std::to_string(flags));
   }
-  const uint32_t header_size = prefix->header_bytes;
-  if (header_size < snapshot::kFixedHeaderBytes + kTagBytes ||
-      header_size > snapshot::kMaxHeaderBytes) {
-    return Corrupt(name + " states a header of " + std::to_string(header_size) + " bytes");
-  }
-  if (file_size < header_size) {
-    return Truncated(name + " is " + std::to_string(file_size) + " bytes, its header " +
-                     std::to_string(header_size));
-  }
+  uint8_t fixed[snapshot::kFixedHeaderBytes];
   SIESTA_RETURN_IF_ERROR(read_exact(*file, 0, fixed, name));
   constexpr size_t kExpiryOffset = 92;  // docs/SNAPSHOT_FORMAT.md
   const auto expiry = static_cast<int64_t>(snapshot::get_u64(fixed + kExpiryOffset));

@@ -324,30 +324,22 @@ Result<std::vector<std::string>> SnapshotStore::own_file_names() const {
 Status SnapshotStore::remove(std::string_view session) {
   SIESTA_ASSIGN_OR_RETURN(const std::string path, snapshot_path(session));
   const std::string final_name = path.substr(dir_.size() + 1);
-  SIESTA_ASSIGN_OR_RETURN(std::vector<std::string> names, own_file_names());
-  Status first = Status::Ok();
-  bool removed_any = false;
-  for (const std::string& name : names) {
-    if (name != final_name && !name.starts_with(final_name + ".tmp-")) continue;
-    Status removed = fs_.remove(path_of(name));
-    if (removed.ok()) {
-      removed_any = true;
-    } else if (removed.code() != StatusCode::kNotFound && first.ok()) {
-      first = removed;
-    }
-  }
-  if (removed_any) {
-    Status synced = fs_.sync_directory(dir_);
-    if (first.ok()) first = synced;
-  }
-  return first;
+  return remove_own_files_where([&](const std::string& name) {
+    return name == final_name || name.starts_with(final_name + ".tmp-");
+  });
 }
 
 Status SnapshotStore::remove_own_files() {
+  return remove_own_files_where([](const std::string&) { return true; });
+}
+
+Status SnapshotStore::remove_own_files_where(
+    const std::function<bool(const std::string& name)>& selected) {
   SIESTA_ASSIGN_OR_RETURN(std::vector<std::string> names, own_file_names());
   Status first = Status::Ok();
   bool removed_any = false;
   for (const std::string& name : names) {
+    if (!selected(name)) continue;
     Status removed = fs_.remove(path_of(name));
     if (removed.ok()) {
       removed_any = true;

@@ -135,6 +135,9 @@ class SnapshotStore {
   void cleanup_at_start();
   // Names in the directory that belong to this process's snapshots (not its lock).
   Result<std::vector<std::string>> own_file_names() const;
+  // Removes this process's files whose names `selected` accepts (every one is tried), then
+  // syncs the directory if any went. Failure: the first error.
+  Status remove_own_files_where(const std::function<bool(const std::string& name)>& selected);
   std::string path_of(const std::string& name) const { return dir_ + "/" + name; }
 
   FileSystem& fs_;
