@@ -1,7 +1,8 @@
 #include "core/faulty_backend.h"
 
-#include <random>
 #include <utility>
+
+#include "core/seeded_draws.h"
 
 namespace siesta {
 namespace {
@@ -32,14 +33,11 @@ std::string_view fault_kind_name(FaultKind kind) {
 
 FaultPlan FaultPlan::from_seed(uint64_t seed, uint64_t max_nth_call) {
   if (max_nth_call == 0) max_nth_call = 1;
-  // Draws are taken from the engine's raw output with explicit arithmetic, not through
-  // std::uniform_int_distribution, whose algorithm differs between standard libraries: the
-  // same seed must give the same plan everywhere.
-  std::mt19937_64 engine(seed);
+  SeededDraws draws(seed);
   FaultPlan plan;
-  plan.kind = static_cast<FaultKind>(engine() % kFaultKindCount);
-  plan.nth_call = 1 + engine() % max_nth_call;
-  plan.sticky = engine() % 4 == 0;
+  plan.kind = static_cast<FaultKind>(draws.below(kFaultKindCount));
+  plan.nth_call = 1 + draws.below(max_nth_call);
+  plan.sticky = draws.one_in(4);
   return plan;
 }
 

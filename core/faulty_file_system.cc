@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 #include <utility>
+
+#include "core/seeded_draws.h"
 
 namespace siesta {
 namespace {
@@ -58,17 +59,15 @@ std::string_view fs_fault_kind_name(FsFaultKind kind) {
 
 FsFaultPlan FsFaultPlan::from_seed(uint64_t seed, uint64_t max_nth_call) {
   if (max_nth_call == 0) max_nth_call = 1;
-  // Raw engine output with explicit arithmetic, never std::uniform_int_distribution (whose
-  // algorithm differs between standard libraries): one seed, one plan, everywhere.
-  std::mt19937_64 engine(seed);
+  SeededDraws draws(seed);
   FsFaultPlan plan;
-  plan.op = static_cast<FsOp>(engine() % kFsOpCount);
-  plan.nth_call = 1 + engine() % max_nth_call;
+  plan.op = static_cast<FsOp>(draws.below(kFsOpCount));
+  plan.nth_call = 1 + draws.below(max_nth_call);
   std::vector<FsFaultKind> kinds = {FsFaultKind::kIoError};
   if (may_run_out_of_space(plan.op)) kinds.push_back(FsFaultKind::kNoSpace);
   if (plan.op == FsOp::kWrite) kinds.push_back(FsFaultKind::kShortWrite);
-  plan.kind = kinds[engine() % kinds.size()];
-  plan.sticky = engine() % 4 == 0;
+  plan.kind = kinds[draws.below(kinds.size())];
+  plan.sticky = draws.one_in(4);
   return plan;
 }
 
