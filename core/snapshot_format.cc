@@ -310,4 +310,12 @@ std::array<uint8_t, kChunkHeaderBytes> encode_chunk_header(uint64_t index, const
   return out;
 }
 
+std::vector<uint8_t> record_aad(const FileId& file_id, const HeaderDigest& header_digest,
+                                std::span<const uint8_t> record) {
+  std::vector<uint8_t> aad(file_id.begin(), file_id.end());
+  aad.insert(aad.end(), header_digest.begin(), header_digest.end());
+  aad.insert(aad.end(), record.begin(), record.end());
+  return aad;
+}
+
 }  // namespace siesta::snapshot

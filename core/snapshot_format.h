@@ -212,4 +212,11 @@ uint64_t get_u64(const uint8_t* in);
 // The 16-byte chunk header: region u32, chunk index u64, plaintext length u32.
 std::array<uint8_t, kChunkHeaderBytes> encode_chunk_header(uint64_t index, const ChunkSpan& span);
 
+// The authenticated data of a chunk or the trailer: file id || header digest || the record's
+// own header bytes. Binds the record to this file, this exact header and its position, so
+// records cannot be swapped, reordered or replayed from another file. Writer and reader both
+// call this, so they cannot disagree.
+std::vector<uint8_t> record_aad(const FileId& file_id, const HeaderDigest& header_digest,
+                                std::span<const uint8_t> record);
+
 }  // namespace siesta::snapshot

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/device_copy.h"
+#include "core/hex.h"
 #include "core/log_text.h"
 
 namespace siesta {
@@ -18,13 +19,7 @@ using snapshot::ChunkSpan;
 using snapshot::kTagBytes;
 
 std::string hex_prefix(std::span<const uint8_t> bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < std::min<size_t>(bytes.size(), 4); ++i) {
-    out += kHex[bytes[i] >> 4];
-    out += kHex[bytes[i] & 15];
-  }
-  return out;
+  return to_hex(bytes.first(std::min<size_t>(bytes.size(), 4)));
 }
 
 // Reads exactly out.size() bytes at `offset`; a short read means the file shrank under us.
@@ -36,15 +31,6 @@ Status read_exact(ReadableFile& file, uint64_t offset, std::span<uint8_t> out,
                      std::to_string(offset + out.size()));
   }
   return Status::Ok();
-}
-
-std::vector<uint8_t> make_aad(const snapshot::FileId& file_id,
-                              const snapshot::HeaderDigest& header_digest,
-                              std::span<const uint8_t> record) {
-  std::vector<uint8_t> aad(file_id.begin(), file_id.end());
-  aad.insert(aad.end(), header_digest.begin(), header_digest.end());
-  aad.insert(aad.end(), record.begin(), record.end());
-  return aad;
 }
 
 Status check_layout(const snapshot::SnapshotHeader& header,
@@ -193,7 +179,7 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
         if (std::memcmp(record.data(), expected.data(), expected.size()) != 0) {
           return Corrupt(where + " is out of place (region, index or length differ)");
         }
-        const std::vector<uint8_t> aad = make_aad(header.file_id, header_digest, expected);
+        const std::vector<uint8_t> aad = snapshot::record_aad(header.file_id, header_digest, expected);
         const std::span<const uint8_t> ciphertext(record.data() + expected.size(), span.length);
         std::memcpy(tag.data(), record.data() + expected.size() + span.length, kTagBytes);
         const SnapshotRegion& region = regions[span.region];
@@ -243,7 +229,7 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
   }
   std::memcpy(tag.data(), trailer + sizeof(expected_trailer), kTagBytes);
   const std::vector<uint8_t> trailer_aad =
-      make_aad(header.file_id, header_digest, expected_trailer);
+      snapshot::record_aad(header.file_id, header_digest, expected_trailer);
   Status trailer_ok = sealer->open(SealDomain::kTrailer, 0, trailer_aad, {}, tag, {});
   if (!trailer_ok.ok()) return trailer_ok.with_context(name + " trailer");
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <utility>
 
+#include "core/hex.h"
 #include "core/log_text.h"
 
 namespace siesta {
@@ -95,14 +96,7 @@ void record_failure(SnapshotStore::CleanupReport& report, const Status& status) 
 }  // namespace
 
 std::string SnapshotStore::nonce_hex(const snapshot::ProcessNonce& nonce) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(nonce.size() * 2);
-  for (uint8_t byte : nonce) {
-    hex += kHex[byte >> 4];
-    hex += kHex[byte & 0xf];
-  }
-  return hex;
+  return to_hex(nonce);
 }
 
 bool SnapshotStore::valid_session_name(std::string_view session) {

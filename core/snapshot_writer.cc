@@ -7,6 +7,7 @@
 #include <system_error>
 #include <vector>
 
+#include "core/hex.h"
 #include "core/log_text.h"
 
 namespace siesta {
@@ -52,23 +53,7 @@ std::span<const std::byte> as_bytes(std::span<const uint8_t> s) { return std::as
 Result<std::string> temp_name_for(const std::string& path) {
   uint8_t random[8];
   SIESTA_RETURN_IF_ERROR(random_bytes(random));
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string name = path + ".tmp-";
-  for (uint8_t b : random) {
-    name += kHex[b >> 4];
-    name += kHex[b & 15];
-  }
-  return name;
-}
-
-// aad of a chunk or the trailer: file id || header digest || the record's own header bytes.
-std::vector<uint8_t> make_aad(const snapshot::FileId& file_id,
-                              const snapshot::HeaderDigest& header_digest,
-                              std::span<const uint8_t> record) {
-  std::vector<uint8_t> aad(file_id.begin(), file_id.end());
-  aad.insert(aad.end(), header_digest.begin(), header_digest.end());
-  aad.insert(aad.end(), record.begin(), record.end());
-  return aad;
+  return path + ".tmp-" + to_hex(random);
 }
 
 }  // namespace
@@ -204,7 +189,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
       plaintext = {reinterpret_cast<const uint8_t*>(region.host) + span.offset, span.length};
     }
     const auto chunk_header = snapshot::encode_chunk_header(index, span);
-    const std::vector<uint8_t> aad = make_aad(header.file_id, header_digest, chunk_header);
+    const std::vector<uint8_t> aad = snapshot::record_aad(header.file_id, header_digest, chunk_header);
     if (sealer->encrypts()) {
       std::vector<uint8_t>& record = records[which];
       record.resize(chunk_header.size() + span.length + kTagBytes);
@@ -244,7 +229,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   snapshot::put_u64(trailer + 8, shape.chunk_count);
   snapshot::put_u64(trailer + 16, shape.payload_bytes);
   const std::vector<uint8_t> trailer_aad =
-      make_aad(header.file_id, header_digest, {trailer, snapshot::kTrailerBytes - kTagBytes});
+      snapshot::record_aad(header.file_id, header_digest, {trailer, snapshot::kTrailerBytes - kTagBytes});
   SIESTA_RETURN_IF_ERROR(sealer->seal(SealDomain::kTrailer, 0, trailer_aad, {}, {}, tag));
   std::memcpy(trailer + snapshot::kTrailerBytes - kTagBytes, tag.data(), kTagBytes);
   SIESTA_RETURN_IF_ERROR(file.write_at(offset, as_bytes(std::span<const uint8_t>(trailer))));
