@@ -57,6 +57,13 @@ FaultyBackend::FaultyBackend(std::unique_ptr<MemoryBackend> inner, FaultPlan pla
 
 std::string FaultyBackend::name() const { return "faulty(" + inner_->name() + ")"; }
 
+void FaultyBackend::set_plan(FaultPlan plan) {
+  plan_ = plan;
+  commit_calls_ = 0;
+  decommit_calls_ = 0;
+  copy_calls_ = 0;
+}
+
 FaultCounters FaultyBackend::counters() const {
   return {commit_calls_.load(), decommit_calls_.load(), copy_calls_.load(), faults_fired_.load()};
 }

@@ -92,6 +92,9 @@ class FaultyBackend final : public MemoryBackend {
   FaultyBackend(std::unique_ptr<MemoryBackend> inner, FaultPlan plan);
 
   const FaultPlan& plan() const { return plan_; }
+  // Replaces the plan and restarts every call count from zero, so a test can aim a fault at
+  // one phase (e.g. the restore after a save). REQUIRES: no other call in flight.
+  void set_plan(FaultPlan plan);
   FaultCounters counters() const;
   MemoryBackend& inner() const { return *inner_; }
 
@@ -125,7 +128,7 @@ class FaultyBackend final : public MemoryBackend {
 
   std::unique_ptr<MemoryBackend> owned_;
   MemoryBackend* inner_;
-  const FaultPlan plan_;
+  FaultPlan plan_;
   std::atomic<uint64_t> commit_calls_{0};
   std::atomic<uint64_t> decommit_calls_{0};
   std::atomic<uint64_t> copy_calls_{0};

@@ -41,6 +41,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -123,6 +124,12 @@ class FaultyFileSystem final : public FileSystem {
   // REQUIRES: no other call in flight.
   void set_plan(FsFaultPlan plan);
   FsCounters counters() const;
+
+  // Calls `hook(op, call)` at the start of every counted call, on the caller's thread, before
+  // the call proceeds (and before its fault, if one is planned): what lets a test act at an
+  // exact step of a protocol, e.g. send a command in the middle of a save. An empty function
+  // removes the hook. REQUIRES: no other call in flight.
+  void set_call_hook(std::function<void(FsOp op, uint64_t call)> hook) { call_hook_ = std::move(hook); }
   FileSystem& inner() const { return *inner_; }
 
   // Models the process dying right after call `nth_call` of `op` (counted as for plans, so
@@ -184,7 +191,11 @@ class FaultyFileSystem final : public FileSystem {
   };
 
   // Counts a call of `op`; returns its 1-based number.
-  uint64_t count(FsOp op) { return calls_[static_cast<size_t>(op)].fetch_add(1) + 1; }
+  uint64_t count(FsOp op) {
+    const uint64_t call = calls_[static_cast<size_t>(op)].fetch_add(1) + 1;
+    if (call_hook_) call_hook_(op, call);
+    return call;
+  }
   bool fires(FsOp op, uint64_t call) const { return plan_.op == op && plan_.fires_on(call); }
   // Whether call `call` of `op` comes after the halt_after() point; then the refusal.
   bool halted(FsOp op, uint64_t call) const;
@@ -204,6 +215,7 @@ class FaultyFileSystem final : public FileSystem {
 
   FileSystem* inner_;
   FsFaultPlan plan_;
+  std::function<void(FsOp, uint64_t)> call_hook_;
   std::array<std::atomic<uint64_t>, kFsOpCount> calls_{};
   std::atomic<uint64_t> faults_fired_{0};
   std::atomic<int64_t> open_files_{0};

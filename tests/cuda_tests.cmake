@@ -37,3 +37,17 @@ siesta_add_gtest(cuda_backend_conformance_test
   LABELS gpu LIBS siesta_backend_cuda siesta_core)
 target_include_directories(cuda_backend_conformance_test SYSTEM PRIVATE
   ${CUDAToolkit_INCLUDE_DIRS})
+
+# CudaKernels (backends/cuda_vmm/cuda_kernels.h).
+#   unit: create() on a machine without a GPU fails cleanly (and the binary starts at all).
+#   gpu:  every kernel against tests/support/reference_kernels.h; graphs, determinism, and a
+#         graph replayed after decommit + commit at the same address.
+siesta_add_gtest(cuda_kernels_unavailable_test
+  SOURCES unit/cuda_kernels_unavailable_test.cc
+  LABELS unit LIBS siesta_kernels_cuda siesta_backend_cuda siesta_core)
+siesta_add_gtest(cuda_kernels_test
+  SOURCES gpu/cuda_kernels_test.cc
+  LABELS gpu LIBS siesta_kernels_cuda siesta_backend_cuda siesta_core)
+siesta_add_gtest(cuda_kernel_graph_test
+  SOURCES gpu/cuda_kernel_graph_test.cc
+  LABELS gpu LIBS siesta_kernels_cuda siesta_backend_cuda siesta_core)

@@ -1,0 +1,91 @@
+// CudaKernels: the Kernels seam (core/kernels.h) as CUDA kernels.
+//
+// Every operation is one kernel launch on one non-blocking stream that this object creates on
+// the device's primary context: the context the CUDA runtime uses and the one CudaVmmBackend
+// maps memory in, so kernels reach every committed DeviceAddress directly, and the backend's
+// synchronize() / decommit() (cuCtxSynchronize) also wait for these kernels. Graphs are CUDA
+// graphs captured from that stream (thread-local capture mode) and replayed on it; the
+// addresses they were captured with stay valid across decommit + commit at the same address.
+//
+// Plain C++ header (no CUDA includes): the engine and the server include it. The runtime is
+// linked statically and loads libcuda only when first used, so binaries that contain this
+// class start on machines without a GPU or driver; there create() fails, saying why.
+//
+// Numerics: deterministic (every reduction has a fixed shape and order, no atomics), and
+// within the kernel tests' tolerances of the reference (tests/gpu/cuda_kernels_test.cc).
+// The formulas are HostKernels' (backends/sim/host_kernels.h), built without fused
+// multiply-adds: matmul and the attention scores use the host's "dot8" order and equal the
+// host's bit for bit; embed, add, kv_store (f16 round to nearest even, int8 per
+// core/kernels.h) and argmax are exact; rms_norm's and softmax's sums use block trees and
+// expf/tanhf are CUDA's, so those differ from the host by a few ulp.
+// Not checked on the device (as on the host): StepParams.token must be inside the embedding
+// table; a position >= context is clamped by attention (the host would read past the cache).
+//
+// Thread rule: one thread at a time per object (core/kernels.h); any thread may be that
+// thread: every call first selects the object's device for the calling thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/kernels.h"
+#include "core/memory_backend.h"
+#include "core/status.h"
+
+namespace siesta {
+
+class CudaKernels final : public Kernels {
+ public:
+  // Selects device `device_ordinal` on its primary context and creates the stream and the
+  // pinned upload buffer.
+  // Failure (nothing is left allocated): Unsupported when there is no usable CUDA driver or
+  // no such device (the message says which, e.g. "CUDA kernels unavailable: no CUDA driver
+  // ..."), InvalidArgument for a negative ordinal, OutOfMemory when the pinned buffer cannot
+  // be had, DeviceError for any other runtime failure.
+  static Result<std::unique_ptr<Kernels>> create(int device_ordinal = 0);
+
+  // Waits for the stream's work, then frees the stream, event and pinned buffer. Graphs this
+  // object made may outlive it but can no longer be replayed.
+  ~CudaKernels() override;
+  CudaKernels(const CudaKernels&) = delete;
+  CudaKernels& operator=(const CudaKernels&) = delete;
+
+  std::string name() const override;  // "cuda"
+
+  Status embed(DeviceAddress table, uint32_t dim, DeviceAddress params, DeviceAddress out) override;
+  Status rms_norm(DeviceAddress x, DeviceAddress weight, uint32_t dim, float eps,
+                  DeviceAddress out) override;
+  Status matmul(DeviceAddress w, DeviceAddress x, uint32_t rows, uint32_t cols,
+                DeviceAddress out) override;
+  Status add(DeviceAddress x, uint32_t n, DeviceAddress inout) override;
+  Status swiglu(DeviceAddress gate, DeviceAddress up, uint32_t n, DeviceAddress out) override;
+  Status rope_table(DeviceAddress table, uint32_t context, uint32_t head_dim, float theta) override;
+  Status rope(DeviceAddress vec, uint32_t heads, uint32_t head_dim, DeviceAddress table,
+              DeviceAddress params) override;
+  Status kv_store(DeviceAddress k, DeviceAddress v, KvType type, uint32_t dim,
+                  DeviceAddress k_cache, DeviceAddress v_cache, DeviceAddress params) override;
+  Status attention(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache, KvType type,
+                   uint32_t heads, uint32_t head_dim, uint32_t context, DeviceAddress params,
+                   DeviceAddress scores, DeviceAddress out) override;
+  Status recurrent_update(DeviceAddress input, DeviceAddress gate, uint32_t n,
+                          DeviceAddress state) override;
+  Status argmax(DeviceAddress logits, uint32_t first, uint32_t last, DeviceAddress out) override;
+
+  Status upload(std::span<const std::byte> source, DeviceAddress destination) override;
+  Status download(DeviceAddress source, std::span<std::byte> destination) override;
+  Status synchronize() override;
+
+  Status begin_capture() override;
+  Result<std::unique_ptr<KernelGraph>> end_capture() override;
+  Status replay(const KernelGraph& graph) override;
+
+ private:
+  struct Impl;
+  explicit CudaKernels(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace siesta

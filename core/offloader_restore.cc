@@ -1,0 +1,147 @@
+// The restore half of the Offloader (offloader.cc holds the save half and the admission):
+// map the released memory back at the same addresses, read and verify the snapshot, or give
+// the history up for a typed reason.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/offloader.h"
+#include "core/offloader_impl.h"
+#include "core/snapshot_reader.h"
+
+namespace siesta {
+
+namespace {
+
+FallbackReason fallback_reason_of(StatusCode code) {
+  switch (code) {
+    case StatusCode::kNotFound: return FallbackReason::kNotFound;
+    case StatusCode::kTruncated: return FallbackReason::kTruncated;
+    case StatusCode::kCorrupt: return FallbackReason::kCorrupt;
+    case StatusCode::kForeign: return FallbackReason::kForeign;
+    case StatusCode::kExpired: return FallbackReason::kExpired;
+    case StatusCode::kUnsupported: return FallbackReason::kUnsupported;
+    default: return FallbackReason::kIoError;
+  }
+}
+
+void default_fatal(const Status& status) {
+  std::fprintf(stderr,
+               "siesta: fatal: the session's memory could not be mapped back at its addresses "
+               "(%s); exiting with status %d\n",
+               status.to_string().c_str(), kExitSessionMemoryLost);
+  std::_Exit(kExitSessionMemoryLost);
+}
+
+}  // namespace
+
+// Commits exactly what the last save released. On failure nothing this call committed stays
+// committed, so the state is as before and a later command may try again.
+Status Offloader::Impl::commit_released_memory() {
+  const std::vector<DeviceRange> device = deps.target.device_memory();
+  std::vector<size_t> committed_device;
+  auto roll_back_device = [&] {
+    for (size_t i : committed_device) {
+      if (deps.backend.decommit(device[i]).ok()) device_released[i] = true;
+    }
+  };
+  for (size_t i = 0; i < device.size(); ++i) {
+    if (!device_released[i]) continue;
+    Status committed = deps.backend.commit(device[i]);
+    if (!committed.ok()) {
+      roll_back_device();
+      return committed;
+    }
+    device_released[i] = false;
+    committed_device.push_back(i);
+  }
+  std::vector<HostRange*> committed_host;
+  for (HostRange* range : deps.target.host_memory()) {
+    if (range->committed()) continue;
+    Status committed = range->commit();
+    if (!committed.ok()) {
+      for (HostRange* done : committed_host) (void)done->release();
+      roll_back_device();
+      return committed;
+    }
+    committed_host.push_back(range);
+  }
+  return Status::Ok();
+}
+
+Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
+                                           Admission admission) {
+  const bool expired = state == OffloadState::kExpired;
+  const OffloadState resting = state;
+  state = OffloadState::kRestoring;
+  lock.unlock();
+  const Clock::Duration start = deps.clock.now();
+
+  Status committed = commit_released_memory();
+  if (!committed.ok()) {
+    lock.lock();
+    state = resting;
+    st.last_error = committed.to_string();
+    if (committed.code() == StatusCode::kOutOfMemory) {
+      ++st.counters.out_of_memory_retries;
+      log_change_locked("restore", committed, "restore postponed, not enough memory (snapshot kept): " +
+                        st.last_error);
+      return committed;
+    }
+    lock.unlock();
+    (options.on_fatal ? options.on_fatal : default_fatal)(committed);
+    lock.lock();
+    return DeviceError("the session's memory could not be mapped back: " + committed.to_string());
+  }
+
+  std::optional<FallbackReason> fallback;
+  Status given_up;
+  if (expired) {
+    admission.fresh_after_expiry = true;
+    given_up = deps.target.discard_history();
+  } else {
+    SnapshotReadOptions read;
+    read.path = path;
+    read.mode = options.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
+                                : snapshot::SnapshotMode::kSessionDigest;
+    read.fingerprint = deps.target.fingerprint();
+    SnapshotReader reader(deps.fs, deps.clock, *deps.key, &deps.backend);
+    const std::vector<SnapshotRegion> regions = deps.target.snapshot_regions();
+    Result<SnapshotReadResult> restored = reader.read(read, regions);
+    if (!restored.ok() && restored.status().code() == StatusCode::kIoError) {
+      // A transient read error must not cost an intact history: read once more (every saved
+      // extent is written again, so a half-done first attempt leaves nothing behind).
+      restored = reader.read(read, regions);
+    }
+    Status adopted = restored.ok() ? deps.target.adopt_restored_state() : restored.status();
+    if (adopted.ok()) {
+      admission.restored = true;
+    } else {
+      fallback = fallback_reason_of(adopted.code());
+      admission.fallback = fallback;
+      given_up = deps.target.discard_history();
+      std::lock_guard relock(mu);
+      st.last_error = adopted.to_string();
+      log_change_locked("fallback", adopted, "snapshot not usable, history discarded (" +
+                        std::string(fallback_reason_name(*fallback)) + "): " + st.last_error);
+    }
+  }
+  // Whatever happened, the file no longer describes the session: it changes from here on.
+  delete_snapshot(expired ? "expired" : "restored");
+
+  lock.lock();
+  state = OffloadState::kResident;
+  if (expired) delete_pending = false;
+  if (!expired) ++st.counters.restores;
+  if (admission.restored) ++st.counters.restore_hits;
+  if (fallback) ++st.counters.fallbacks[static_cast<size_t>(*fallback)];
+  st.last_restore_ms = st.operation_ms =
+      std::chrono::duration<double, std::milli>(deps.clock.now() - start).count();
+  if (!given_up.ok()) {
+    st.last_error = given_up.to_string();
+    return DeviceError("discarding the session's history failed: " + given_up.to_string());
+  }
+  return admission;
+}
+
+}  // namespace siesta

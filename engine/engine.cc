@@ -1,0 +1,312 @@
+#include "engine/engine.h"
+
+#include <optional>
+#include <utility>
+
+#include "engine/sampler.h"
+#include "engine/stop_matcher.h"
+#include "engine/tokenizer.h"
+
+namespace siesta::engine {
+namespace {
+
+// The whole request is checked before the session is touched, so a refused request leaves
+// it exactly as it was.
+Status validate_request(const GenerateRequest& request, const ModelConfig& config) {
+  if (request.prompt.empty()) return InvalidArgument("the prompt is empty");
+  if (request.max_tokens == 0) return InvalidArgument("max_tokens must be at least 1");
+  // One token per byte; in 64 bits so that no max_tokens can overflow the sum.
+  const uint64_t prompt_tokens = request.prompt.size();
+  if (prompt_tokens + request.max_tokens > config.context) {
+    return InvalidArgument("this model's context is " + std::to_string(config.context) +
+                           " tokens; the prompt has " + std::to_string(prompt_tokens) +
+                           " and max_tokens asks for " + std::to_string(request.max_tokens));
+  }
+  if (request.stop.size() > kMaxStopStrings) {
+    return InvalidArgument("at most " + std::to_string(kMaxStopStrings) +
+                           " stop strings are accepted, got " +
+                           std::to_string(request.stop.size()));
+  }
+  for (size_t i = 0; i < request.stop.size(); ++i) {
+    const std::string& s = request.stop[i];
+    if (s.empty() || s.size() > kMaxStopBytes) {
+      return InvalidArgument("stop string " + std::to_string(i) + " has " +
+                             std::to_string(s.size()) + " bytes; it must have 1 to " +
+                             std::to_string(kMaxStopBytes));
+    }
+    if (!is_valid_utf8(s)) {
+      return InvalidArgument("stop string " + std::to_string(i) + " is not valid UTF-8");
+    }
+  }
+  return validate_temperature(request.temperature);
+}
+
+// Import errors that the reader reports before it writes a byte of the regions.
+bool import_left_session_untouched(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kForeign:
+    case StatusCode::kUnsupported:
+    case StatusCode::kExpired: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+std::string_view finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options, MemoryBackend& backend,
+                                              Kernels& kernels, HostVmm& host, FileSystem& fs,
+                                              const Clock& clock) {
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                          Model::load(options.model, backend, kernels));
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                          Session::create(*model, backend, kernels, host));
+  std::unique_ptr<SnapshotExporter> exporter;
+  if (!options.export_dir.empty()) {
+    SIESTA_ASSIGN_OR_RETURN(exporter,
+                            SnapshotExporter::open(fs, clock, &backend, options.export_dir,
+                                                   SnapshotExporter::Options()));
+  }
+  return std::unique_ptr<Engine>(
+      new Engine(std::move(model), std::move(session), std::move(exporter), kernels));
+}
+
+Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Session> session,
+               std::unique_ptr<SnapshotExporter> exporter, Kernels& kernels)
+    : model_(std::move(model)),
+      session_(std::move(session)),
+      exporter_(std::move(exporter)),
+      kernels_(kernels),
+      history_tokens_(session_->history_tokens()),
+      thread_([this] { thread_main(); }) {}
+
+Engine::~Engine() {
+  std::deque<Command> abandoned;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    abandoned.swap(queue_);
+  }
+  wake_.notify_all();
+  for (Command& command : abandoned) {
+    command.fail(Cancelled(std::string(command.name) + " was not run: the engine shut down"));
+  }
+  thread_.join();  // after the running command, if any, has finished
+}
+
+template <class R>
+std::future<R> Engine::submit(std::string_view name, std::function<R()> body) {
+  auto promise = std::make_shared<std::promise<R>>();
+  std::future<R> future = promise->get_future();
+  auto outcome = std::make_shared<std::optional<R>>();
+  Command command;
+  command.name = name;
+  command.run = [body = std::move(body), outcome, name] {
+    // Exceptions do not cross module boundaries (a throwing on_text, bad_alloc): the caller
+    // gets a Status instead of a broken promise.
+    try {
+      outcome->emplace(body());
+    } catch (...) {
+      outcome->emplace(R(Internal(std::string(name) + " threw an exception")));
+    }
+  };
+  command.deliver = [promise, outcome] { promise->set_value(std::move(**outcome)); };
+  command.fail = [promise](Status status) { promise->set_value(R(std::move(status))); };
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      queue_.push_back(std::move(command));
+      wake_.notify_one();
+      return future;
+    }
+  }
+  command.fail(Cancelled(std::string(name) + " was not run: the engine is shutting down"));
+  return future;
+}
+
+void Engine::thread_main() {
+  for (;;) {
+    Command command;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;  // the destructor fails what is queued
+      command = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    run_command(command);
+  }
+}
+
+void Engine::run_command(Command& command) {
+  // Hook point for the idle offloader: restore before, arm the idle timer after.
+  command.run();
+  publish_history();
+  {
+    std::lock_guard lock(mutex_);
+    ++commands_run_;
+    busy_ = false;
+  }
+  // Delivered last, so that a caller who has the result sees it counted in status().
+  command.deliver();
+}
+
+EngineStatus Engine::status() const {
+  EngineStatus s;
+  const ModelConfig& config = model_->config();
+  s.model = config.name;
+  s.kv_type = config.kv_type;
+  s.context = config.context;
+  s.history_tokens = history_tokens_.load();
+  std::lock_guard lock(mutex_);
+  s.busy = busy_;
+  s.queued_commands = queue_.size();
+  s.commands_run = commands_run_;
+  return s;
+}
+
+std::future<Result<GenerateResult>> Engine::generate(GenerateRequest request) {
+  return submit<Result<GenerateResult>>(
+      "generate", [this, request = std::move(request)] { return do_generate(request); });
+}
+
+std::future<Status> Engine::reset() {
+  return submit<Status>("reset", [this] { return do_reset(); });
+}
+
+std::future<Result<ExportResult>> Engine::export_conversation(std::string name) {
+  return submit<Result<ExportResult>>("export",
+                                      [this, name = std::move(name)] { return do_export(name); });
+}
+
+std::future<Result<ImportResult>> Engine::import_conversation(std::string name) {
+  return submit<Result<ImportResult>>("import",
+                                      [this, name = std::move(name)] { return do_import(name); });
+}
+
+Status Engine::discard_after(Status error) {
+  Status discarded = session_->discard_history();
+  publish_history();
+  if (discarded.ok()) return error;
+  return Status(error.code(), error.message() + "; discarding the history then failed too: " +
+                                  discarded.to_string());
+}
+
+Result<GenerateResult> Engine::do_generate(const GenerateRequest& request) {
+  SIESTA_RETURN_IF_ERROR(validate_request(request, model_->config()));
+  std::optional<Sampler> sampler;
+  if (request.temperature > 0) {
+    SIESTA_ASSIGN_OR_RETURN(Sampler made, Sampler::create(request.temperature, request.seed));
+    sampler.emplace(made);
+  }
+  auto cancelled = [&request] { return request.cancel && request.cancel->load(); };
+
+  GenerateResult result;
+  const std::vector<Token> prompt = encode(request.prompt);
+  result.prompt_tokens = static_cast<uint32_t>(prompt.size());
+  result.finish = FinishReason::kCancelled;
+  if (cancelled()) return result;  // before anything: the session is untouched
+
+  Result<uint32_t> reused = session_->reuse_prefix(prompt);
+  if (!reused.ok()) {
+    // InvalidArgument leaves the session unchanged (and validation should have caught it).
+    if (reused.status().code() == StatusCode::kInvalidArgument) return reused.status();
+    return discard_after(reused.status());
+  }
+  result.cached_tokens = *reused;
+  publish_history();
+  for (size_t i = *reused; i < prompt.size(); ++i) {
+    // The history stays a prefix of the prompt, so a cancelled request's work is reused by
+    // the next prompt that starts the same way.
+    if (cancelled()) return result;
+    Status fed = session_->feed(prompt[i]);
+    if (!fed.ok()) return discard_after(fed);
+    publish_history();
+  }
+  if (cancelled()) return result;
+
+  StopMatcher matcher(request.stop);
+  auto emit = [&](std::string piece) {
+    if (piece.empty()) return;
+    result.text += piece;
+    if (request.on_text) request.on_text(piece);
+  };
+  for (;;) {
+    Result<Token> next = Internal("no token");
+    if (sampler) {
+      Result<std::vector<float>> logits = session_->next_logits();
+      if (!logits.ok()) return discard_after(logits.status());
+      next = sampler->sample(*logits);
+    } else {
+      next = session_->greedy_next();
+    }
+    if (!next.ok()) return discard_after(next.status());
+    ++result.completion_tokens;
+    emit(matcher.push(static_cast<char>(*next)));
+    if (matcher.finished()) {
+      result.finish = FinishReason::kStop;
+      break;
+    }
+    if (result.completion_tokens == request.max_tokens) {
+      result.finish = FinishReason::kLength;
+      break;
+    }
+    if (cancelled()) break;  // result.finish is kCancelled
+    // The last token chosen is not fed: its KV is computed when a later prompt contains it.
+    Status fed = session_->feed(*next);
+    if (!fed.ok()) return discard_after(fed);
+    publish_history();
+  }
+  if (result.finish != FinishReason::kStop) emit(matcher.flush());
+  return result;
+}
+
+Status Engine::do_reset() { return session_->discard_history(); }
+
+Result<ExportResult> Engine::do_export(const std::string& name) {
+  if (!exporter_) {
+    return FailedPrecondition("export is off: the engine was started without an export directory");
+  }
+  SIESTA_RETURN_IF_ERROR(validate_export_name(name));
+  // The regions must not change while they are copied: wait for every kernel enqueued.
+  Status synced = kernels_.synchronize();
+  if (!synced.ok()) return discard_after(synced);
+  const std::vector<SnapshotRegion> regions = session_->snapshot_regions();
+  SIESTA_ASSIGN_OR_RETURN(SnapshotWriteResult written,
+                          exporter_->export_session(name, session_->fingerprint(), regions));
+  return ExportResult{written.file_bytes, session_->history_tokens()};
+}
+
+Result<ImportResult> Engine::do_import(const std::string& name) {
+  if (!exporter_) {
+    return FailedPrecondition("import is off: the engine was started without an export directory");
+  }
+  SIESTA_RETURN_IF_ERROR(validate_export_name(name));
+  Status synced = kernels_.synchronize();
+  if (!synced.ok()) return discard_after(synced);
+  const std::vector<SnapshotRegion> regions = session_->snapshot_regions();
+  Result<SnapshotReadResult> read =
+      exporter_->import_session(name, session_->fingerprint(), regions);
+  if (!read.ok()) {
+    if (import_left_session_untouched(read.status().code())) return read.status();
+    return discard_after(read.status());  // the regions may hold a mix of old and new bytes
+  }
+  Status adopted = session_->adopt_restored_state();
+  if (!adopted.ok()) return discard_after(adopted);
+  publish_history();
+  return ImportResult{session_->history_tokens()};
+}
+
+}  // namespace siesta::engine

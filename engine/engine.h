@@ -1,0 +1,204 @@
+// Engine: the command loop. One engine thread owns the Model and the Session and runs the
+// commands one at a time, in the order they were submitted (FIFO): generate, reset, export
+// and import of the conversation. status() is answered from copies the engine thread
+// publishes, so it never waits for a command (DESIGN.md: status never wakes a session).
+//
+// Every command runs through one private function, run_command(); the idle offloader will
+// restore the session there before a command and arm its idle timer after it.
+//
+// Errors and the session: a command refused for its input (InvalidArgument,
+// FailedPrecondition, NotFound, Foreign...) leaves the session exactly as it was, so the next
+// request gives the same bytes as if the refused one had never come. A device or kernels error
+// in the middle of a command, or an import that failed after it began writing the session's
+// regions (Corrupt, Truncated, IoError...), discards the history (the next prompt is read from
+// the start) and returns the error.
+//
+// Thread rule: every public method may be called from any thread. Commands' futures are made
+// ready on the engine thread. GenerateRequest::on_text runs on the engine thread, between two
+// tokens: it may block (the next command waits), but must not wait for a command of this
+// engine (that would wait for itself) and must not throw.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/file_system.h"
+#include "core/host_vmm.h"
+#include "core/kernels.h"
+#include "core/memory_backend.h"
+#include "core/snapshot_export.h"
+#include "core/status.h"
+#include "engine/model.h"
+#include "engine/model_config.h"
+#include "engine/session.h"
+
+namespace siesta::engine {
+
+inline constexpr size_t kMaxStopStrings = 4;
+inline constexpr size_t kMaxStopBytes = 64;
+
+struct EngineOptions {
+  ModelConfig model;
+  // Where export_conversation / import_conversation keep their files (SnapshotExporter:
+  // private to this user, created 0700). Empty: both are refused with FailedPrecondition.
+  std::string export_dir;
+};
+
+enum class FinishReason : uint8_t { kLength, kStop, kCancelled };
+std::string_view finish_reason_name(FinishReason reason);  // "length", "stop", "cancelled"
+
+struct GenerateRequest {
+  std::string prompt;  // bytes; one token per byte
+  uint32_t max_tokens = 16;
+  // At most kMaxStopStrings, each 1..kMaxStopBytes bytes of valid UTF-8.
+  std::vector<std::string> stop;
+  float temperature = 0;  // 0: greedy; otherwise finite, at most kMaxTemperature
+  uint64_t seed = 0;      // the sampler's seed (temperature > 0)
+  // Called on the engine thread with each piece of text as soon as it is certain (a piece
+  // that might begin a stop string is held back until it cannot). The pieces concatenate to
+  // GenerateResult::text. May be empty.
+  std::function<void(std::string_view)> on_text;
+  // Read between tokens, prompt tokens included; when true, generation ends with kCancelled.
+  std::shared_ptr<const std::atomic<bool>> cancel;
+};
+
+struct GenerateResult {
+  std::string text;  // without the stop string, if one matched
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0;  // prompt tokens whose KV was reused from the history
+  // Tokens generated, including those of a matched stop string (the model did compute them,
+  // and it is what OpenAI's usage counts); so completion_tokens >= text.size().
+  uint32_t completion_tokens = 0;
+  FinishReason finish = FinishReason::kLength;
+};
+
+struct ExportResult {
+  uint64_t bytes = 0;   // size of the file written
+  uint64_t tokens = 0;  // history tokens it holds
+};
+
+struct ImportResult {
+  uint64_t tokens = 0;  // history tokens after the import
+};
+
+struct EngineStatus {
+  std::string model;  // "synthetic:tiny"
+  KvType kv_type = KvType::kF32;
+  uint32_t context = 0;
+  uint64_t history_tokens = 0;  // as of the last token the engine thread fed
+  bool busy = false;            // a command is running
+  size_t queued_commands = 0;   // submitted, not started
+  uint64_t commands_run = 0;    // finished, whatever their result
+};
+
+class Engine {
+ public:
+  // Loads the model, creates the session (history empty), opens the exporter when
+  // options.export_dir is set, and starts the engine thread.
+  // Failure: the model's InvalidArgument for a bad configuration; OutOfMemory / DeviceError
+  // from the backend or the kernels; the exporter's errors for an unusable export directory.
+  // Nothing is left running or reserved on failure.
+  // `backend`, `kernels`, `host`, `fs` and `clock` must outlive the engine; `kernels` must
+  // compute on `backend`'s device and is used only by the engine thread from now on.
+  static Result<std::unique_ptr<Engine>> start(EngineOptions options, MemoryBackend& backend,
+                                               Kernels& kernels, HostVmm& host, FileSystem& fs,
+                                               const Clock& clock);
+
+  // Lets the running command finish, fails every queued command with Cancelled, joins the
+  // engine thread, then frees the session and the model.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Continues the conversation with `request.prompt` (reusing the longest prefix of the
+  // history the prompt extends) and generates up to max_tokens tokens.
+  // Success: the text and usage; the history then holds the prompt and every generated token
+  // but the last (its KV is computed when a later prompt containing it is fed).
+  // Failure: InvalidArgument for an empty prompt, max_tokens 0, prompt + max_tokens beyond
+  // the context, bad stop strings or temperature (checked before the session is touched: it
+  // is unchanged); the kernels' errors mid-generation (history discarded).
+  std::future<Result<GenerateResult>> generate(GenerateRequest request);
+
+  // Forgets the history. Failure: the kernels' errors.
+  std::future<Status> reset();
+
+  // Writes the conversation as the durable export `name` in the export directory.
+  // Failure: FailedPrecondition without an export directory; InvalidArgument for a bad name
+  // (validate_export_name); the writer's errors (NoSpace, IoError...). The session is never
+  // changed, and an earlier export of that name survives a failed one.
+  std::future<Result<ExportResult>> export_conversation(std::string name);
+
+  // Replaces the conversation with the export `name`, so the next generate continues exactly
+  // as the engine that exported it would have.
+  // Failure, session unchanged: FailedPrecondition without an export directory (or for a
+  // symlink); InvalidArgument for a bad name; NotFound; Foreign for an export of another
+  // model, configuration or KV layout; Unsupported for another format version.
+  // Failure, history discarded: every other error (Corrupt, Truncated, IoError...), since the
+  // reader may have begun restoring the regions and they may hold a mix of old and new bytes;
+  // a restored state the session rejects (Corrupt); a kernels error before the import.
+  std::future<Result<ImportResult>> import_conversation(std::string name);
+
+  // Never waits for the engine thread or a command.
+  EngineStatus status() const;
+
+  const ModelConfig& config() const { return model_->config(); }
+
+ private:
+  // A queued command: run() computes its outcome, deliver() then makes its future ready;
+  // fail() makes the future ready with an error instead of running it.
+  struct Command {
+    std::string_view name;
+    std::function<void()> run;
+    std::function<void()> deliver;
+    std::function<void(Status)> fail;
+  };
+
+  Engine(std::unique_ptr<Model> model, std::unique_ptr<Session> session,
+         std::unique_ptr<SnapshotExporter> exporter, Kernels& kernels);
+
+  template <class R>
+  std::future<R> submit(std::string_view name, std::function<R()> body);
+  void thread_main();
+  // Every command passes through here, on the engine thread (the offloader's hook point).
+  void run_command(Command& command);
+  void publish_history() { history_tokens_.store(session_->history_tokens()); }
+
+  Result<GenerateResult> do_generate(const GenerateRequest& request);
+  Status do_reset();
+  Result<ExportResult> do_export(const std::string& name);
+  Result<ImportResult> do_import(const std::string& name);
+  // A device error left the session's state unspecified: start over, keep the first error.
+  Status discard_after(Status error);
+
+  // Immutable after start(); used only by the engine thread (model_ also by config()).
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<SnapshotExporter> exporter_;  // null without an export directory
+  Kernels& kernels_;
+
+  // Published for status().
+  std::atomic<uint64_t> history_tokens_{0};
+
+  // The queue; never held while a command runs.
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Command> queue_;
+  bool busy_ = false;
+  uint64_t commands_run_ = 0;
+  bool stopping_ = false;
+
+  std::thread thread_;  // last: started when everything above exists
+};
+
+}  // namespace siesta::engine

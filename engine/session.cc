@@ -1,0 +1,284 @@
+#include "engine/session.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/device_copy.h"
+#include "engine/decode_graph.h"
+#include "engine/session_layout.h"
+
+namespace siesta::engine {
+
+struct Session::Layout : SessionLayout {
+  explicit Layout(SessionLayout layout) : SessionLayout(std::move(layout)) {}
+};
+
+namespace {
+
+std::string hex_address(DeviceAddress address) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "0x%" PRIx64, address);
+  return text;
+}
+
+// Host memory is the one part of "committed" the session can see; a call after a release
+// would fault on it, so it is refused instead.
+Status require_committed(const HostRange& host, std::string_view what) {
+  if (host.committed()) return Status::Ok();
+  return FailedPrecondition(std::string(what) + ": the session's memory is released");
+}
+
+std::byte* host_region(const HostRange& host, const SessionLayout& layout, size_t region) {
+  return host.data() + layout.offset(region);
+}
+
+void write_meta(const HostRange& host, const SessionLayout& layout, uint32_t length,
+                uint32_t interval) {
+  const SessionMeta meta{kSessionMetaMagic, length, length / interval};
+  std::memcpy(host_region(host, layout, layout.meta), &meta, sizeof(meta));
+}
+
+Status fill_rope(Kernels& kernels, const ModelConfig& c, DeviceAddress table) {
+  return kernels.rope_table(table, c.context, c.head_dim(), c.rope_theta);
+}
+
+// Through the kernels' stream, so it is ordered with the replays around it.
+Status zero_device(Kernels& kernels, DeviceAddress address, uint64_t bytes) {
+  const std::vector<std::byte> zeros(bytes);
+  return kernels.upload(zeros, address);
+}
+
+}  // namespace
+
+Session::Session(const Model& model, MemoryBackend& backend, Kernels& kernels)
+    : model_(model), backend_(backend), kernels_(kernels) {}
+
+Session::~Session() {
+  // No kernel may still run on this memory when the reservations go away.
+  kernels_.synchronize().ignore();
+}
+
+Result<std::unique_ptr<Session>> Session::create(const Model& model, MemoryBackend& backend,
+                                                 Kernels& kernels, HostVmm& host) {
+  const ModelConfig& c = model.config();
+  SIESTA_RETURN_IF_ERROR(validate(c));
+  std::unique_ptr<Session> s(new Session(model, backend, kernels));
+  s->layout_ = std::make_unique<Layout>(SessionLayout::compute(c));
+  const Layout& layout = *s->layout_;
+  SIESTA_ASSIGN_OR_RETURN(s->fingerprint_, session_fingerprint(c, layout));
+
+  SIESTA_ASSIGN_OR_RETURN(s->device_, ReservedRange::reserve(backend, layout.device_bytes));
+  if (Status st = backend.commit(s->device_.range()); !st.ok()) {
+    return st.with_context("committing " + std::to_string(s->device_.range().size) +
+                           " bytes of session device memory");
+  }
+  SIESTA_ASSIGN_OR_RETURN(HostRange host_range, host.reserve(layout.host_bytes));
+  s->host_ = std::make_unique<HostRange>(std::move(host_range));
+  SIESTA_RETURN_IF_ERROR(s->host_->commit());
+
+  const DeviceAddress base = s->device_.range().base;
+  // Fresh device memory is not zero on a GPU; the recurrent state must start at zero.
+  SIESTA_RETURN_IF_ERROR(
+      zero_device(kernels, base + layout.offset(layout.state), layout.state_bytes));
+  SIESTA_RETURN_IF_ERROR(fill_rope(kernels, c, base + layout.offset(layout.rope)));
+  write_meta(*s->host_, layout, 0, c.checkpoint_interval);
+  SIESTA_ASSIGN_OR_RETURN(s->decode_graph_, record_decode_graph(kernels, model, layout, base));
+  s->graph_base_ = base;
+  SIESTA_RETURN_IF_ERROR(kernels.synchronize());
+  return s;
+}
+
+const ModelConfig& Session::config() const { return model_.config(); }
+
+std::span<const Token> Session::history() const {
+  const auto* tokens =
+      reinterpret_cast<const Token*>(host_region(*host_, *layout_, layout_->tokens));
+  return {tokens, length_};
+}
+
+Result<uint32_t> Session::reuse_prefix(std::span<const Token> prompt) {
+  const ModelConfig& c = config();
+  if (prompt.empty()) return InvalidArgument("empty prompt");
+  if (prompt.size() > c.context) {
+    return InvalidArgument("prompt of " + std::to_string(prompt.size()) +
+                           " tokens exceeds the context of " + std::to_string(c.context));
+  }
+  SIESTA_RETURN_IF_ERROR(require_committed(*host_, "reuse_prefix"));
+  const std::span<const Token> cached = history();
+  // At least one prompt token is fed again: its logits are what the caller needs.
+  const size_t limit = std::min(cached.size(), prompt.size() - 1);
+  size_t common = 0;
+  while (common < limit && cached[common] == prompt[common]) ++common;
+  if (common == length_) return length_;
+
+  // The recurrent state cannot be truncated: go back to the newest checkpoint at or before
+  // the divergence. KV rows past it are overwritten by the next feeds.
+  const uint32_t interval = c.checkpoint_interval;
+  const uint32_t kept = static_cast<uint32_t>(common) / interval;
+  next_ready_ = false;
+  const DeviceAddress state = device_.range().base + layout_->offset(layout_->state);
+  if (kept == 0) {
+    SIESTA_RETURN_IF_ERROR(zero_device(kernels_, state, layout_->state_bytes));
+  } else {
+    const std::byte* checkpoint = host_region(*host_, *layout_, layout_->checkpoints) +
+                                  uint64_t{kept - 1} * layout_->state_bytes;
+    SIESTA_RETURN_IF_ERROR(kernels_.upload({checkpoint, layout_->state_bytes}, state));
+  }
+  length_ = kept * interval;
+  write_meta(*host_, *layout_, length_, interval);
+  return length_;
+}
+
+Status Session::feed(Token token) {
+  const ModelConfig& c = config();
+  if (length_ >= c.context) {
+    return InvalidArgument("the context of " + std::to_string(c.context) + " tokens is full");
+  }
+  SIESTA_RETURN_IF_ERROR(require_committed(*host_, "feed"));
+  const DeviceAddress base = device_.range().base;
+  if (base != graph_base_) {
+    return FailedPrecondition("session device memory is at " + hex_address(base) +
+                              " but the decode graph was recorded at " + hex_address(graph_base_));
+  }
+  next_ready_ = false;  // until this step is done
+  const StepParams params{token, static_cast<int32_t>(length_)};
+  SIESTA_RETURN_IF_ERROR(
+      kernels_.upload(std::as_bytes(std::span(&params, 1)), base + layout_->buffers.params));
+  SIESTA_RETURN_IF_ERROR(kernels_.replay(*decode_graph_));
+  host_region(*host_, *layout_, layout_->tokens)[length_] = static_cast<std::byte>(token);
+  ++length_;
+  if (length_ % c.checkpoint_interval == 0) {
+    const uint32_t index = length_ / c.checkpoint_interval - 1;
+    std::byte* checkpoint = host_region(*host_, *layout_, layout_->checkpoints) +
+                            uint64_t{index} * layout_->state_bytes;
+    SIESTA_RETURN_IF_ERROR(kernels_.download(base + layout_->offset(layout_->state),
+                                             {checkpoint, layout_->state_bytes}));
+  }
+  write_meta(*host_, *layout_, length_, c.checkpoint_interval);
+  next_ready_ = true;
+  return Status::Ok();
+}
+
+Result<Token> Session::greedy_next() {
+  if (!next_ready_) return FailedPrecondition("greedy_next: no token fed since the last reset");
+  SIESTA_RETURN_IF_ERROR(require_committed(*host_, "greedy_next"));
+  int32_t next = -1;
+  SIESTA_RETURN_IF_ERROR(kernels_.download(device_.range().base + layout_->buffers.next,
+                                           std::as_writable_bytes(std::span(&next, 1))));
+  if (next < static_cast<int32_t>(kFirstPrintable) || next > static_cast<int32_t>(kLastPrintable)) {
+    return Internal("argmax returned " + std::to_string(next) + ", not a printable token");
+  }
+  return static_cast<Token>(next);
+}
+
+Result<std::vector<float>> Session::next_logits() {
+  if (!next_ready_) return FailedPrecondition("next_logits: no token fed since the last reset");
+  SIESTA_RETURN_IF_ERROR(require_committed(*host_, "next_logits"));
+  std::vector<float> logits(kVocabSize);
+  SIESTA_RETURN_IF_ERROR(kernels_.download(device_.range().base + layout_->buffers.logits,
+                                           std::as_writable_bytes(std::span(logits))));
+  return logits;
+}
+
+std::vector<SnapshotRegion> Session::snapshot_regions() const {
+  const Layout& l = *layout_;
+  const uint32_t interval = config().checkpoint_interval;
+  std::vector<SnapshotRegion> out;
+  out.reserve(l.regions.size());
+  for (size_t i = 0; i < l.regions.size(); ++i) {
+    const RegionSpec& spec = l.regions[i];
+    SnapshotRegion region;
+    region.layout.name = spec.name;
+    region.layout.persist = spec.persist;
+    region.layout.size = spec.size;
+    region.place = spec.place;
+    if (spec.place == SnapshotRegion::Place::kDevice) {
+      region.device = device_.range().base + spec.offset;
+    } else {
+      region.host = host_->data() + spec.offset;
+    }
+    uint64_t used = 0;  // kReinit and kDiscard regions save nothing
+    if (i >= l.first_kv && i < l.state) {
+      used = uint64_t{length_} * l.kv_row_bytes;
+    } else if (i == l.state || i == l.meta) {
+      used = spec.size;  // a fresh commit is not zero: always saved
+    } else if (i == l.tokens) {
+      used = length_;
+    } else if (i == l.checkpoints) {
+      used = uint64_t{length_ / interval} * l.state_bytes;
+    }
+    if (used > 0) region.layout.extents.push_back({0, used});
+    out.push_back(std::move(region));
+  }
+  return out;
+}
+
+std::vector<DeviceRange> Session::device_memory() const { return {device_.range()}; }
+
+std::vector<HostRange*> Session::host_memory() { return {host_.get()}; }
+
+Status Session::adopt_restored_state() {
+  SIESTA_RETURN_IF_ERROR(require_committed(*host_, "adopt_restored_state"));
+  const ModelConfig& c = config();
+  next_ready_ = false;  // scratch is not saved
+  SessionMeta meta;
+  std::memcpy(&meta, host_region(*host_, *layout_, layout_->meta), sizeof(meta));
+  if (meta.magic != kSessionMetaMagic) {
+    return Corrupt("session.meta: wrong magic " + hex_address(meta.magic));
+  }
+  if (meta.length > c.context) {
+    return Corrupt("session.meta: length " + std::to_string(meta.length) +
+                   " exceeds the context of " + std::to_string(c.context));
+  }
+  if (meta.checkpoints != meta.length / c.checkpoint_interval) {
+    return Corrupt("session.meta: " + std::to_string(meta.checkpoints) +
+                   " checkpoints for a length of " + std::to_string(meta.length) +
+                   " at an interval of " + std::to_string(c.checkpoint_interval));
+  }
+  SIESTA_RETURN_IF_ERROR(
+      fill_rope(kernels_, c, device_.range().base + layout_->offset(layout_->rope)));
+  SIESTA_RETURN_IF_ERROR(kernels_.synchronize());
+  length_ = meta.length;
+  return Status::Ok();
+}
+
+Status Session::discard_history() {
+  SIESTA_RETURN_IF_ERROR(require_committed(*host_, "discard_history"));
+  // backend.zero() runs on the backend's copy stream (on CUDA not the kernels' stream): the
+  // kernels must be done with this memory first. An error of that abandoned work is not this
+  // call's failure; the history it belonged to is being thrown away.
+  kernels_.synchronize().ignore();
+  next_ready_ = false;
+  const DeviceAddress base = device_.range().base;
+  for (const RegionSpec& spec : layout_->regions) {
+    if (spec.persist != snapshot::PersistKind::kContents) continue;
+    if (spec.place == SnapshotRegion::Place::kDevice) {
+      SIESTA_RETURN_IF_ERROR(backend_.zero({base + spec.offset, spec.size}));
+    } else {
+      std::memset(host_->data() + spec.offset, 0, spec.size);
+    }
+  }
+  SIESTA_RETURN_IF_ERROR(backend_.synchronize());
+  length_ = 0;
+  write_meta(*host_, *layout_, 0, config().checkpoint_interval);
+  SIESTA_RETURN_IF_ERROR(fill_rope(kernels_, config(), base + layout_->offset(layout_->rope)));
+  return kernels_.synchronize();
+}
+
+Status Session::relocate_device_memory_for_testing() {
+  SIESTA_RETURN_IF_ERROR(kernels_.synchronize());
+  const DeviceRange old = device_.range();
+  std::vector<std::byte> contents(old.size);
+  SIESTA_RETURN_IF_ERROR(copy_device_to_host(backend_, old.base, contents));
+  // Reserved before the old range goes, so the new address cannot equal the old one.
+  SIESTA_ASSIGN_OR_RETURN(ReservedRange moved, ReservedRange::reserve(backend_, old.size));
+  SIESTA_RETURN_IF_ERROR(backend_.commit(moved.range()));
+  SIESTA_RETURN_IF_ERROR(copy_host_to_device(backend_, contents, moved.range().base));
+  device_ = std::move(moved);
+  return Status::Ok();
+}
+
+}  // namespace siesta::engine

@@ -1,0 +1,124 @@
+// Session: one conversation's memory and the computation that fills it. The offload moves
+// exactly this state (it implements OffloadTarget), so a wrong byte after a restore changes
+// the generated text.
+//
+// Memory (fixed for the session's life; addresses never change):
+//   device, one reservation committed whole (device_memory() returns it), regions 256-byte
+//   aligned inside it, in this order:
+//     "constants.rope"      kReinit   the rotary table, recomputed after any restore or discard
+//     "scratch"             kDiscard  activations, StepParams, logits, the sampled token
+//     "layer.<i>.k"/".v"    kContents one KV row per position; used extent: rows [0, length)
+//     "recurrent.state"     kContents dim floats; always saved (a fresh commit is not zero)
+//   host, one HostVmm range (host_memory() returns it), committed whole:
+//     "session.meta"        kContents magic, length, checkpoint count (16 bytes, always saved)
+//     "session.tokens"      kContents the history, one byte per token; used: [0, length)
+//     "recurrent.checkpoints" kContents the recurrent state after every checkpoint_interval
+//                           tokens; used: the checkpoints taken so far
+//
+// Computation: the decode step (embed, every block, final norm, logits, greedy argmax over
+// the printable tokens) is recorded once as a KernelGraph when the session is created and
+// replayed for every token, prompt tokens included, so a prefill and a prefix reuse run the
+// very same operations and give the same bytes. Before every replay the session checks that
+// its memory is still where the graph was recorded; a graph bound to released memory would
+// read garbage on a GPU (and fault on the simulator).
+//
+// Invariants between calls: length <= context; checkpoint count == length /
+// checkpoint_interval; checkpoint c holds the recurrent state after (c+1) *
+// checkpoint_interval tokens; after feed(), the logits of the token following the history are
+// in scratch (until a restore, a discard or a rollback: see greedy_next()).
+//
+// Thread rule: one thread at a time (the engine thread). Every method but history_tokens(),
+// fingerprint(), device_memory() and host_memory() REQUIRES the memory committed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/host_vmm.h"
+#include "core/kernels.h"
+#include "core/memory_backend.h"
+#include "core/offload_target.h"
+#include "core/status.h"
+#include "engine/model.h"
+
+namespace siesta::engine {
+
+using Token = uint8_t;
+
+class Session final : public OffloadTarget {
+ public:
+  // Reserves and commits the session's device and host memory, computes the constants,
+  // records the decode graph; the history is empty.
+  // Failure: OutOfMemory (device or host), DeviceError / the kernels' errors; nothing stays
+  // reserved. `model`, `backend`, `kernels` and `host` must outlive the session, and `kernels`
+  // must compute on `backend`'s device.
+  static Result<std::unique_ptr<Session>> create(const Model& model, MemoryBackend& backend,
+                                                 Kernels& kernels, HostVmm& host);
+  ~Session() override;
+
+  const ModelConfig& config() const;
+  uint32_t length() const { return length_; }
+  // The tokens whose KV is computed, oldest first (length() bytes of host memory).
+  std::span<const Token> history() const;
+
+  // Prepares the session for `prompt`: keeps the longest prefix of the history that `prompt`
+  // extends, leaving at least one prompt token to feed (its logits are needed). When that
+  // prefix is the whole history nothing changes; otherwise the session rolls back to the
+  // newest checkpoint at or before the divergence (KV rows beyond it are simply overwritten
+  // later; the recurrent state is copied back from the host checkpoint, or zeroed).
+  // Returns the tokens reused (the new length()); prompt[result..] remain to be fed.
+  // Failure: InvalidArgument for an empty prompt or one longer than the context (session
+  // unchanged); the kernels' errors.
+  Result<uint32_t> reuse_prefix(std::span<const Token> prompt);
+
+  // Feeds one token at position length(): replays the decode graph, appends the token to the
+  // history, takes a host checkpoint when the new length is a multiple of the interval.
+  // Failure: InvalidArgument when the context is full (session unchanged); FailedPrecondition
+  // when the memory is not where the graph was recorded; the kernels' errors (the session's
+  // state is then unspecified: discard_history()).
+  Status feed(Token token);
+
+  // The greedy choice for the next token (argmax over the printable tokens), computed by the
+  // last feed(). REQUIRES: a feed() since the session was created, restored
+  // (adopt_restored_state), discarded or rolled back by reuse_prefix(): scratch is kDiscard,
+  // so a restore does not bring the last logits back (else FailedPrecondition).
+  Result<Token> greedy_next();
+  // The logits of the next token (kVocabSize floats), from the last feed().
+  // REQUIRES: as greedy_next() (else FailedPrecondition).
+  Result<std::vector<float>> next_logits();
+
+  // ---- OffloadTarget ----
+  std::vector<SnapshotRegion> snapshot_regions() const override;
+  std::vector<DeviceRange> device_memory() const override;
+  std::vector<HostRange*> host_memory() override;
+  snapshot::Fingerprint fingerprint() const override { return fingerprint_; }
+  uint64_t history_tokens() const override { return length_; }
+  Status adopt_restored_state() override;
+  Status discard_history() override;
+
+  // Tests only: moves the device memory to a new reservation, contents copied, as a broken
+  // restore that mapped memory somewhere else would. The decode graph stays bound to the old
+  // addresses, so the next feed() must fail with FailedPrecondition.
+  Status relocate_device_memory_for_testing();
+
+ private:
+  struct Layout;
+  Session(const Model& model, MemoryBackend& backend, Kernels& kernels);
+
+  const Model& model_;
+  MemoryBackend& backend_;
+  Kernels& kernels_;
+  std::unique_ptr<Layout> layout_;  // region offsets and sizes, fixed at create()
+  ReservedRange device_;
+  std::unique_ptr<HostRange> host_;
+  std::unique_ptr<KernelGraph> decode_graph_;
+  DeviceAddress graph_base_ = 0;  // device_.range().base when the graph was recorded
+  snapshot::Fingerprint fingerprint_{};
+  uint32_t length_ = 0;      // mirrors session.meta, readable while the memory is released
+  bool next_ready_ = false;  // scratch holds the logits that follow the current history
+};
+
+}  // namespace siesta::engine

@@ -1,0 +1,81 @@
+// SessionLayout: where every region of a Session lives, as offsets from the start of the
+// session's device reservation or host range, computed once from the ModelConfig. Addresses
+// are formed at use (base + offset), so code that moves the memory (a test's relocation)
+// cannot leave a stale copy of an address anywhere but in the recorded graph.
+//
+// Also the session's fingerprint: SHA-256 over a versioned serialisation of every
+// ModelConfig field and the region table, so a snapshot of any other model, configuration or
+// layout is refused as Foreign.
+//
+// Thread rule: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/snapshot_format.h"
+#include "core/snapshot_region.h"
+#include "core/status.h"
+#include "engine/model_config.h"
+
+namespace siesta::engine {
+
+inline constexpr uint64_t kRegionAlignment = 256;
+
+struct RegionSpec {
+  std::string name;
+  snapshot::PersistKind persist = snapshot::PersistKind::kContents;
+  SnapshotRegion::Place place = SnapshotRegion::Place::kDevice;
+  uint64_t offset = 0;  // from the base of the device reservation or the host range
+  uint64_t size = 0;
+};
+
+// The 16 bytes of "session.meta" (host memory, native byte order: it never leaves the process
+// except inside this process's snapshot, whose fingerprint pins the layout).
+struct SessionMeta {
+  uint64_t magic = 0;
+  uint32_t length = 0;
+  uint32_t checkpoints = 0;
+};
+static_assert(sizeof(SessionMeta) == 16);
+inline constexpr uint64_t kSessionMetaMagic = 0x3174656d53455353ull;  // "SSESmet1"
+
+// Offsets of the scratch buffers, inside the device reservation (already include the scratch
+// region's own offset).
+struct ScratchOffsets {
+  uint64_t x, xn, q, k, v, attn, proj;  // [dim] f32
+  uint64_t gate, up;                    // [ffn_dim] f32
+  uint64_t logits;                      // [kVocabSize] f32
+  uint64_t scores;                      // [heads * context] f32
+  uint64_t params;                      // StepParams
+  uint64_t next;                        // int32, the argmax
+};
+
+struct SessionLayout {
+  // Regions in snapshot order: constants.rope, scratch, layer.<i>.k, layer.<i>.v (i
+  // ascending, k before v), recurrent.state, then the host ones: session.meta,
+  // session.tokens, recurrent.checkpoints.
+  std::vector<RegionSpec> regions;
+  size_t rope = 0, scratch = 0, first_kv = 0, state = 0;  // indices into `regions`
+  size_t meta = 0, tokens = 0, checkpoints = 0;
+  ScratchOffsets buffers{};
+  uint64_t kv_row_bytes = 0;
+  uint64_t state_bytes = 0;      // dim floats
+  uint32_t max_checkpoints = 0;  // context / checkpoint_interval
+  uint64_t device_bytes = 0;     // before the backend rounds up to its granularity
+  uint64_t host_bytes = 0;
+
+  // REQUIRES: validate(config) is OK.
+  static SessionLayout compute(const ModelConfig& config);
+
+  size_t k_region(uint32_t layer) const { return first_kv + 2 * size_t{layer}; }
+  size_t v_region(uint32_t layer) const { return first_kv + 2 * size_t{layer} + 1; }
+  uint64_t offset(size_t region) const { return regions[region].offset; }
+};
+
+// Failure: Internal when hashing fails.
+Result<snapshot::Fingerprint> session_fingerprint(const ModelConfig& config,
+                                                  const SessionLayout& layout);
+
+}  // namespace siesta::engine

@@ -1,0 +1,14 @@
+# engine: the command loop (generate, reset, export/import, status), stop strings, sampling.
+siesta_add_gtest(stop_matcher_test SOURCES unit/stop_matcher_test.cc LABELS unit
+                 LIBS siesta_engine siesta_core)
+siesta_add_gtest(sampler_test SOURCES unit/sampler_test.cc LABELS unit
+                 LIBS siesta_engine siesta_core)
+siesta_add_gtest(engine_test SOURCES unit/engine_test.cc LABELS unit
+                 LIBS siesta_engine siesta_backend_sim siesta_core)
+siesta_add_gtest(engine_export_test SOURCES unit/engine_export_test.cc LABELS unit
+                 LIBS siesta_engine siesta_backend_sim siesta_core)
+# Threads: also run by the ThreadSanitizer preset.
+siesta_add_gtest(engine_concurrency_test SOURCES unit/engine_concurrency_test.cc
+                 LABELS unit concurrency LIBS siesta_engine siesta_backend_sim siesta_core)
+siesta_add_gtest(engine_fault_test SOURCES unit/engine_fault_test.cc
+                 LABELS unit fault_injection LIBS siesta_engine siesta_backend_sim siesta_core)

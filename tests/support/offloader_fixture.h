@@ -1,0 +1,122 @@
+// OffloaderFixture: an Offloader over a FakeOffloadTarget on a small SimBackend, with a
+// ManualClock and a ManualExecutor, so a test decides when time passes and when timers and
+// saves run. Storage is the POSIX file system behind a FaultyFileSystem (no fault until a test
+// plans one) and a HookedFileSystem-free SnapshotStore in a fresh private directory.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/sim/sim_backend.h"
+#include "core/chunk_sealer.h"
+#include "core/executor.h"
+#include "core/faulty_backend.h"
+#include "core/faulty_file_system.h"
+#include "core/offloader.h"
+#include "core/posix_file_system.h"
+#include "core/snapshot_reader.h"
+#include "core/snapshot_store.h"
+#include "tests/support/fake_offload_target.h"
+#include "tests/support/temp_dir.h"
+
+namespace siesta::test_util {
+
+inline SimBackendOptions offloader_sim_options() {
+  SimBackendOptions options;
+  options.capacity_bytes = 64ull << 20;
+  options.granularity = 64u << 10;
+  options.max_chunk_bytes = 256u << 10;
+  options.staging_buffer_bytes = 48u << 10;
+  options.staging_buffer_count = 3;
+  return options;
+}
+
+struct OffloaderSetup {
+  uint32_t positions = 256;
+  int64_t idle_seconds = 60;
+  int64_t expire_seconds = 600;
+  bool encrypt = true;
+  FaultPlan backend_faults = FaultPlan::none();  // on the Offloader's commits/decommits
+  bool real_fatal_handler = false;  // true: the default handler (log line, exit 70)
+  uint32_t chunk_bytes = 4096;  // many chunks: many cancellation points
+};
+
+class OffloaderFixture {
+ public:
+  static constexpr int64_t kIdle = 60;
+  static constexpr int64_t kExpire = 600;
+
+  using Setup = OffloaderSetup;
+
+  explicit OffloaderFixture(Setup setup = {}) : setup_(setup), executor_(clock_) {
+    sim_ = SimBackend::create(offloader_sim_options()).value();
+    faulty_backend_ = std::make_unique<FaultyBackend>(*sim_, setup.backend_faults);
+    key_ = std::make_unique<ProcessKey>(ProcessKey::generate().value());
+    SnapshotStore::Options store_options;
+    store_options.nonce = SnapshotStore::nonce_hex(key_->nonce());
+    store_options.read_expiry = [this](const std::string& path) {
+      return read_snapshot_expiry(posix_, path);
+    };
+    store_ = SnapshotStore::open(fs_, clock_, dir_.path(), store_options).value();
+    target_ = FakeOffloadTarget::create(*sim_, host_, setup.positions);
+    make_offloader();
+  }
+
+  void make_offloader() {
+    OffloaderOptions options;
+    options.idle_seconds = setup_.idle_seconds;
+    options.expire_seconds = setup_.expire_seconds;
+    options.encrypt = setup_.encrypt;
+    options.chunk_bytes = setup_.chunk_bytes;
+    if (!setup_.real_fatal_handler) {
+      options.on_fatal = [this](const Status& s) { fatal_.push_back(s); };
+    }
+    options.log = [this](const std::string& line) { log_.push_back(line); };
+    offloader_ = Offloader::create({*target_, *faulty_backend_, host_, fs_, clock_, executor_,
+                                    store_.get(), key_.get()},
+                                   options)
+                     .value();
+  }
+
+  // A command: acquire, append `positions`, release. Returns the admission.
+  Result<Admission> command(uint32_t positions) {
+    Result<Admission> admitted = offloader_->acquire();
+    if (!admitted.ok()) return admitted;
+    target_->advance(positions);
+    offloader_->release();
+    return admitted;
+  }
+
+  // Moves time and runs whatever became due.
+  void pass(int64_t seconds) {
+    clock_.advance(std::chrono::seconds(seconds));
+    executor_.run_due();
+  }
+
+  OffloadState state() const { return offloader_->status().state; }
+  std::string snapshot_path() const { return store_->snapshot_path("0").value(); }
+  bool snapshot_exists() const { return std::filesystem::exists(snapshot_path()); }
+
+  Setup setup_;
+  siesta::testing::TempDir dir_;
+  ManualClock clock_;
+  ManualExecutor executor_;
+  PosixFileSystem posix_;
+  FaultyFileSystem fs_{posix_};
+  HostVmm host_;
+  std::unique_ptr<SimBackend> sim_;
+  std::unique_ptr<FaultyBackend> faulty_backend_;
+  std::unique_ptr<ProcessKey> key_;
+  std::unique_ptr<SnapshotStore> store_;
+  std::unique_ptr<FakeOffloadTarget> target_;
+  std::unique_ptr<Offloader> offloader_;
+  std::vector<Status> fatal_;
+  std::vector<std::string> log_;
+};
+
+}  // namespace siesta::test_util

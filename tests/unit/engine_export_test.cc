@@ -1,0 +1,139 @@
+// Engine export and import: an export imported into a NEW engine (another simulated device,
+// other addresses) continues exactly as the original would; an export of another model size or
+// KV type is Foreign and leaves the session unchanged; export needs a directory and a valid
+// name; a missing export is NotFound.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/engine.h"
+#include "tests/support/temp_dir.h"
+#include "tests/unit/engine_test_rig.h"
+
+namespace siesta::engine {
+namespace {
+
+using testing::EngineRig;
+using testing::text_of;
+using testing::tiny_config;
+
+constexpr char kPrompt[] = "It was a bright cold day in April,";
+
+TEST(EngineExportTest, ImportIntoANewEngineContinuesExactlyAsTheOriginal) {
+  siesta::testing::TempDir dir;
+  std::string second_prompt;
+  GenerateResult original;
+  uint64_t exported_tokens = 0;
+  {
+    EngineRig a(tiny_config(), dir.path());
+    ASSERT_TRUE(a.ok());
+    // Long enough to cross several recurrent checkpoints (every 16 tokens for tiny).
+    auto first = a.generate(kPrompt, 30);
+    ASSERT_TRUE(first.ok());
+    auto exported = a.engine().export_conversation("conversation-1").get();
+    ASSERT_TRUE(exported.ok()) << exported.status().to_string();
+    EXPECT_EQ(exported->tokens, a.history());
+    EXPECT_GT(exported->bytes, 0u);
+    exported_tokens = exported->tokens;
+    EXPECT_EQ(a.history(), exported_tokens);  // exporting changes nothing
+
+    second_prompt = kPrompt + first->text + " The clocks";
+    auto second = a.generate(second_prompt, 25);
+    ASSERT_TRUE(second.ok());
+    original = *second;
+  }
+  // A new engine, a new device: the original is gone.
+  EngineRig b(tiny_config(), dir.path());
+  ASSERT_TRUE(b.ok());
+  auto imported = b.engine().import_conversation("conversation-1").get();
+  ASSERT_TRUE(imported.ok()) << imported.status().to_string();
+  EXPECT_EQ(imported->tokens, exported_tokens);
+  EXPECT_EQ(b.history(), exported_tokens);
+  auto continued = b.generate(second_prompt, 25);
+  ASSERT_TRUE(continued.ok());
+  EXPECT_EQ(continued->cached_tokens, original.cached_tokens);
+  EXPECT_EQ(continued->cached_tokens, exported_tokens);
+  EXPECT_EQ(continued->text, original.text);
+}
+
+TEST(EngineExportTest, ImportReplacesADifferentConversation) {
+  siesta::testing::TempDir dir;
+  EngineRig a(tiny_config(), dir.path()), reference;
+  ASSERT_TRUE(a.ok() && reference.ok());
+  ASSERT_TRUE(a.generate(kPrompt, 10).ok());
+  ASSERT_TRUE(a.engine().export_conversation("saved").get().ok());
+  const uint64_t saved_tokens = a.history();
+  ASSERT_TRUE(a.generate("Something unrelated to the first prompt", 20).ok());
+  auto imported = a.engine().import_conversation("saved").get();
+  ASSERT_TRUE(imported.ok()) << imported.status().to_string();
+  EXPECT_EQ(imported->tokens, saved_tokens);
+  ASSERT_TRUE(reference.generate(kPrompt, 10).ok());
+  const std::string next = std::string(kPrompt) + " Winston";
+  auto after = a.generate(next, 16);
+  ASSERT_TRUE(after.ok());
+  EXPECT_GT(after->cached_tokens, 0u);
+  EXPECT_EQ(after->text, text_of(reference.generate(next, 16)));
+}
+
+TEST(EngineExportTest, ImportOfAnotherModelOrKvTypeIsForeignAndChangesNothing) {
+  siesta::testing::TempDir dir;
+  {
+    EngineRig tiny(tiny_config(), dir.path());
+    ASSERT_TRUE(tiny.ok());
+    ASSERT_TRUE(tiny.generate(kPrompt, 8).ok());
+    ASSERT_TRUE(tiny.engine().export_conversation("tiny-f32").get().ok());
+  }
+  for (const ModelConfig& other : {tiny_config(KvType::kF16), tiny_config(KvType::kInt8),
+                                   tiny_config(std::nullopt, "synthetic:small")}) {
+    SCOPED_TRACE(other.name + " " + std::string(kv_type_name(other.kv_type)));
+    EngineRig rig(other, dir.path()), reference(other);
+    ASSERT_TRUE(rig.ok() && reference.ok());
+    auto own = rig.generate("Its own conversation", 6);
+    ASSERT_TRUE(own.ok());
+    ASSERT_TRUE(reference.generate("Its own conversation", 6).ok());
+    const uint64_t history = rig.history();
+    auto imported = rig.engine().import_conversation("tiny-f32").get();
+    ASSERT_FALSE(imported.ok());
+    EXPECT_EQ(imported.status().code(), StatusCode::kForeign) << imported.status().to_string();
+    EXPECT_EQ(rig.history(), history);
+    const std::string next = "Its own conversation" + own->text + " continued";
+    auto after = rig.generate(next, 12);
+    ASSERT_TRUE(after.ok());
+    EXPECT_EQ(after->cached_tokens, history);  // the history survived, bytes and all
+    EXPECT_EQ(after->text, text_of(reference.generate(next, 12)));
+  }
+}
+
+TEST(EngineExportTest, WithoutADirectoryExportAndImportAreRefused) {
+  EngineRig rig;
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.generate(kPrompt, 4).ok());
+  const uint64_t history = rig.history();
+  auto exported = rig.engine().export_conversation("x").get();
+  EXPECT_EQ(exported.status().code(), StatusCode::kFailedPrecondition);
+  auto imported = rig.engine().import_conversation("x").get();
+  EXPECT_EQ(imported.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(rig.history(), history);
+}
+
+TEST(EngineExportTest, InvalidNamesAreRefusedAndMissingExportsAreNotFound) {
+  siesta::testing::TempDir dir;
+  EngineRig rig(tiny_config(), dir.path());
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.generate(kPrompt, 4).ok());
+  const uint64_t history = rig.history();
+  for (const char* name : {"", "../escape", ".hidden", "a/b", "x.tmp-1", "bad\nname"}) {
+    EXPECT_EQ(rig.engine().export_conversation(name).get().status().code(),
+              StatusCode::kInvalidArgument)
+        << name;
+    EXPECT_EQ(rig.engine().import_conversation(name).get().status().code(),
+              StatusCode::kInvalidArgument)
+        << name;
+  }
+  EXPECT_EQ(rig.engine().import_conversation("never-written").get().status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(rig.history(), history);
+}
+
+}  // namespace
+}  // namespace siesta::engine

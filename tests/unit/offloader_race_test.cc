@@ -1,0 +1,176 @@
+// Races between a command and the Offloader's own work.
+//   - Deterministic: a command arrives at every step of a save (every file-system call the
+//     save makes), and timers fire at every step of a restore; the FaultyFileSystem's call
+//     hook is where the test steps in.
+//   - Threaded (label concurrency, run under ThreadSanitizer): commands fired around the idle
+//     deadline thousands of times against a real executor thread.
+// Invariants everywhere: the command runs on memory that holds every byte (verify()), no
+// history is lost while the snapshot was valid, and nothing touches released memory (on the
+// simulator that would fault).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "core/offloader.h"
+#include "tests/support/offloader_fixture.h"
+
+namespace siesta {
+namespace {
+
+using test_util::OffloaderFixture;
+using test_util::OffloaderSetup;
+
+// The file-system calls one save makes, by operation, counted on a clean run.
+std::vector<std::pair<FsOp, uint64_t>> steps_of_one_save() {
+  OffloaderFixture f;
+  std::vector<std::pair<FsOp, uint64_t>> steps;
+  EXPECT_TRUE(f.command(40).ok());
+  f.fs_.set_call_hook([&](FsOp op, uint64_t call) { steps.emplace_back(op, call); });
+  f.pass(OffloaderFixture::kIdle);
+  f.fs_.set_call_hook({});
+  EXPECT_EQ(f.state(), OffloadState::kDisk);
+  return steps;
+}
+
+// Blocks until the Offloader reports a command waiting for the save (a real condition, polled;
+// the save thread is the one polling, so the command cannot get ahead of it).
+void wait_for_waiting_command(const Offloader& offloader) {
+  while (!offloader.status().command_waiting) std::this_thread::yield();
+}
+
+TEST(OffloaderRaceTest, ACommandArrivingAtEveryStepOfASaveRunsOnIntactMemory) {
+  const auto steps = steps_of_one_save();
+  ASSERT_GT(steps.size(), 10u) << "the save should take many file-system calls";
+  size_t cancelled = 0, completed_then_restored = 0;
+  for (const auto& [step_op, step_call] : steps) {
+    SCOPED_TRACE(std::string("command arrives at ") + std::string(fs_op_name(step_op)) +
+                 " call " + std::to_string(step_call));
+    OffloaderFixture f;
+    ASSERT_TRUE(f.command(40).ok());
+    std::thread command;
+    Result<Admission> admitted = FailedPrecondition("not run");
+    f.fs_.set_call_hook([&, op = step_op, nth = step_call](FsOp o, uint64_t call) {
+      if (o != op || call != nth || command.joinable()) return;
+      command = std::thread([&] {
+        admitted = f.offloader_->acquire();
+        if (admitted.ok()) {
+          f.target_->advance(1);
+          f.offloader_->release();
+        }
+      });
+      wait_for_waiting_command(*f.offloader_);
+    });
+    f.pass(OffloaderFixture::kIdle);  // the save runs here, on this thread
+    command.join();
+    f.fs_.set_call_hook({});
+    ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
+    EXPECT_TRUE(admitted->cancelled_save);
+    EXPECT_FALSE(admitted->fallback.has_value());
+    EXPECT_EQ(f.target_->length(), 41u);
+    EXPECT_EQ(f.target_->verify(), "");
+    const OffloadStatus status = f.offloader_->status();
+    EXPECT_EQ(status.state, OffloadState::kResident);
+    EXPECT_EQ(status.counters.cancelled_saves, 1u);
+    EXPECT_EQ(status.counters.saves, 0u) << "memory was never released";
+    EXPECT_FALSE(f.snapshot_exists()) << "a cancelled save leaves no file";
+    EXPECT_EQ(f.fs_.counters().open_files, 0);
+    ++cancelled;
+    // And the session still offloads normally afterwards.
+    f.pass(OffloaderFixture::kIdle);
+    EXPECT_EQ(f.state(), OffloadState::kDisk);
+    completed_then_restored += f.command(1).ok() ? 1 : 0;
+    EXPECT_EQ(f.target_->verify(), "");
+  }
+  std::printf("commands injected at %zu save steps: %zu cancelled, %zu later restored\n",
+              steps.size(), cancelled, completed_then_restored);
+}
+
+TEST(OffloaderRaceTest, TimersDuringARestoreNeitherSaveNorExpire) {
+  OffloaderFixture f;
+  ASSERT_TRUE(f.command(30).ok());
+  f.pass(OffloaderFixture::kIdle);
+  ASSERT_EQ(f.state(), OffloadState::kDisk);
+  std::vector<OffloadState> seen;
+  std::vector<Status> offload_now_answers;
+  f.fs_.set_call_hook([&](FsOp op, uint64_t call) {
+    if (op != FsOp::kRead) return;
+    // Past the idle deadline again (not past the file's expiry, which the reader checks), an
+    // operator's offload request, and every due timer run, at every read of the restore.
+    if (call == 1) f.clock_.advance(std::chrono::seconds(2 * OffloaderFixture::kIdle));
+    offload_now_answers.push_back(f.offloader_->offload_now());
+    f.executor_.run_due();
+    seen.push_back(f.offloader_->status().state);
+  });
+  Result<Admission> admitted = f.offloader_->acquire();
+  f.fs_.set_call_hook({});
+  ASSERT_FALSE(seen.empty());
+  for (OffloadState s : seen) EXPECT_EQ(s, OffloadState::kRestoring);
+  for (const Status& s : offload_now_answers) {
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << "a command is running";
+  }
+  ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
+  EXPECT_EQ(f.target_->verify(), "");
+  f.offloader_->release();
+  EXPECT_EQ(f.offloader_->status().counters.saves, 1u);
+}
+
+// Label concurrency: commands race the idle deadline on a real executor thread.
+TEST(OffloaderConcurrencyTest, CommandsAroundTheIdleDeadlineNeverHangCrashOrLoseBytes) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 draws(seed);
+  OffloaderSetup setup;
+  setup.positions = 64;
+  setup.chunk_bytes = 4096;
+  ManualClock clock;
+  ThreadExecutor executor(clock);
+  OffloaderFixture f(setup);
+  OffloaderOptions options;
+  options.idle_seconds = OffloaderFixture::kIdle;
+  options.expire_seconds = OffloaderFixture::kExpire;
+  options.chunk_bytes = setup.chunk_bytes;
+  options.log = [](const std::string&) {};
+  f.offloader_.reset();
+  f.offloader_ = Offloader::create({*f.target_, *f.faulty_backend_, f.host_, f.fs_, clock,
+                                    executor, f.store_.get(), f.key_.get()},
+                                   options)
+                     .value();
+  const int kRounds = 1000;
+  uint32_t expected_length = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    clock.advance(std::chrono::seconds(OffloaderFixture::kIdle));
+    executor.post([] {});  // wake the executor: the idle deadline has passed
+    // Arrive somewhere around the save: before it starts, during it, or after it released.
+    const int spins = static_cast<int>(draws() % 20000);
+    for (int i = 0; i < spins; ++i) std::this_thread::yield();
+    Result<Admission> admitted = f.offloader_->acquire();
+    ASSERT_TRUE(admitted.ok()) << "round " << round << ": " << admitted.status().to_string();
+    ASSERT_FALSE(admitted->fallback.has_value()) << "round " << round;
+    ASSERT_EQ(f.target_->length(), expected_length) << "round " << round;
+    f.target_->advance(1);
+    expected_length = (expected_length + 1 < setup.positions) ? expected_length + 1
+                                                              : setup.positions;
+    ASSERT_EQ(f.target_->verify(), "") << "round " << round;
+    f.offloader_->release();
+    if (f.target_->length() == setup.positions) {
+      ASSERT_TRUE(f.offloader_->acquire().ok());
+      ASSERT_TRUE(f.target_->discard_history().ok());
+      f.offloader_->release();
+      expected_length = 0;
+    }
+  }
+  const OffloadStatus status = f.offloader_->status();
+  std::printf("%d rounds: %llu saves, %llu cancelled, %llu restores\n", kRounds,
+              static_cast<unsigned long long>(status.counters.saves),
+              static_cast<unsigned long long>(status.counters.cancelled_saves),
+              static_cast<unsigned long long>(status.counters.restores));
+  EXPECT_EQ(status.counters.restores, status.counters.restore_hits);
+  EXPECT_EQ(status.counters.write_failures, 0u);
+  f.offloader_.reset();  // before the executor it posts to
+}
+
+}  // namespace
+}  // namespace siesta
