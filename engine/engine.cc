@@ -78,15 +78,26 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options, MemoryBacke
                             SnapshotExporter::open(fs, clock, &backend, options.export_dir,
                                                    SnapshotExporter::Options()));
   }
-  return std::unique_ptr<Engine>(
-      new Engine(std::move(model), std::move(session), std::move(exporter), kernels));
+  std::unique_ptr<Offloader> offloader;
+  if (options.offload) {
+    const EngineOffload& offload = *options.offload;
+    if (offload.executor == nullptr) return InvalidArgument("idle offload needs an executor");
+    SIESTA_ASSIGN_OR_RETURN(
+        offloader, Offloader::create({*session, backend, host, fs, clock, *offload.executor,
+                                      offload.store, offload.key},
+                                     offload.options));
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(session),
+                                            std::move(exporter), std::move(offloader), kernels));
 }
 
 Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Session> session,
-               std::unique_ptr<SnapshotExporter> exporter, Kernels& kernels)
+               std::unique_ptr<SnapshotExporter> exporter, std::unique_ptr<Offloader> offloader,
+               Kernels& kernels)
     : model_(std::move(model)),
       session_(std::move(session)),
       exporter_(std::move(exporter)),
+      offloader_(std::move(offloader)),
       kernels_(kernels),
       history_tokens_(session_->history_tokens()),
       thread_([this] { thread_main(); }) {}
@@ -151,9 +162,23 @@ void Engine::thread_main() {
 }
 
 void Engine::run_command(Command& command) {
-  // Hook point for the idle offloader: restore before, arm the idle timer after.
+  // The session's memory first: restored, or its unusable history discarded. A restore
+  // refused for memory (or a lost session) fails the command before it touches anything.
+  Result<Admission> admitted = offloader_ ? offloader_->acquire() : Result<Admission>(Admission{});
+  if (!admitted.ok()) {
+    publish_history();
+    {
+      std::lock_guard lock(mutex_);
+      ++commands_run_;
+      busy_ = false;
+    }
+    command.fail(admitted.status());
+    return;
+  }
+  admission_ = *admitted;
   command.run();
   publish_history();
+  if (offloader_) offloader_->release();  // the idle timer counts from here
   {
     std::lock_guard lock(mutex_);
     ++commands_run_;
@@ -161,6 +186,19 @@ void Engine::run_command(Command& command) {
   }
   // Delivered last, so that a caller who has the result sees it counted in status().
   command.deliver();
+}
+
+OffloadStatus Engine::cache_status() const {
+  if (offloader_) return offloader_->status();
+  OffloadStatus status;
+  status.state = OffloadState::kDisabled;
+  status.tokens = history_tokens_.load();
+  return status;
+}
+
+Status Engine::offload_now() {
+  if (!offloader_) return FailedPrecondition("idle offload is disabled");
+  return offloader_->offload_now();
 }
 
 EngineStatus Engine::status() const {
@@ -214,6 +252,7 @@ Result<GenerateResult> Engine::do_generate(const GenerateRequest& request) {
   auto cancelled = [&request] { return request.cancel && request.cancel->load(); };
 
   GenerateResult result;
+  result.admission = admission_;
   const std::vector<Token> prompt = encode(request.prompt);
   result.prompt_tokens = static_cast<uint32_t>(prompt.size());
   result.finish = FinishReason::kCancelled;

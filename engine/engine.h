@@ -3,8 +3,12 @@
 // and import of the conversation. status() is answered from copies the engine thread
 // publishes, so it never waits for a command (DESIGN.md: status never wakes a session).
 //
-// Every command runs through one private function, run_command(); the idle offloader will
-// restore the session there before a command and arm its idle timer after it.
+// Idle offload (EngineOptions::offload): the engine owns the session's Offloader. Every
+// command runs through one private function, run_command(), which asks the offloader for the
+// session first (restoring it, or discarding an unusable snapshot's history) and hands it
+// back afterwards (arming the idle timer). A restore refused for lack of memory fails the
+// command with OutOfMemory (retry later; the snapshot stays) before the command touches
+// anything. Status and cache_status() never wake a sleeping session.
 //
 // Errors and the session: a command refused for its input (InvalidArgument,
 // FailedPrecondition, NotFound, Foreign...) leaves the session exactly as it was, so the next
@@ -27,6 +31,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -37,7 +42,11 @@
 #include "core/host_vmm.h"
 #include "core/kernels.h"
 #include "core/memory_backend.h"
+#include "core/chunk_sealer.h"
+#include "core/executor.h"
+#include "core/offloader.h"
 #include "core/snapshot_export.h"
+#include "core/snapshot_store.h"
 #include "core/status.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
@@ -48,11 +57,21 @@ namespace siesta::engine {
 inline constexpr size_t kMaxStopStrings = 4;
 inline constexpr size_t kMaxStopBytes = 64;
 
+// Idle offload of the engine's session. The store, key and executor must outlive the engine.
+struct EngineOffload {
+  OffloaderOptions options;  // idle_seconds 0: the offloader reports "disabled"
+  SnapshotStore* store = nullptr;
+  const ProcessKey* key = nullptr;
+  Executor* executor = nullptr;
+};
+
 struct EngineOptions {
   ModelConfig model;
   // Where export_conversation / import_conversation keep their files (SnapshotExporter:
   // private to this user, created 0700). Empty: both are refused with FailedPrecondition.
   std::string export_dir;
+  // Unset: no offloader at all (cache_status() says "disabled").
+  std::optional<EngineOffload> offload;
 };
 
 enum class FinishReason : uint8_t { kLength, kStop, kCancelled };
@@ -81,6 +100,9 @@ struct GenerateResult {
   // and it is what OpenAI's usage counts); so completion_tokens >= text.size().
   uint32_t completion_tokens = 0;
   FinishReason finish = FinishReason::kLength;
+  // What the offloader did before the generation: restored, fell back (the history was
+  // discarded, so cached_tokens is 0), or nothing.
+  Admission admission;
 };
 
 struct ExportResult {
@@ -152,6 +174,14 @@ class Engine {
   // Never waits for the engine thread or a command.
   EngineStatus status() const;
 
+  // The offloader's status (state, bytes, counters); never waits and never wakes the session.
+  // Without an offloader: state disabled, tokens from status().
+  OffloadStatus cache_status() const;
+
+  // Offloads the session now (POST /v1/cache/offload). Failure: FailedPrecondition when
+  // offload is off or a command is running (Offloader::offload_now()).
+  Status offload_now();
+
   const ModelConfig& config() const { return model_->config(); }
 
  private:
@@ -165,7 +195,8 @@ class Engine {
   };
 
   Engine(std::unique_ptr<Model> model, std::unique_ptr<Session> session,
-         std::unique_ptr<SnapshotExporter> exporter, Kernels& kernels);
+         std::unique_ptr<SnapshotExporter> exporter, std::unique_ptr<Offloader> offloader,
+         Kernels& kernels);
 
   template <class R>
   std::future<R> submit(std::string_view name, std::function<R()> body);
@@ -185,7 +216,10 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<SnapshotExporter> exporter_;  // null without an export directory
+  // Declared after session_: destroyed first (it refers to the session). Null without offload.
+  std::unique_ptr<Offloader> offloader_;
   Kernels& kernels_;
+  Admission admission_;  // of the running command (engine thread only)
 
   // Published for status().
   std::atomic<uint64_t> history_tokens_{0};

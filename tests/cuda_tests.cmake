@@ -51,3 +51,9 @@ siesta_add_gtest(cuda_kernels_test
 siesta_add_gtest(cuda_kernel_graph_test
   SOURCES gpu/cuda_kernel_graph_test.cc
   LABELS gpu LIBS siesta_kernels_cuda siesta_backend_cuda siesta_core)
+
+# The engine on the GPU with idle offload on: same bytes as with it off, memory released.
+siesta_add_gtest(cuda_engine_offload_test
+  SOURCES gpu/cuda_engine_offload_test.cc
+  LABELS gpu LIBS siesta_engine siesta_kernels_cuda siesta_backend_cuda siesta_core)
+target_include_directories(cuda_engine_offload_test SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})

@@ -12,3 +12,6 @@ siesta_add_gtest(engine_concurrency_test SOURCES unit/engine_concurrency_test.cc
                  LABELS unit concurrency LIBS siesta_engine siesta_backend_sim siesta_core)
 siesta_add_gtest(engine_fault_test SOURCES unit/engine_fault_test.cc
                  LABELS unit fault_injection LIBS siesta_engine siesta_backend_sim siesta_core)
+# The engine with idle offload on: same bytes as with it off, fallbacks, out of memory.
+siesta_add_gtest(engine_offload_test SOURCES unit/engine_offload_test.cc LABELS unit
+                 LIBS siesta_engine siesta_backend_sim siesta_core)
