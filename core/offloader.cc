@@ -103,6 +103,8 @@ void Offloader::Impl::on_timer() {
 }
 
 void Offloader::Impl::expire_locked() {
+  log("offload: snapshot expired " + std::to_string(options.expire_seconds) +
+      " s after the last command; deleting it; state expired");
   state = OffloadState::kExpired;
   ++st.counters.expirations;
   delete_pending = true;
@@ -169,6 +171,11 @@ void Offloader::Impl::run_save() {
   }
   if (state == OffloadState::kDisk) {
     st.last_save_ms = st.operation_ms = milliseconds(now - start);
+    st.counters.save_seconds.observe(st.last_save_ms / 1000.0);
+    log("offload: saved " + std::to_string(st.disk_bytes) + " bytes in " +
+        std::to_string(static_cast<int64_t>(st.last_save_ms)) + " ms; released " +
+        std::to_string(st.released_vram_bytes) + " device bytes, " +
+        std::to_string(st.released_host_bytes) + " host bytes; state disk");
     if (!shutting_down) arm_timer_at(last_activity + seconds(options.expire_seconds));
   }
   save_running = false;

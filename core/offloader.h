@@ -36,6 +36,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -91,6 +92,25 @@ struct OffloaderOptions {
   std::function<void(const std::string&)> log;
 };
 
+// Durations in the shape of a Prometheus histogram: counts per upper bound (seconds), their
+// sum and count. Bounds span a small session's milliseconds to a multi-GiB session's seconds.
+struct DurationHistogram {
+  static constexpr double kBoundsSeconds[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                              0.25,  0.5,   1.0,  2.5,   5.0,  10.0};
+  static constexpr size_t kBuckets = std::size(kBoundsSeconds);
+  uint64_t cumulative[kBuckets] = {};  // observations <= kBoundsSeconds[i]
+  uint64_t count = 0;                  // all observations (the +Inf bucket)
+  double sum_seconds = 0;
+
+  void observe(double seconds) {
+    for (size_t i = 0; i < kBuckets; ++i) {
+      if (seconds <= kBoundsSeconds[i]) ++cumulative[i];
+    }
+    ++count;
+    sum_seconds += seconds;
+  }
+};
+
 struct OffloadCounters {
   uint64_t saves = 0;            // snapshots written and memory released
   uint64_t restores = 0;         // restores attempted (hits + fallbacks)
@@ -101,6 +121,8 @@ struct OffloadCounters {
   uint64_t cancelled_saves = 0;  // a command arrived during the save
   uint64_t out_of_memory_retries = 0;  // restores refused for lack of memory (command failed)
   uint64_t delete_failures = 0;
+  DurationHistogram save_seconds;     // successful saves, from synchronize to release
+  DurationHistogram restore_seconds;  // restores, hits and fallbacks, commit to copy-in
 };
 
 struct OffloadStatus {

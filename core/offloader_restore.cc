@@ -137,6 +137,17 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
   if (fallback) ++st.counters.fallbacks[static_cast<size_t>(*fallback)];
   st.last_restore_ms = st.operation_ms =
       std::chrono::duration<double, std::milli>(deps.clock.now() - start).count();
+  st.counters.restore_seconds.observe(st.last_restore_ms / 1000.0);
+  const std::string ms = std::to_string(static_cast<int64_t>(st.last_restore_ms));
+  if (admission.restored) {
+    log("offload: restored " + std::to_string(deps.target.history_tokens()) + " tokens in " +
+        ms + " ms; state resident");
+  } else if (fallback) {
+    log("offload: snapshot " + std::string(fallback_reason_name(*fallback)) +
+        ", history discarded in " + ms + " ms; state resident");
+  } else {
+    log("offload: snapshot expired earlier, fresh session in " + ms + " ms; state resident");
+  }
   if (!given_up.ok()) {
     st.last_error = given_up.to_string();
     return DeviceError("discarding the session's history failed: " + given_up.to_string());
