@@ -1,21 +1,50 @@
-// ServerConfig: everything the command line decides, after parsing and validation.
-// Later issues add the engine's and the API's settings here; the flag parser fills it and
-// the app reads it, so neither depends on the other's details.
+// ServerConfig: everything the command line decides, after parsing and validation. The flag
+// parser (server_flags.h) fills it; the app and the routes read it, so neither depends on the
+// other's details. Defaults here are the defaults `--help` and the README document.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "core/kernels.h"
 #include "core/offload_config.h"
 #include "server/backend_kind.h"
 
 namespace siesta::server {
 
+inline constexpr uint64_t kDefaultMaxBodyBytes = 1u << 20;  // 1 MiB of JSON per request
+inline constexpr const char* kApiKeyEnvironmentVariable = "SIESTA_API_KEY";
+
 struct ServerConfig {
-  std::string host = "127.0.0.1";  // loopback by default: no endpoint is authenticated yet
+  std::string host = "127.0.0.1";  // loopback by default
   int port = 8080;                 // 0: the OS picks a free port (printed once bound)
   BackendKind backend = BackendKind::kAuto;
-  OffloadConfig offload;
+
+  // The model: --model synthetic:<size>, --ctx N (default: the size's), --kv-type.
+  std::string model = "synthetic:small";
+  std::optional<uint32_t> context;
+  std::optional<KvType> kv_type;
+
+  OffloadConfig offload;        // --cache-idle-seconds, --cache-expire-seconds, --cache-disk-dir
+  bool cache_encrypt = true;    // --cache-encrypt on|off (off: digests instead of AES-GCM)
+
+  // --slot-save-path DIR: where POST /slots/0?action=save|restore|erase keep their files;
+  // empty: those actions answer 400 with a message naming the flag.
+  std::string slot_save_path;
+
+  // --api-key KEY, or the SIESTA_API_KEY environment variable when the flag is absent;
+  // empty: no authentication (the server then listens on loopback unless --host says
+  // otherwise, and says so at start-up).
+  std::string api_key;
+
+  uint64_t max_body_bytes = kDefaultMaxBodyBytes;  // --max-body-bytes N
+
+  // --parallel N: sequences served at once. Only 1 is implemented; with idle offload on,
+  // more than one is rejected at start-up (ANCHORS.md: the seed rejects it too).
+  uint32_t parallel = 1;
+  // --devices N: devices the model is split over. Only 1; with offload on, more is rejected.
+  uint32_t devices = 1;
 };
 
 }  // namespace siesta::server
