@@ -4,7 +4,8 @@
 //
 //   raw write   create_exclusive + pwrite of 4 MiB pieces + fdatasync + rename + dir fsync
 //   raw read    pread of the same file in 4 MiB pieces
-//   format      the same payload as one host region, chunks of 4 MiB, in each mode
+//   format      the same payload as one host region, chunks of 4 MiB, in each mode, sealed and
+//               verified on N threads (the second argument; 0 = the default, min(4, cores))
 // Counters: raw_GBps, format_GBps and overhead (format time / raw time - 1; target <= 0.10 on
 // the CPU machines, issue 3). The files go to $SIESTA_BENCH_DIR (default $TMPDIR or /tmp):
 // point it at the disk you mean to measure.
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/chunk_pipeline.h"
 #include "core/clock.h"
 #include "core/posix_file_system.h"
 #include "core/snapshot_reader.h"
@@ -85,6 +87,7 @@ void raw_read(FileSystem& fs, const std::string& path, std::span<std::byte> out)
 // One iteration: raw write, format write, raw read, format read, timed separately.
 void file_round(benchmark::State& state, SnapshotMode mode) {
   const size_t bytes = static_cast<size_t>(state.range(0)) * kMiB;
+  const auto threads = static_cast<uint32_t>(state.range(1));
   PosixFileSystem fs;
   ManualClock clock;
   auto key = ProcessKey::generate();
@@ -101,6 +104,7 @@ void file_round(benchmark::State& state, SnapshotMode mode) {
   wo.mode = mode;
   wo.expiry_unix = clock.unix_seconds() + 3600;
   wo.chunk_bytes = kPiece;
+  wo.threads = threads;
   SnapshotWriter writer(fs, clock, *key, nullptr);
   SnapshotReader reader(fs, clock, *key, nullptr);
   double raw_w = 0, fmt_w = 0, raw_r = 0, fmt_r = 0;
@@ -118,7 +122,9 @@ void file_round(benchmark::State& state, SnapshotMode mode) {
     };
     auto read_raw = [&] { raw_read(fs, base + ".raw", dest); };
     auto read_format = [&] {
-      die(reader.read({wo.path, mode, {}}, std::span(&into, 1)).status(), "snapshot read");
+      SnapshotReadOptions ro{wo.path, mode, {}};
+      ro.threads = threads;
+      die(reader.read(ro, std::span(&into, 1)).status(), "snapshot read");
     };
     if (format_first) {
       timed(fmt_w, write_format), timed(raw_w, write_raw);
@@ -138,6 +144,7 @@ void file_round(benchmark::State& state, SnapshotMode mode) {
   state.counters["raw_read_GBps"] = gb / raw_r;
   state.counters["format_read_GBps"] = gb / fmt_r;
   state.counters["read_overhead"] = fmt_r / raw_r - 1;
+  state.counters["threads"] = static_cast<double>(resolve_snapshot_threads(threads));
 }
 
 // Sealing alone, in memory: seconds per GB of 4 MiB chunks.
@@ -162,13 +169,14 @@ void seal_cost(benchmark::State& state, SnapshotMode mode) {
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+// {MiB, threads}: the default thread count, and one thread (the sealing of the old writer).
 BENCHMARK_CAPTURE(file_round, encrypted, SnapshotMode::kSessionEncrypted)
-    ->Arg(256)
+    ->ArgsProduct({{256}, {0, 1}})
     ->Iterations(6)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK_CAPTURE(file_round, digest, SnapshotMode::kSessionDigest)
-    ->Arg(256)
+    ->ArgsProduct({{256}, {0, 1}})
     ->Iterations(6)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <limits>
 #include <vector>
 
-#include "core/device_copy.h"
+#include "core/chunk_pipeline.h"
 #include "core/hex.h"
 #include "core/log_text.h"
+#include "core/snapshot_chunk_reader.h"
 
 namespace siesta {
 namespace {
@@ -138,11 +138,9 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
                    std::to_string(now) + ")");
   }
 
-  // ---- chunks ----
-  uint32_t largest = 0;
+  // ---- chunks: read here in file order, verified on the pipeline's threads ----
   bool any_device = false;
   SIESTA_RETURN_IF_ERROR(snapshot::for_each_chunk(header, [&](uint64_t, const ChunkSpan& span) {
-    largest = std::max(largest, span.length);
     any_device |= regions[span.region].place == SnapshotRegion::Place::kDevice;
     if (regions[span.region].place == SnapshotRegion::Place::kHost &&
         regions[span.region].host == nullptr) {
@@ -154,68 +152,11 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
   if (any_device && backend_ == nullptr) {
     return InvalidArgument("a device region needs a memory backend");
   }
-  const size_t depth = any_device ? std::max<size_t>(1, backend_->staging_buffer_count()) : 0;
-  struct InFlight {
-    StagingBuffer buffer;
-    CopyTicket ticket;
-  };
-  std::deque<InFlight> in_flight;
-  auto drain_one = [&]() -> Status {
-    Status waited = backend_->wait(in_flight.front().ticket);
-    in_flight.pop_front();
-    return waited;
-  };
-
-  std::vector<uint8_t> record(snapshot::kChunkHeaderBytes + largest + kTagBytes);
-  std::vector<uint8_t> bounce;  // device chunks larger than a staging buffer
-  uint64_t offset = header_size;
-  Status chunks =
-      snapshot::for_each_chunk(header, [&](uint64_t index, const ChunkSpan& span) -> Status {
-        const std::string where = name + " chunk " + std::to_string(index);
-        const size_t record_size = snapshot::kChunkHeaderBytes + span.length + kTagBytes;
-        SIESTA_RETURN_IF_ERROR(read_exact(*file, offset, {record.data(), record_size}, where));
-        offset += record_size;
-        const auto expected = snapshot::encode_chunk_header(index, span);
-        if (std::memcmp(record.data(), expected.data(), expected.size()) != 0) {
-          return Corrupt(where + " is out of place (region, index or length differ)");
-        }
-        const std::vector<uint8_t> aad = snapshot::record_aad(header.file_id, header_digest, expected);
-        const std::span<const uint8_t> ciphertext(record.data() + expected.size(), span.length);
-        std::memcpy(tag.data(), record.data() + expected.size() + span.length, kTagBytes);
-        const SnapshotRegion& region = regions[span.region];
-        if (region.place == SnapshotRegion::Place::kHost) {
-          Status opened =
-              sealer->open(SealDomain::kChunk, index, aad, ciphertext, tag,
-                           {reinterpret_cast<uint8_t*>(region.host) + span.offset, span.length});
-          return opened.ok() ? opened : opened.with_context(where);
-        }
-        const DeviceAddress destination = region.device + span.offset;
-        if (span.length > backend_->staging_buffer_bytes()) {
-          bounce.resize(span.length);
-          Status opened = sealer->open(SealDomain::kChunk, index, aad, ciphertext, tag, bounce);
-          if (!opened.ok()) return opened.with_context(where);
-          while (!in_flight.empty()) SIESTA_RETURN_IF_ERROR(drain_one());  // it needs the ring
-          return copy_host_to_device(*backend_, std::as_bytes(std::span(bounce)), destination);
-        }
-        if (in_flight.size() >= depth) SIESTA_RETURN_IF_ERROR(drain_one());
-        Result<StagingBuffer> buffer = backend_->acquire_staging();
-        while (!buffer.ok() && !in_flight.empty()) {  // part of the ring is lent elsewhere
-          SIESTA_RETURN_IF_ERROR(drain_one());
-          buffer = backend_->acquire_staging();
-        }
-        if (!buffer.ok()) return buffer.status();
-        InFlight next{std::move(buffer).value(), {}};
-        Status opened =
-            sealer->open(SealDomain::kChunk, index, aad, ciphertext, tag,
-                         {reinterpret_cast<uint8_t*>(next.buffer.bytes().data()), span.length});
-        if (!opened.ok()) return opened.with_context(where);
-        SIESTA_ASSIGN_OR_RETURN(next.ticket,
-                                backend_->copy_from_staging(next.buffer, span.length, destination));
-        in_flight.push_back(std::move(next));
-        return Status::Ok();
-      });
-  SIESTA_RETURN_IF_ERROR(chunks);
-  while (!in_flight.empty()) SIESTA_RETURN_IF_ERROR(drain_one());
+  const ChunkReadJob job{header,  header_digest,
+                         regions, any_device ? backend_ : nullptr,
+                         key_,    resolve_snapshot_threads(options.threads),
+                         name};
+  SIESTA_ASSIGN_OR_RETURN(const uint64_t offset, read_snapshot_chunks(job, *file, header_size));
 
   // ---- trailer ----
   uint8_t trailer[snapshot::kTrailerBytes];

@@ -22,7 +22,14 @@
 // The file's size is read once; a file that shrinks while being read is Truncated. Nothing
 // is allocated beyond what the (size-checked) file holds, whatever its bytes say.
 //
-// Thread rule: one read() at a time per reader.
+// Chunks are read here in file order, each with one read_at at the offset the header fixes,
+// and verified (decrypted) on `threads` worker threads straight into host regions or staging
+// buffers, whose copies to the device are started in file order (core/snapshot_chunk_reader.h).
+// With several threads the outcome is the same as with one: the first failing chunk in file
+// order decides it.
+//
+// Thread rule: one read() at a time per reader. Every thread a read starts is joined before it
+// returns, on every path.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +48,8 @@ struct SnapshotReadOptions {
   std::string path;
   snapshot::SnapshotMode mode = snapshot::SnapshotMode::kSessionEncrypted;  // expected mode
   snapshot::Fingerprint fingerprint{};                                      // the live session's
+  // Threads that verify chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
+  uint32_t threads = 0;
 };
 
 struct SnapshotReadResult {

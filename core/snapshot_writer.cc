@@ -1,19 +1,16 @@
 #include "core/snapshot_writer.h"
 
 #include <cstring>
-#include <deque>
-#include <future>
-#include <optional>
-#include <system_error>
 #include <vector>
 
+#include "core/chunk_pipeline.h"
 #include "core/hex.h"
 #include "core/log_text.h"
+#include "core/snapshot_chunk_writer.h"
 
 namespace siesta {
 namespace {
 
-using snapshot::ChunkSpan;
 using snapshot::kTagBytes;
 
 // Removes the temporary file unless the write got as far as renaming it.
@@ -39,13 +36,6 @@ class TempFileGuard {
   std::string path_;
   std::unique_ptr<WritableFile> file_;
   bool armed_ = true;
-};
-
-// A device chunk whose bytes are being copied into a staging buffer ahead of its turn.
-struct Prefetch {
-  uint64_t index = 0;
-  StagingBuffer buffer;
-  CopyTicket ticket;
 };
 
 std::span<const std::byte> as_bytes(std::span<const uint8_t> s) { return std::as_bytes(s); }
@@ -120,108 +110,17 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   WritableFile& file = *guard.file();
   SIESTA_RETURN_IF_ERROR(file.write_at(0, as_bytes(header_bytes)));
 
-  // ---- chunks ----
-  const size_t depth =
-      backend_ != nullptr ? std::max<size_t>(1, backend_->staging_buffer_count()) : 0;
-  std::deque<Prefetch> prefetched;
-  // Two walks over the same chunks: `ahead` issues device copies up to `depth` chunks before
-  // `current` seals them. `pending` is a chunk `ahead` produced but could not stage yet.
-  snapshot::ChunkWalker ahead(header), current(header);
-  uint64_t next_prefetch = 0;
-  std::optional<ChunkSpan> pending;
-  // Keeps up to `depth` device copies in flight ahead of the chunk being sealed.
-  auto fill = [&]() -> Status {
-    while (prefetched.size() < depth) {
-      ChunkSpan span;
-      if (pending.has_value()) {
-        span = *pending;
-        pending.reset();
-      } else if (!ahead.next(span)) {
-        return Status::Ok();
-      }
-      const SnapshotRegion& region = regions[span.region];
-      if (region.place == SnapshotRegion::Place::kDevice) {
-        Result<StagingBuffer> buffer = backend_->acquire_staging();
-        if (!buffer.ok()) {
-          // Another user holds part of the ring: go on with fewer buffers in flight.
-          if (prefetched.empty()) return buffer.status();
-          pending = span;
-          return Status::Ok();
-        }
-        Prefetch next{next_prefetch, std::move(buffer).value(), {}};
-        SIESTA_ASSIGN_OR_RETURN(next.ticket, backend_->copy_to_staging(region.device + span.offset,
-                                                                       span.length, next.buffer));
-        prefetched.push_back(std::move(next));
-      }
-      ++next_prefetch;
-    }
-    return Status::Ok();
-  };
-
-  // Encrypted chunks are sealed into one of two records (chunk header || ciphertext || tag)
-  // while the other is being written by a helper thread, so sealing (~3.5 GB/s) overlaps the
-  // storage instead of adding to it. Only that thread touches `file` while a write is in
-  // flight; the future's destructor waits for it on every return path.
-  std::vector<uint8_t> records[2];
-  size_t which = 0;
-  std::future<Status> write_in_flight;
-  auto finish_write = [&]() -> Status {
-    return write_in_flight.valid() ? write_in_flight.get() : Status::Ok();
-  };
-  uint64_t offset = header_bytes.size();
-  ChunkSpan span;
-  for (uint64_t index = 0; current.next(span); ++index) {
-    if (options.cancel != nullptr && options.cancel->load(std::memory_order_acquire)) {
-      return Cancelled("snapshot " + quoted + " cancelled after " + std::to_string(index) + " of " +
-                       std::to_string(shape.chunk_count) + " chunks");
-    }
-    SIESTA_RETURN_IF_ERROR(fill());
-    const SnapshotRegion& region = regions[span.region];
-    std::span<const uint8_t> plaintext;
-    if (region.place == SnapshotRegion::Place::kDevice) {
-      if (prefetched.empty() || prefetched.front().index != index) {
-        return Internal("snapshot writer lost track of its staging copies");
-      }
-      SIESTA_RETURN_IF_ERROR(backend_->wait(prefetched.front().ticket));
-      plaintext = {reinterpret_cast<const uint8_t*>(prefetched.front().buffer.bytes().data()),
-                   span.length};
-    } else {
-      plaintext = {reinterpret_cast<const uint8_t*>(region.host) + span.offset, span.length};
-    }
-    const auto chunk_header = snapshot::encode_chunk_header(index, span);
-    const std::vector<uint8_t> aad = snapshot::record_aad(header.file_id, header_digest, chunk_header);
-    if (sealer->encrypts()) {
-      std::vector<uint8_t>& record = records[which];
-      record.resize(chunk_header.size() + span.length + kTagBytes);
-      std::memcpy(record.data(), chunk_header.data(), chunk_header.size());
-      std::span<uint8_t> ciphertext(record.data() + chunk_header.size(), span.length);
-      SIESTA_RETURN_IF_ERROR(
-          sealer->seal(SealDomain::kChunk, index, aad, plaintext, ciphertext, tag));
-      std::memcpy(record.data() + chunk_header.size() + span.length, tag.data(), kTagBytes);
-      SIESTA_RETURN_IF_ERROR(finish_write());
-      try {
-        write_in_flight = std::async(std::launch::async, [&file, offset, &record] {
-          return file.write_at(offset, as_bytes(record));
-        });
-      } catch (const std::system_error&) {  // no thread to be had: write it here
-        SIESTA_RETURN_IF_ERROR(file.write_at(offset, as_bytes(record)));
-      }
-      which ^= 1;
-    } else {
-      // The digest leaves the plaintext as it is: write it straight from where it lies.
-      SIESTA_RETURN_IF_ERROR(
-          sealer->seal(SealDomain::kChunk, index, aad, plaintext,
-                       {const_cast<uint8_t*>(plaintext.data()), plaintext.size()}, tag));
-      SIESTA_RETURN_IF_ERROR(file.write_at(offset, as_bytes(chunk_header)));
-      SIESTA_RETURN_IF_ERROR(file.write_at(offset + chunk_header.size(), as_bytes(plaintext)));
-      SIESTA_RETURN_IF_ERROR(
-          file.write_at(offset + chunk_header.size() + span.length, as_bytes(tag)));
-    }
-    offset += chunk_header.size() + span.length + kTagBytes;
-    if (region.place == SnapshotRegion::Place::kDevice) prefetched.pop_front();
-  }
-
-  SIESTA_RETURN_IF_ERROR(finish_write());
+  // ---- chunks: sealed on the pipeline's threads, written here in file order ----
+  const ChunkWriteJob job{header,
+                          header_digest,
+                          regions,
+                          any_device ? backend_ : nullptr,
+                          key_,
+                          options.cancel,
+                          resolve_snapshot_threads(options.threads),
+                          "snapshot " + quoted};
+  SIESTA_ASSIGN_OR_RETURN(uint64_t offset,
+                          write_snapshot_chunks(job, file, header_bytes.size(), shape.chunk_count));
 
   // ---- trailer: says how many chunks there are, so dropping whole chunks is caught ----
   uint8_t trailer[snapshot::kTrailerBytes];

@@ -8,13 +8,16 @@
 //   2. "<final>.tmp-<16 random hex>" is created with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600;
 //   3. header, chunks and trailer are written with pwrite at their offsets;
 //   4. fdatasync, close, rename onto the final name, fsync of the directory.
-// Device regions are read through the backend's staging ring, up to staging_buffer_count()
-// copies in flight ahead of the chunk being sealed; each chunk is sealed straight from its
-// staging buffer. Encrypted chunks are written by a short-lived helper thread while the next
-// chunk is sealed. Only the listed extents of kContents regions are written.
+// Chunks are sealed on `threads` worker threads started for each write (every worker with
+// its own sealer) while the calling thread starts device copies through the backend's staging
+// ring (up to staging_buffer_count() in flight ahead) and writes the sealed chunks in file
+// order, each at the offset the header fixes (core/snapshot_chunk_writer.h). Each chunk is
+// sealed straight from its staging buffer or host memory. The bytes on disk do not depend on
+// the thread count. Only the listed extents of kContents regions are written.
 //
 // Thread rule: one write() at a time per writer; the regions' bytes must not change during
-// it (the caller has synchronized the device and stopped the session's work).
+// it (the caller has synchronized the device and stopped the session's work). Every thread a
+// write starts is joined before it returns, on every path.
 #pragma once
 
 #include <atomic>
@@ -40,8 +43,12 @@ struct SnapshotWriteOptions {
   // Largest plaintext per chunk; lowered to the staging buffer size when any device region is
   // written, so that a chunk is exactly one staging copy.
   uint32_t chunk_bytes = 4u << 20;
-  // Checked before every chunk; when it reads true the write stops with Cancelled.
+  // Checked before every chunk; when it reads true the write stops with Cancelled, after
+  // waiting for the chunks being sealed (at most one per thread).
   const std::atomic<bool>* cancel = nullptr;
+  // Threads that seal chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
+  // Memory: (threads + 1) chunk records in flight, or staging_buffer_count() when larger.
+  uint32_t threads = 0;
 };
 
 struct SnapshotWriteResult {

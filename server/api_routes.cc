@@ -1,1 +1,312 @@
-// placeholder: written by the OpenAI API work
+#include "server/api_routes.h"
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <system_error>
+
+#include "core/log_text.h"
+#include "core/posix_file_system.h"
+#include "core/snapshot_export.h"
+#include "server/api_error.h"
+#include "server/connection_probe.h"
+#include "server/openai_json.h"
+#include "server/server_app.h"
+
+namespace siesta::server {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+// How often a waiting handler looks at its client's socket and its generation.
+constexpr milliseconds kPollInterval{10};
+
+// ---- One generation ----------------------------------------------------------------------
+
+// Shared by the handler, the engine thread (on_text) and the content provider, which may
+// outlive the handler's frame.
+struct Generation {
+  std::shared_ptr<std::atomic<bool>> cancel;
+  std::future<Result<engine::GenerateResult>> future;
+  std::optional<Result<engine::GenerateResult>> result;  // once taken from the future
+  int connection = -1;
+
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::deque<std::string> pieces;  // guarded by mutex
+
+  bool done() {
+    if (result) return true;
+    if (future.wait_for(milliseconds(0)) != std::future_status::ready) return false;
+    result.emplace(future.get());
+    return true;
+  }
+  // Cancels, then waits for the engine to finish with this request.
+  void abandon() {
+    cancel->store(true);
+    if (!result) result.emplace(future.get());
+  }
+};
+
+ApiError shutting_down() {
+  ApiError error;
+  error.http_status = 503;
+  error.message = "the generation was cancelled: the server is shutting down";
+  error.code = "cancelled";
+  return error;
+}
+
+std::shared_ptr<Generation> start_generation(ServerApp& app, ParsedGeneration& parsed,
+                                             const httplib::Request& request) {
+  auto generation = std::make_shared<Generation>();
+  generation->cancel = app.new_request_token();
+  generation->connection = find_connection(request);
+  parsed.request.cancel = generation->cancel;
+  if (parsed.stream) {
+    // A weak reference: the engine's copy of the request must not keep the state alive in a
+    // cycle (state -> future -> engine command -> on_text -> state).
+    std::weak_ptr<Generation> weak = generation;
+    parsed.request.on_text = [weak](std::string_view text) {
+      if (auto state = weak.lock()) {
+        std::lock_guard<std::mutex> lock(state->mutex);
+        state->pieces.emplace_back(text);
+        state->arrived.notify_one();
+      }
+    };
+  }
+  generation->future = app.engine().generate(std::move(parsed.request));
+  return generation;
+}
+
+bool has_piece(Generation& generation) {
+  std::lock_guard<std::mutex> lock(generation.mutex);
+  return !generation.pieces.empty();
+}
+
+// Streams the pieces as they come; called by httplib until it returns false or done() is
+// called. Returns false (and cancels) when the client is gone.
+bool provide(Generation& g, const ResponseMeta& meta, bool include_usage, bool& first,
+             httplib::DataSink& sink) {
+  std::deque<std::string> pieces;
+  {
+    std::unique_lock<std::mutex> lock(g.mutex);
+    // The result is made ready after the last piece is queued: once done, no wait is needed.
+    if (g.pieces.empty() && !g.done()) {
+      g.arrived.wait_for(lock, kPollInterval, [&] { return !g.pieces.empty(); });
+    }
+    pieces.swap(g.pieces);
+  }
+  const bool finished = pieces.empty() && g.done();
+  for (const std::string& piece : pieces) {
+    const std::string event = sse_event(text_chunk_json(meta, piece, first, include_usage));
+    first = false;
+    if (!sink.write(event.data(), event.size())) return false;
+  }
+  if (!finished) {
+    // Pieces may still be queued when the result is ready: finish on the next call, after
+    // they are written.
+    return !connection_gone(g.connection);
+  }
+  const Result<engine::GenerateResult>& result = *g.result;
+  std::string tail;
+  if (!result.ok()) {
+    tail = sse_event(api_error_json(api_error_from_status(result.status())));
+  } else if (result->finish == engine::FinishReason::kCancelled) {
+    tail = sse_event(api_error_json(shutting_down()));
+  } else {
+    if (first) tail += sse_event(text_chunk_json(meta, "", true, include_usage));
+    tail += sse_event(finish_chunk_json(meta, result->finish, include_usage));
+    if (include_usage) tail += sse_event(usage_chunk_json(meta, *result));
+    tail += kSseDone;
+  }
+  if (!sink.write(tail.data(), tail.size())) return false;
+  sink.done();
+  return true;
+}
+
+void serve_generation(ServerApp& app, ApiKind kind, const httplib::Request& request,
+                      httplib::Response& response) {
+  const engine::ModelConfig& config = app.engine().config();
+  const ServedModel served{config.name, config.context};
+  ErrorDetail detail;
+  Result<ParsedGeneration> parsed = kind == ApiKind::kChat
+                                        ? parse_chat_request(request.body, served, &detail)
+                                        : parse_completion_request(request.body, served, &detail);
+  if (!parsed.ok()) return set_api_error(response, api_error_from_status(parsed.status(), detail));
+  const bool stream = parsed->stream;
+  const bool include_usage = parsed->include_usage;
+  std::shared_ptr<Generation> g = start_generation(app, *parsed, request);
+
+  // Wait for the result (or, streaming, the first piece), watching the client.
+  while (!(stream && has_piece(*g)) &&
+         g->future.wait_for(kPollInterval) != std::future_status::ready) {
+    if (connection_gone(g->connection)) {
+      app.note_client_gone();
+      g->abandon();
+      response.status = 499;  // nginx's "client closed request": nobody reads it
+      return;
+    }
+  }
+  if (!stream || !has_piece(*g)) {
+    g->done();
+    const Result<engine::GenerateResult>& result = *g->result;
+    if (!result.ok()) return set_api_error(response, api_error_from_status(result.status()));
+    if (result->finish == engine::FinishReason::kCancelled) {
+      return set_api_error(response, shutting_down());
+    }
+  }
+  const ResponseMeta meta{kind, new_response_id(kind), static_cast<int64_t>(std::time(nullptr)),
+                          config.name};
+  if (!stream) return set_json(response, response_json(meta, g->result->value()));
+
+  response.set_header("Cache-Control", "no-cache");
+  auto first = std::make_shared<bool>(true);
+  response.set_chunked_content_provider(
+      "text/event-stream",
+      [&app, g, meta, include_usage, first](size_t, httplib::DataSink& sink) {
+        if (provide(*g, meta, include_usage, *first, sink)) return true;
+        app.note_client_gone();
+        g->cancel->store(true);
+        return false;
+      },
+      // Runs when httplib is done with the response, whatever happened: a stream that did not
+      // finish cancels its generation, and the connection's thread waits for the engine.
+      [g](bool success) {
+        if (!success || !g->done()) g->abandon();
+      });
+}
+
+// ---- Slots ---------------------------------------------------------------------------------
+
+double elapsed_ms(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since)
+      .count();
+}
+
+struct SlotState {
+  ServerApp& app;
+  PosixFileSystem fs;
+  // For erasing exports; the engine's own exporter is private to it. Opened when the routes
+  // are registered (the engine opened the same directory already).
+  std::unique_ptr<SnapshotExporter> exporter;
+  Status exporter_status;
+};
+
+void serve_slot(SlotState& state, const httplib::Request& request, httplib::Response& response) {
+  auto fail = [&](const Status& status, ErrorDetail detail = {}) {
+    // The file name is at fault only for a client error (a bad name, a missing file...).
+    if (http_status_for(status.code()) >= 500) detail.param.clear();
+    set_api_error(response, api_error_from_status(status, detail));
+  };
+  const std::string action = request.get_param_value("action");
+  if (action != "save" && action != "restore" && action != "erase") {
+    return fail(
+        InvalidArgument("action: expected save, restore or erase, got " + quote_for_log(action)),
+        {"action", ""});
+  }
+  json body = json::object();
+  if (!request.body.empty()) {
+    try {
+      body = json::parse(request.body);
+    } catch (const std::exception& e) {
+      return fail(
+          InvalidArgument("the request body is not valid JSON: " + quote_for_log(e.what())));
+    }
+    if (!body.is_object()) return fail(InvalidArgument("the request body must be a JSON object"));
+  }
+  auto filename_it = body.find("filename");
+  const bool has_filename = filename_it != body.end() && !filename_it->is_null();
+  engine::Engine& engine = state.app.engine();
+  if (action == "erase" && !has_filename) {
+    const uint64_t tokens = engine.status().history_tokens;
+    Status reset = engine.reset().get();
+    if (!reset.ok()) return fail(reset);
+    return set_json(response, {{"id_slot", 0}, {"n_erased", tokens}});
+  }
+  if (!has_filename) return fail(InvalidArgument("filename: missing"), {"filename", ""});
+  if (!filename_it->is_string()) {
+    return fail(InvalidArgument("filename: expected a string"), {"filename", ""});
+  }
+  const std::string name = filename_it->get<std::string>();
+  if (state.app.config().slot_save_path.empty()) {
+    return fail(
+        InvalidArgument("slot files are off: start the server with --slot-save-path DIR "
+                        "to " +
+                        action + " them"));
+  }
+  if (Status valid = validate_export_name(name); !valid.ok()) return fail(valid, {"filename", ""});
+  const auto started = std::chrono::steady_clock::now();
+  if (action == "save") {
+    Result<engine::ExportResult> saved = engine.export_conversation(name).get();
+    if (!saved.ok()) return fail(saved.status(), {"filename", ""});
+    return set_json(response, {{"id_slot", 0},
+                               {"filename", name},
+                               {"n_saved", saved->tokens},
+                               {"n_written", saved->bytes},
+                               {"timings", {{"save_ms", elapsed_ms(started)}}}});
+  }
+  if (action == "restore") {
+    Result<engine::ImportResult> restored = engine.import_conversation(name).get();
+    if (!restored.ok()) return fail(restored.status(), {"filename", ""});
+    std::error_code error;
+    const uintmax_t bytes = std::filesystem::file_size(
+        std::filesystem::path(state.app.config().slot_save_path) / name, error);
+    return set_json(response, {{"id_slot", 0},
+                               {"filename", name},
+                               {"n_restored", restored->tokens},
+                               {"n_read", error ? json(nullptr) : json(bytes)},
+                               {"timings", {{"restore_ms", elapsed_ms(started)}}}});
+  }
+  if (!state.exporter) return fail(state.exporter_status);
+  if (Status erased = state.exporter->erase(name); !erased.ok()) {
+    return fail(erased, {"filename", ""});
+  }
+  set_json(response, {{"id_slot", 0}, {"filename", name}});
+}
+
+}  // namespace
+
+std::vector<Route> api_routes(ServerApp& app) {
+  const int64_t started = static_cast<int64_t>(std::time(nullptr));
+  auto slots = std::make_shared<SlotState>(SlotState{app, {}, nullptr, Status::Ok()});
+  if (!app.config().slot_save_path.empty()) {
+    SnapshotExporter::Options options;
+    options.label = "--slot-save-path";
+    Result<std::unique_ptr<SnapshotExporter>> opened = SnapshotExporter::open(
+        slots->fs, SystemClock::instance(), nullptr, app.config().slot_save_path, options);
+    if (opened.ok()) {
+      slots->exporter = std::move(opened).value();
+    } else {
+      slots->exporter_status = opened.status();
+    }
+  }
+  return {
+      {"GET", "/v1/models",
+       [&app, started](const httplib::Request&, httplib::Response& response) {
+         set_json(response, models_json(app.engine().config().name, started));
+       }},
+      {"POST", "/v1/completions",
+       [&app](const httplib::Request& request, httplib::Response& response) {
+         serve_generation(app, ApiKind::kCompletion, request, response);
+       }},
+      {"POST", "/v1/chat/completions",
+       [&app](const httplib::Request& request, httplib::Response& response) {
+         serve_generation(app, ApiKind::kChat, request, response);
+       }},
+      {"POST", "/slots/0",
+       [slots](const httplib::Request& request, httplib::Response& response) {
+         serve_slot(*slots, request, response);
+       }},
+  };
+}
+
+}  // namespace siesta::server

@@ -1,1 +1,85 @@
-// placeholder: written by the OpenAI API work
+#include "server/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include <array>
+#include <cctype>
+#include <string>
+
+#include "server/api_error.h"
+
+namespace siesta::server {
+namespace {
+
+using Digest = std::array<unsigned char, SHA256_DIGEST_LENGTH>;
+
+Digest sha256(std::string_view text) {
+  Digest digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest.data());
+  return digest;
+}
+
+bool equals_ignoring_case(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void refuse(httplib::Response& response, std::string message, std::string code) {
+  ApiError error;
+  error.http_status = 401;
+  error.type = "authentication_error";
+  error.message = std::move(message);
+  error.code = std::move(code);
+  response.set_header("WWW-Authenticate", "Bearer");
+  set_api_error(response, error);
+}
+
+}  // namespace
+
+bool api_key_matches(std::string_view presented, std::string_view expected) {
+  // Equal-length digests: CRYPTO_memcmp's time depends on neither key's bytes nor length
+  // (hashing takes time linear in the presented length, which the client already knows).
+  const Digest a = sha256(presented);
+  const Digest b = sha256(expected);
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+bool authorize(const httplib::Request& request, httplib::Response& response,
+               const ServerConfig& config) {
+  if (config.api_key.empty()) return true;
+  if (request.path == kUnauthenticatedPath) return true;
+  if (!request.has_header("Authorization")) {
+    refuse(response,
+           "missing API key: send the header \"Authorization: Bearer <key>\" (the key is "
+           "--api-key or " +
+               std::string(kApiKeyEnvironmentVariable) + ")",
+           "missing_api_key");
+    return false;
+  }
+  const std::string value = request.get_header_value("Authorization");
+  constexpr std::string_view kScheme = "Bearer ";
+  std::string_view presented;
+  const bool bearer =
+      value.size() >= kScheme.size() &&
+      equals_ignoring_case(std::string_view(value).substr(0, kScheme.size()), kScheme);
+  if (bearer) presented = std::string_view(value).substr(kScheme.size());
+  // Compared even for a wrong scheme, so the answer takes the same time either way.
+  const bool matches = api_key_matches(presented, config.api_key);
+  if (!bearer || !matches) {
+    refuse(response,
+           "invalid API key: the Authorization header must be \"Bearer <key>\" "
+           "with the server's key",
+           "invalid_api_key");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace siesta::server

@@ -2,18 +2,25 @@
 
 #include <utility>
 
+#include "backends/sim/host_kernels.h"
 #include "backends/sim/sim_backend.h"
 #if defined(SIESTA_WITH_CUDA)
+#include "backends/cuda_vmm/cuda_kernels.h"
 #include "backends/cuda_vmm/cuda_vmm_backend.h"
 #endif
 
 namespace siesta::server {
 namespace {
 
-Result<std::unique_ptr<MemoryBackend>> open_sim() {
+Result<OpenedDevice> open_sim() {
   Result<std::unique_ptr<SimBackend>> sim = SimBackend::create(SimBackendOptions{});
   if (!sim.ok()) return sim.status().with_context("opening the simulator backend");
-  return std::unique_ptr<MemoryBackend>(std::move(sim).value());
+  Result<std::unique_ptr<HostKernels>> kernels = HostKernels::create(**sim);
+  if (!kernels.ok()) return kernels.status().with_context("opening the host kernels");
+  OpenedDevice device;
+  device.backend = std::move(sim).value();
+  device.kernels = std::move(kernels).value();
+  return device;
 }
 
 // Why CUDA cannot be used by this binary on this machine, or "" when it can.
@@ -25,11 +32,17 @@ std::string cuda_unavailable_reason() {
 #endif
 }
 
-Result<std::unique_ptr<MemoryBackend>> open_cuda() {
+Result<OpenedDevice> open_cuda() {
 #if defined(SIESTA_WITH_CUDA)
   Result<std::unique_ptr<CudaVmmBackend>> cuda = CudaVmmBackend::create();
   if (!cuda.ok()) return cuda.status().with_context("opening the CUDA backend");
-  return std::unique_ptr<MemoryBackend>(std::move(cuda).value());
+  // After the backend: it retains the primary context the kernels' stream is made on.
+  Result<std::unique_ptr<Kernels>> kernels = CudaKernels::create(0);
+  if (!kernels.ok()) return kernels.status().with_context("opening the CUDA kernels");
+  OpenedDevice device;
+  device.backend = std::move(cuda).value();
+  device.kernels = std::move(kernels).value();
+  return device;
 #else
   return Unsupported("opening the CUDA backend: built without CUDA");
 #endif
@@ -37,15 +50,15 @@ Result<std::unique_ptr<MemoryBackend>> open_cuda() {
 
 }  // namespace
 
-Result<std::unique_ptr<MemoryBackend>> open_backend(BackendKind kind, std::string* note) {
+Result<OpenedDevice> open_device(BackendKind kind, std::string* note) {
   std::string ignored;
   std::string& out = note != nullptr ? *note : ignored;
   out.clear();
   switch (kind) {
     case BackendKind::kSim: return open_sim();
     case BackendKind::kCuda: {
-      // Ask first so that the error names the cause in one line, instead of whichever
-      // driver call happened to fail first inside create().
+      // Ask first so that the error names the cause in one line (no driver, no device, no
+      // VMM support), instead of whichever driver call happened to fail first in create().
       const std::string reason = cuda_unavailable_reason();
       if (!reason.empty()) {
         return Unsupported("--backend cuda: CUDA is unavailable: " + reason);

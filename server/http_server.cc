@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <string>
 #include <utility>
@@ -13,19 +14,30 @@
 namespace siesta::server {
 namespace {
 
-// Large enough for any request the API will take (prompts included); a bigger body is
-// refused with 413 before it is buffered.
-constexpr size_t kMaxRequestBodyBytes = 64u << 20;
-
 // Fills the body of an error response that has none (cpp-httplib's own 400 for a request it
 // cannot parse, 413 for an oversized body...) so every error is OpenAI-shaped.
-httplib::Server::HandlerResponse fill_empty_error(const httplib::Request&,
+httplib::Server::HandlerResponse fill_empty_error(uint64_t max_body_bytes,
+                                                  const httplib::Request& request,
                                                   httplib::Response& response) {
   if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-  const std::string reason = response.status == 413 ? "request body too large"
-                             : response.status == 400
-                                 ? "malformed request"
-                                 : "HTTP error " + std::to_string(response.status);
+  if (response.status == 413) {
+    set_api_error(response, 413,
+                  "request body too large: the limit is " + std::to_string(max_body_bytes) +
+                      " bytes (--max-body-bytes)",
+                  "invalid_request_error", "request_too_large");
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  // cpp-httplib 0.11 answers a POST without Content-Length (curl -X POST with no -d) with a
+  // bare 400 before routing; say what is missing.
+  const bool unframed = (request.method == "POST" || request.method == "PUT" ||
+                         request.method == "PATCH") &&
+                        !request.has_header("Content-Length") &&
+                        !request.has_header("Transfer-Encoding");
+  const std::string reason =
+      response.status != 400 ? "HTTP error " + std::to_string(response.status)
+      : unframed ? "malformed request: a " + request.method +
+                       " needs a Content-Length header (0 for an empty body)"
+                 : "malformed request";
   set_api_error(response, response.status, reason,
                 response.status >= 500 ? "server_error" : "invalid_request_error",
                 response.status >= 500 ? "internal" : "bad_request");
@@ -61,10 +73,17 @@ std::string http_url(const std::string& host, int port) {
   return "http://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-HttpServer::HttpServer(const ServerApp& app) : server_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(ServerApp& app) : server_(std::make_unique<httplib::Server>()) {
   server_->set_socket_options(listening_socket_options);
-  server_->set_payload_max_length(kMaxRequestBodyBytes);
-  server_->set_error_handler(httplib::Server::HandlerWithResponse(fill_empty_error));
+  // cpp-httplib 0.11 checks Content-Length against this before buffering the body (and a
+  // chunked body as it grows), answers 413 and calls the error handler, which fills in the
+  // OpenAI-style body.
+  server_->set_payload_max_length(app.config().max_body_bytes);
+  server_->set_error_handler(httplib::Server::HandlerWithResponse(
+      [limit = app.config().max_body_bytes](const httplib::Request& request,
+                                             httplib::Response& response) {
+        return fill_empty_error(limit, request, response);
+      }));
   server_->set_exception_handler(answer_exception);
   register_routes(*server_, app);
 }

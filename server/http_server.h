@@ -27,8 +27,10 @@ std::string http_url(const std::string& host, int port);
 
 class HttpServer {
  public:
-  // Registers the routes; serves nothing until run(). `app` must outlive this object.
-  explicit HttpServer(const ServerApp& app);
+  // Registers the routes and limits request bodies to app.config().max_body_bytes (a larger
+  // one is answered 413 with an OpenAI-style error, its handler never runs); serves nothing
+  // until run(). `app` must outlive this object.
+  explicit HttpServer(ServerApp& app);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -1,5 +1,8 @@
-// siesta-server: parses the command line, prepares the snapshot directory, opens the memory
-// backend and serves HTTP until SIGINT or SIGTERM.
+// siesta-server: parses the command line, prepares the snapshot directory, opens the device,
+// the engine and its offloader (ServerApp) and serves HTTP until SIGINT or SIGTERM. On a stop
+// signal: every in-flight generation is cancelled (it ends at its next token), the listener
+// stops and the handlers finish, then the engine closes (a running save is stopped) and this
+// process's snapshot files are removed.
 //
 // Exit status: 0 after a clean stop, 1 when the server cannot run (backend, address), 2 for
 // a command line or snapshot directory it refuses (ANCHORS.md: a bad combination exits 2).
@@ -15,10 +18,9 @@
 #include <utility>
 
 #include "core/clock.h"
+#include "core/kernels.h"
 #include "core/status.h"
-#include "server/backend_choice.h"
 #include "server/cache_dir.h"
-#include "server/offload_storage.h"
 #include "server/http_server.h"
 #include "server/server_app.h"
 #include "server/server_config.h"
@@ -39,8 +41,42 @@ void log_line(std::string_view message) {
                      message.data());
 }
 
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+// The start-up lines: what runs, with which model, whether idle offload and authentication
+// are on. Never the key itself.
+void log_configuration(const srv::ServerConfig& config, const srv::ServerApp& app) {
+  const srv::StatusSnapshot status = app.status();
+  const srv::ModelSummary& model = status.model;
+  log_line("backend " + status.backend_name + " (kernels " + status.kernels_name +
+           ", granularity " + std::to_string(status.granularity) + " bytes)");
+  log_line("model " + model.name + ": context " + std::to_string(model.context) + ", KV " +
+           std::string(siesta::kv_type_name(model.kv_type)) + ", " +
+           std::to_string(model.layers) + " layers, dim " + std::to_string(model.dim));
+  if (config.offload.enabled()) {
+    log_line("idle offload on: after " + std::to_string(config.offload.idle_seconds) +
+             " idle seconds to " + config.offload.disk_dir + ", snapshots expire after " +
+             std::to_string(config.offload.expire_seconds) + " seconds, chunks " +
+             (config.cache_encrypt ? "sealed with AES-256-GCM" : "with digests (not encrypted)"));
+  } else {
+    log_line("idle offload off (--cache-idle-seconds 0)");
+  }
+  log_line(config.slot_save_path.empty() ? "slot save/restore off (no --slot-save-path)"
+                                         : "slot files in " + config.slot_save_path);
+  if (!config.api_key.empty()) {
+    log_line("authentication on: every endpoint but /health needs the API key");
+  } else if (is_loopback(config.host)) {
+    log_line("authentication off (no --api-key or SIESTA_API_KEY); listening on loopback only");
+  } else {
+    log_line("WARNING: authentication off and listening on " + config.host +
+             ": anyone who can reach this address can use and offload the session; set "
+             "--api-key or SIESTA_API_KEY");
+  }
+}
+
 int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
-  std::unique_ptr<srv::OffloadStorage> storage;  // null when offload is off
   if (config.offload.enabled()) {
     bool created = false;
     Status dir = srv::prepare_cache_dir(config.offload.disk_dir, &created);
@@ -49,47 +85,34 @@ int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
       return srv::kUsageExitCode;
     }
     if (created) log_line("created " + config.offload.disk_dir + " (mode 0700)");
-    Result<std::unique_ptr<srv::OffloadStorage>> opened =
-        srv::OffloadStorage::open(config.offload.disk_dir, siesta::SystemClock::instance());
-    if (!opened.ok()) {
-      log_line(opened.status().message());
-      return kRuntimeErrorExitCode;
-    }
-    const siesta::SnapshotStore::CleanupReport& cleanup = (*opened)->store().startup_cleanup();
-    if (cleanup.removed_dead_owner_files + cleanup.removed_expired_files + cleanup.failures > 0) {
-      log_line("snapshot directory clean-up: removed " +
-               std::to_string(cleanup.removed_dead_owner_files) + " files of stopped servers, " +
-               std::to_string(cleanup.removed_expired_files) + " expired; " +
-               std::to_string(cleanup.failures) + " could not be removed");
-    }
-    for (const std::string& failure : cleanup.failure_messages) log_line(failure);
-    storage = std::move(opened).value();
   }
 
-  std::string note;
-  Result<std::unique_ptr<siesta::MemoryBackend>> backend = srv::open_backend(config.backend, &note);
-  if (!note.empty()) log_line(note);
-  if (!backend.ok()) {
-    log_line(backend.status().message());
+  Result<std::unique_ptr<srv::ServerApp>> started = srv::ServerApp::start(
+      config, siesta::SystemClock::instance(), [](const std::string& line) { log_line(line); });
+  if (!started.ok()) {
+    log_line(started.status().message());
     return kRuntimeErrorExitCode;
   }
-  log_line("backend " + (*backend)->name() + ", offload " +
-           (config.offload.enabled()
-                ? "after " + std::to_string(config.offload.idle_seconds) + " idle seconds"
-                : std::string("off")));
+  // Destroyed after `http` (declared later): the engine outlives every request handler, and
+  // its Offloader and this process's snapshots go last (SnapshotStore removes them).
+  std::unique_ptr<srv::ServerApp> app = std::move(started).value();
+  log_configuration(config, *app);
 
-  srv::ServerApp app(config, std::move(backend).value(), std::move(storage),
-                    siesta::SystemClock::instance());
-  srv::HttpServer http(app);
+  srv::HttpServer http(*app);
   Result<int> port = http.bind(config.host, config.port);
   if (!port.ok()) {
     log_line(port.status().message());
     return kRuntimeErrorExitCode;
   }
 
-  // SIGINT/SIGTERM become http.stop() on a thread of their own; the waiter is joined
-  // (woken if no signal came) when `serve` returns, whichever way it returns.
-  srv::StopSignalWaiter stop_waiter(stop_signals, [&http] { http.stop(); });
+  // SIGINT/SIGTERM, on a thread of their own: raise every request's cancel flag first, so a
+  // running generation ends at its next token and queued ones end at their first, then stop
+  // accepting and wait for the handlers (http.stop() returns once run() has). The waiter is
+  // joined (woken if no signal came) when `serve` returns, whichever way it returns.
+  srv::StopSignalWaiter stop_waiter(stop_signals, [&http, &app] {
+    app->cancel_all();
+    http.stop();
+  });
 
   // The one stdout line; scripts and the e2e fixture read the port from it.
   const std::string url = srv::http_url(config.host, *port);
@@ -101,7 +124,8 @@ int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
     log_line(served.message());
     return kRuntimeErrorExitCode;
   }
-  log_line(std::string("stopped on ") + (stop_waiter.received() == SIGINT ? "SIGINT" : "SIGTERM"));
+  log_line(std::string("stopped on ") + (stop_waiter.received() == SIGINT ? "SIGINT" : "SIGTERM") +
+           "; closing the engine and removing this process's snapshots");
   return 0;
 }
 

@@ -1,12 +1,20 @@
 #include "server/routes.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/offload_state.h"
+#include "core/status.h"
 #include "server/api_error.h"
+#include "server/api_routes.h"
+#include "server/auth.h"
+#include "server/route.h"
+#include "server/metrics_text.h"
 #include "server/status_json.h"
 
 namespace siesta::server {
@@ -17,11 +25,6 @@ namespace {
 constexpr std::string_view kRoutableMethods[] = {"GET",   "POST",   "PUT",
                                                  "PATCH", "DELETE", "OPTIONS"};
 
-struct Route {
-  std::string_view method;  // "GET" also answers HEAD
-  std::string_view path;    // exact path
-  httplib::Server::Handler handler;
-};
 
 void add_handler(httplib::Server& server, std::string_view method, const std::string& pattern,
                  httplib::Server::Handler handler) {
@@ -50,7 +53,48 @@ std::string literal_pattern(std::string_view path) {
   return pattern;
 }
 
-std::vector<Route> routes(const ServerApp& app) {
+// cpp-httplib 0.11 applies set_payload_max_length() to a Content-Length body only: a chunked
+// body would be buffered whole, whatever its size, so --max-body-bytes would not hold. Such
+// requests are refused before any of the body is read (411: the client can resend with a
+// length). OpenAI clients send Content-Length for their JSON bodies.
+bool refuse_chunked_body(const httplib::Request& request, httplib::Response& response,
+                         uint64_t max_body_bytes) {
+  std::string encoding = request.get_header_value("Transfer-Encoding");
+  std::transform(encoding.begin(), encoding.end(), encoding.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (encoding.find("chunked") == std::string::npos) return false;
+  set_api_error(response, 411,
+                "chunked request bodies are not accepted: send Content-Length (at most " +
+                    std::to_string(max_body_bytes) + " bytes, --max-body-bytes)",
+                "invalid_request_error", "length_required");
+  return true;
+}
+
+// The cache state the offload request left, for its 200 body.
+void answer_offload(ServerApp& app, httplib::Response& response) {
+  if (!app.config().offload.enabled()) {
+    set_api_error(response, 400,
+                  "idle offload is off: start the server with --cache-idle-seconds N and "
+                  "--cache-disk-dir DIR",
+                  "invalid_request_error", "offload_disabled");
+    return;
+  }
+  Status offloaded = app.engine().offload_now();
+  if (!offloaded.ok()) {
+    // FailedPrecondition is the one expected refusal (a command is running); anything else
+    // is the server's fault.
+    if (offloaded.code() == StatusCode::kFailedPrecondition) {
+      set_api_error(response, 409, offloaded.message(), "invalid_request_error", "busy");
+    } else {
+      set_api_error(response, 500, offloaded.message(), "server_error", "internal");
+    }
+    return;
+  }
+  set_json(response,
+           {{"state", std::string(offload_state_name(app.engine().cache_status().state))}});
+}
+
+std::vector<Route> routes(ServerApp& app) {
   return {
       {"GET", "/health",
        [](const httplib::Request&, httplib::Response& response) {
@@ -60,13 +104,34 @@ std::vector<Route> routes(const ServerApp& app) {
        [&app](const httplib::Request&, httplib::Response& response) {
          set_json(response, status_json(app.status()));
        }},
+      {"GET", "/metrics",
+       [&app](const httplib::Request&, httplib::Response& response) {
+         response.set_content(app.metrics_text(), kMetricsContentType);
+       }},
+      {"POST", "/v1/cache/offload",
+       [&app](const httplib::Request&, httplib::Response& response) {
+         answer_offload(app, response);
+       }},
   };
 }
 
 }  // namespace
 
-void register_routes(httplib::Server& server, const ServerApp& app) {
-  const std::vector<Route> table = routes(app);
+void register_routes(httplib::Server& server, ServerApp& app) {
+  // Before routing, and so before a body is read: a request without the right key costs
+  // nothing but its headers. /health stays open for load balancers and liveness probes.
+  server.set_pre_routing_handler(
+      [&app](const httplib::Request& request, httplib::Response& response) {
+        using HandlerResponse = httplib::Server::HandlerResponse;
+        if (request.path != "/health" && !authorize(request, response, app.config())) {
+          return HandlerResponse::Handled;
+        }
+        return refuse_chunked_body(request, response, app.config().max_body_bytes)
+                   ? HandlerResponse::Handled
+                   : HandlerResponse::Unhandled;
+      });
+  std::vector<Route> table = routes(app);
+  for (Route& route : api_routes(app)) table.push_back(std::move(route));
   std::vector<std::string_view> paths;  // each path once, in table order
   for (const Route& route : table) {
     add_handler(server, route.method, literal_pattern(route.path), route.handler);

@@ -1,6 +1,7 @@
 #include "server/server_flags.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "core/log_text.h"
 #include "core/offload_config.h"
+#include "engine/model_config.h"
 
 #ifndef SIESTA_VERSION
 #define SIESTA_VERSION "unknown"
@@ -18,6 +20,9 @@ namespace siesta::server {
 namespace {
 
 constexpr int64_t kMaxPort = 65535;
+constexpr int64_t kMinBodyBytes = 1024;
+constexpr int64_t kMaxBodyBytes = int64_t{64} << 20;
+constexpr int64_t kMaxCount = 64;  // --parallel, --devices
 
 std::string quoted(std::string_view text) { return quote_for_log(text); }
 
@@ -44,6 +49,25 @@ Result<int64_t> parse_integer(std::string_view flag, std::string_view text, int6
   return value;
 }
 
+Result<bool> parse_on_off(std::string_view flag, std::string_view text) {
+  if (text == "on") return true;
+  if (text == "off") return false;
+  return InvalidArgument(std::string(flag) + " must be on or off, got " + quoted(text));
+}
+
+// The key travels in an HTTP header, so it must be a visible ASCII token. The messages never
+// echo it: a key typed into the wrong flag must not land in a log.
+Status check_api_key(std::string_view flag, std::string_view key) {
+  if (key.empty()) return InvalidArgument(std::string(flag) + " must not be empty");
+  for (char c : key) {
+    if (c <= 0x20 || c >= 0x7f) {
+      return InvalidArgument(std::string(flag) +
+                             " must be printable ASCII without spaces (the key is not shown)");
+    }
+  }
+  return Status::Ok();
+}
+
 // One flag that takes a value. `apply` stores the parsed value into the config; `fallback`
 // describes the default as --help prints it, read from a default-constructed ServerConfig so
 // that the help text cannot drift from the code.
@@ -57,7 +81,8 @@ struct FlagSpec {
 
 const std::vector<FlagSpec>& flag_specs() {
   static const std::vector<FlagSpec> specs = {
-      {"--host", "HOST", "address to listen on; no endpoint is authenticated yet",
+      {"--host", "HOST",
+       "address to listen on; without --api-key, keep it a loopback address",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          if (value.empty()) return InvalidArgument(std::string(flag) + " must not be empty");
          config.host = std::string(value);
@@ -106,6 +131,86 @@ const std::vector<FlagSpec>& flag_specs() {
          return Status::Ok();
        },
        [](const ServerConfig&) { return std::string("none"); }},
+      {"--cache-encrypt", "on|off",
+       "seal snapshot chunks with AES-256-GCM under a key held only in memory; off: a digest "
+       "per chunk (detects damage, not tampering)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(config.cache_encrypt, parse_on_off(flag, value));
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::string(d.cache_encrypt ? "on" : "off"); }},
+      {"--model", "synthetic:SIZE",
+       "the reference model: synthetic:tiny, synthetic:small, synthetic:medium or "
+       "synthetic:large (seeded weights, nothing downloaded)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         if (value.empty()) return InvalidArgument(std::string(flag) + " must not be empty");
+         config.model = std::string(value);  // judged with --ctx and --kv-type after parsing
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return d.model; }},
+      {"--ctx", "N", "tokens the session holds (1..1048576)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(int64_t context,
+                                 parse_integer(flag, value, 1, engine::kMaxContext));
+         config.context = static_cast<uint32_t>(context);
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("the model's; small: 2048"); }},
+      {"--kv-type", "f32|f16|int8", "element type of the KV cache",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         Result<KvType> type = parse_kv_type(value);
+         if (!type.ok()) {
+           return InvalidArgument(std::string(flag) + " must be f32, f16 or int8, got " +
+                                  quoted(value));
+         }
+         config.kv_type = *type;
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("the model's; small: f16"); }},
+      {"--slot-save-path", "DIR",
+       "private directory for POST /slots/0?action=save|restore files; unset: those "
+       "actions are refused",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         if (value.empty()) return InvalidArgument(std::string(flag) + " must not be empty");
+         config.slot_save_path = std::string(value);
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("none"); }},
+      {"--api-key", "KEY",
+       "require \"Authorization: Bearer KEY\" on every endpoint but /health; when absent, "
+       "the SIESTA_API_KEY environment variable; the key is never printed",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_RETURN_IF_ERROR(check_api_key(flag, value));
+         config.api_key = std::string(value);
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("none: no authentication"); }},
+      {"--max-body-bytes", "N",
+       "largest request body accepted (1024..67108864); a larger one is answered 413",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(int64_t bytes,
+                                 parse_integer(flag, value, kMinBodyBytes, kMaxBodyBytes));
+         config.max_body_bytes = static_cast<uint64_t>(bytes);
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.max_body_bytes); }},
+      {"--parallel", "N",
+       "sequences served at once (1..64); only 1 is implemented, and idle offload needs 1",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(int64_t n, parse_integer(flag, value, 1, kMaxCount));
+         config.parallel = static_cast<uint32_t>(n);
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.parallel); }},
+      {"--devices", "N",
+       "devices the model is split over (1..64); only 1 is implemented, and idle offload "
+       "needs 1",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(int64_t n, parse_integer(flag, value, 1, kMaxCount));
+         config.devices = static_cast<uint32_t>(n);
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.devices); }},
   };
   return specs;
 }
@@ -117,13 +222,55 @@ const FlagSpec* find_flag(std::string_view name) {
   return nullptr;
 }
 
+// --model with --ctx and --kv-type: the configuration the engine will load, validated now
+// so that a bad one is a usage error (exit 2), not a start-up failure.
+Status validate_model_flags(const ServerConfig& config) {
+  Result<engine::ModelConfig> model =
+      engine::model_config_from_spec(config.model, config.context, config.kv_type);
+  if (model.ok()) return Status::Ok();
+  std::string flags = "--model " + quoted(config.model);
+  if (config.context) flags += " --ctx " + std::to_string(*config.context);
+  if (config.kv_type) flags += " --kv-type " + std::string(kv_type_name(*config.kv_type));
+  return InvalidArgument(flags + ": " + model.status().message());
+}
+
+// --parallel and --devices: the engine serves one sequence on one device. With idle offload
+// on, more is a combination the seed rejects too (ANCHORS.md), so it is named as such.
+Status validate_scale_flags(const ServerConfig& config) {
+  struct Count {
+    std::string_view flag;
+    uint32_t value;
+    std::string_view offload_reason;
+    std::string_view what;
+  };
+  const Count counts[] = {
+      {"--parallel", config.parallel, "idle offload keeps one sequence per session",
+       "more than one sequence at once"},
+      {"--devices", config.devices,
+       "idle offload keeps a session's memory on one device", "splitting the model over devices"},
+  };
+  for (const Count& count : counts) {
+    if (count.value <= 1) continue;
+    const std::string head = std::string(count.flag) + " " + std::to_string(count.value);
+    if (config.offload.enabled()) {
+      return InvalidArgument(head + " cannot be used with --cache-idle-seconds: " +
+                             std::string(count.offload_reason));
+    }
+    return InvalidArgument(head + ": " + std::string(count.what) +
+                           " is not implemented by this engine (use 1)");
+  }
+  return Status::Ok();
+}
+
 bool is_help(std::string_view name) { return name == "--help" || name == "-h"; }
 bool is_version(std::string_view name) { return name == "--version"; }
 
 }  // namespace
 
-Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args) {
+Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
+                                       std::string_view env_api_key) {
   ParsedFlags parsed;
+  bool api_key_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
     if (!arg.starts_with("-") || arg == "-" || arg == "--") {
@@ -152,15 +299,25 @@ Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args) {
       value = args[++i];
     }
     SIESTA_RETURN_IF_ERROR(spec->apply(name, *value, parsed.config));
+    if (name == "--api-key") api_key_given = true;
+  }
+  if (!api_key_given && !env_api_key.empty()) {
+    Status key = check_api_key(kApiKeyEnvironmentVariable, env_api_key);
+    if (!key.ok()) return key;
+    parsed.config.api_key = std::string(env_api_key);
   }
   SIESTA_RETURN_IF_ERROR(validate_offload_config(parsed.config.offload));
+  SIESTA_RETURN_IF_ERROR(validate_model_flags(parsed.config));
+  SIESTA_RETURN_IF_ERROR(validate_scale_flags(parsed.config));
   return parsed;
 }
 
 Result<ParsedFlags> parse_server_flags(int argc, const char* const* argv) {
   std::vector<std::string_view> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-  return parse_server_flags(std::span<const std::string_view>(args));
+  const char* env_key = std::getenv(kApiKeyEnvironmentVariable);
+  return parse_server_flags(std::span<const std::string_view>(args),
+                            env_key != nullptr ? std::string_view(env_key) : std::string_view());
 }
 
 std::string server_help_text() {

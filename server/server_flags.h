@@ -13,8 +13,11 @@
 //     no spaces, no hex, no trailing characters; anything outside int64 is out of range.
 //   - A flag given twice: the last one wins (so a wrapper script can override a default).
 //   - Positional arguments are errors.
-// After parsing, the whole configuration is validated (validate_offload_config and the
-// port and host rules), so an error names the flag and the rule it breaks.
+// After parsing, the whole configuration is validated, so an error names the flag and the
+// rule it breaks: validate_offload_config; --model with --ctx and --kv-type
+// (engine::model_config_from_spec); --parallel / --devices above 1 (refused: with
+// --cache-idle-seconds as a combination idle offload cannot serve, without it as not
+// implemented by this engine).
 // Thread rule: pure functions; no shared state.
 #pragma once
 
@@ -41,9 +44,12 @@ struct ParsedFlags {
 // Success: the action and, for kRun, a validated ServerConfig.
 // Failure: InvalidArgument whose message names the flag and the rule, one line, without the
 // "siesta-server: " prefix (main adds it).
-Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args);
+// `env_api_key` is the SIESTA_API_KEY environment variable's value (empty when unset): it
+// is the key when --api-key is absent. No message ever contains a key.
+Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
+                                       std::string_view env_api_key = {});
 
-// Convenience for main(): argv as the OS gives it.
+// Convenience for main(): argv as the OS gives it, and SIESTA_API_KEY from the environment.
 Result<ParsedFlags> parse_server_flags(int argc, const char* const* argv);
 
 // What --help prints: every flag with its default, one per line, ending in a newline.

@@ -2,18 +2,34 @@
 
 #include <string>
 
-namespace siesta::server {
+#include "core/offload_state.h"
 
-CacheStatus initial_cache_status(const OffloadConfig& config) {
-  CacheStatus cache;
-  cache.state = config.enabled() ? OffloadState::kResident : OffloadState::kDisabled;
-  cache.idle_seconds = config.idle_seconds;
-  cache.expire_seconds = config.expire_seconds;
-  return cache;
+namespace siesta::server {
+namespace {
+
+nlohmann::json counters_json(const OffloadCounters& counters) {
+  nlohmann::json fallbacks = nlohmann::json::object();
+  for (size_t i = 0; i < kFallbackReasonCount; ++i) {
+    fallbacks[std::string(fallback_reason_name(static_cast<FallbackReason>(i)))] =
+        counters.fallbacks[i];
+  }
+  return {
+      {"saves", counters.saves},
+      {"restores", counters.restores},
+      {"restore_hits", counters.restore_hits},
+      {"fallbacks", std::move(fallbacks)},
+      {"expirations", counters.expirations},
+      {"write_failures", counters.write_failures},
+      {"cancelled_saves", counters.cancelled_saves},
+      {"out_of_memory_retries", counters.out_of_memory_retries},
+      {"delete_failures", counters.delete_failures},
+  };
 }
 
+}  // namespace
+
 nlohmann::json status_json(const StatusSnapshot& snapshot) {
-  const CacheStatus& cache = snapshot.cache;
+  const OffloadStatus& cache = snapshot.cache;
   const MemoryStats& memory = snapshot.memory;
   return {
       {"server",
@@ -24,11 +40,27 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
       {"backend",
        {
            {"name", snapshot.backend_name},
+           {"kernels", snapshot.kernels_name},
            {"granularity", snapshot.granularity},
            {"reserved_bytes", memory.reserved_bytes},
            {"committed_bytes", memory.committed_bytes},
            {"device_total_bytes", memory.device_total_bytes},
            {"device_free_bytes", memory.device_free_bytes},
+       }},
+      {"model",
+       {
+           {"name", snapshot.model.name},
+           {"context", snapshot.model.context},
+           {"kv_type", std::string(kv_type_name(snapshot.model.kv_type))},
+           {"layers", snapshot.model.layers},
+           {"dim", snapshot.model.dim},
+       }},
+      {"engine",
+       {
+           {"busy", snapshot.engine.busy},
+           {"queued", snapshot.engine.queued},
+           {"commands_run", snapshot.engine.commands_run},
+           {"history_tokens", snapshot.engine.history_tokens},
        }},
       {"cache",
        {
@@ -40,6 +72,8 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
            {"released_host_bytes", cache.released_host_bytes},
            {"tokens", cache.tokens},
            {"operation_ms", cache.operation_ms},
+           {"counters", counters_json(cache.counters)},
+           {"last_error", cache.last_error},
        }},
   };
 }

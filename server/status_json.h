@@ -1,55 +1,66 @@
 // The body of GET /v1/status, built from a plain snapshot of numbers so that its shape is
-// unit-testable without a server, a backend or a clock.
+// unit-testable without a server, a backend or a clock. /metrics reads the same snapshot
+// (metrics_text.h), so the two can never disagree.
 //
 // Shape (every key always present, from the first request on; ANCHORS.md notes that the
 // seed only reported `cache` once the first save had begun, which left clients guessing):
 //   {"server":  {"version": str, "uptime_seconds": int},
-//    "backend": {"name": str, "granularity": int, "reserved_bytes": int,
+//    "backend": {"name": str, "kernels": str, "granularity": int, "reserved_bytes": int,
 //                "committed_bytes": int, "device_total_bytes": int, "device_free_bytes": int},
+//    "model":   {"name": str, "context": int, "kv_type": str, "layers": int, "dim": int},
+//    "engine":  {"busy": bool, "queued": int, "commands_run": int, "history_tokens": int},
 //    "cache":   {"state": str, "idle_seconds": int, "expire_seconds": int, "disk_bytes": int,
 //                "released_vram_bytes": int, "released_host_bytes": int, "tokens": int,
-//                "operation_ms": number}}
-// `state` is one of offload_state_name()'s names.
+//                "operation_ms": number, "last_error": str,
+//                "counters": {"saves": int, "restores": int, "restore_hits": int,
+//                             "fallbacks": {"not_found": int, "truncated": int, ...},
+//                             "expirations": int, "write_failures": int,
+//                             "cancelled_saves": int, "out_of_memory_retries": int,
+//                             "delete_failures": int}}}
+// `state` is one of offload_state_name()'s names; `fallbacks` has one key per
+// fallback_reason_name(); `last_error` is "" when none.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/kernels.h"
 #include "core/memory_backend.h"
-#include "core/offload_config.h"
-#include "core/offload_state.h"
+#include "core/offloader.h"
 
 namespace siesta::server {
 
-// What the offloader reports about the session's cache. Until the engine exists the server
-// reports the initial state; the Offloader will fill the same struct.
-struct CacheStatus {
-  OffloadState state = OffloadState::kDisabled;
-  int64_t idle_seconds = 0;
-  int64_t expire_seconds = 0;
-  uint64_t disk_bytes = 0;           // size of the snapshot file on disk, 0 when none
-  uint64_t released_vram_bytes = 0;  // device memory released by the last offload
-  uint64_t released_host_bytes = 0;  // host checkpoint memory released by the last offload
-  uint64_t tokens = 0;               // tokens held by the session's cache
-  double operation_ms = 0;           // duration of the last save or restore
+struct ModelSummary {
+  std::string name;  // "synthetic:small"
+  uint32_t context = 0;
+  KvType kv_type = KvType::kF32;
+  uint32_t layers = 0;
+  uint32_t dim = 0;
 };
 
-// The cache status of a session nothing has happened to yet: "disabled" when offload is off,
-// else "resident", with the configured times.
-CacheStatus initial_cache_status(const OffloadConfig& config);
+struct EngineSummary {
+  bool busy = false;
+  uint64_t queued = 0;
+  uint64_t commands_run = 0;
+  uint64_t history_tokens = 0;
+};
 
 struct StatusSnapshot {
   std::string version;
   int64_t uptime_seconds = 0;
   std::string backend_name;
+  std::string kernels_name;
   uint64_t granularity = 0;
   MemoryStats memory;
-  CacheStatus cache;
+  ModelSummary model;
+  EngineSummary engine;
+  OffloadStatus cache;  // Engine::cache_status(): never wakes the session
+  uint64_t clients_gone = 0;  // requests whose client left before the answer (cancelled)
 };
 
-// The /v1/status body for `snapshot`. Never throws (only builds objects from numbers and
-// strings). Thread rule: pure.
+// The /v1/status body for `snapshot`. Throws nothing but std::bad_alloc (only builds objects
+// from numbers and strings). Thread rule: pure.
 nlohmann::json status_json(const StatusSnapshot& snapshot);
 
 }  // namespace siesta::server

@@ -1,4 +1,4 @@
-# siesta-server: flags, offload config rules, the status body, the snapshot directory, and
+# siesta-server: flags, offload config rules, the status and metrics bodies, the app, the snapshot directory, and
 # the real binary driven over HTTP (e2e).
 
 # The offload flag rules are core's and build everywhere, the GPU machine included.
@@ -12,6 +12,11 @@ endif()
 siesta_add_gtest(server_flags_test SOURCES unit/server_flags_test.cc LABELS unit
                  LIBS siesta_server_lib)
 siesta_add_gtest(status_json_test SOURCES unit/status_json_test.cc LABELS unit
+                 LIBS siesta_server_lib)
+siesta_add_gtest(metrics_text_test SOURCES unit/metrics_text_test.cc LABELS unit
+                 LIBS siesta_server_lib)
+# ServerApp over the simulator: engine, offloader, status without waking, cancel tokens.
+siesta_add_gtest(server_app_test SOURCES unit/server_app_test.cc LABELS unit concurrency
                  LIBS siesta_server_lib)
 siesta_add_gtest(cache_dir_test SOURCES unit/cache_dir_test.cc LABELS unit
                  LIBS siesta_server_lib)

@@ -23,3 +23,7 @@ siesta_add_gtest(snapshot_export_test SOURCES unit/snapshot_export_test.cc LABEL
 # read_snapshot_expiry, and the store wired to the process key's nonce and to it.
 siesta_add_gtest(snapshot_expiry_test SOURCES unit/snapshot_expiry_test.cc LABELS unit
                  LIBS siesta_core)
+# Writer and reader on several threads (core/chunk_pipeline.h): 1, 2 and 4 threads agree, the
+# first failure in file order decides a read, write faults and cancellation leave no file.
+siesta_add_gtest(snapshot_parallel_test SOURCES unit/snapshot_parallel_test.cc
+                 LABELS unit concurrency LIBS siesta_backend_sim siesta_core)

@@ -215,12 +215,86 @@ std::string ServerProcess::base_url() const { return "http://127.0.0.1:" + std::
 std::unique_ptr<httplib::Client> ServerProcess::client() const {
   auto client = std::make_unique<httplib::Client>("127.0.0.1", port_);
   client->set_connection_timeout(std::chrono::seconds(2));
-  client->set_read_timeout(std::chrono::seconds(10));
+  client->set_read_timeout(std::chrono::seconds(30));
   client->set_write_timeout(std::chrono::seconds(10));
+  if (!api_key_.empty()) client->set_bearer_token_auth(api_key_.c_str());
   return client;
 }
 
 httplib::Result ServerProcess::get(const std::string& path) const { return client()->Get(path); }
+
+httplib::Result ServerProcess::post(const std::string& path, const std::string& body,
+                                    const std::string& content_type) const {
+  return client()->Post(path.c_str(), body, content_type.c_str());
+}
+
+httplib::Result ServerProcess::post_json(const std::string& path,
+                                         const nlohmann::json& body) const {
+  return post(path, body.dump());
+}
+
+Result<nlohmann::json> ServerProcess::status() const {
+  httplib::Result response = get("/v1/status");
+  if (!response) {
+    return Internal("GET /v1/status: " + httplib::to_string(response.error()));
+  }
+  if (response->status != 200) {
+    return Internal("GET /v1/status answered " + std::to_string(response->status) + ": " +
+                    response->body);
+  }
+  nlohmann::json body = nlohmann::json::parse(response->body, nullptr, false);
+  if (body.is_discarded()) return Internal("GET /v1/status: not JSON: " + response->body);
+  return body;
+}
+
+bool ServerProcess::running() const {
+  if (pid_ < 0 || !stdout_fd_.valid()) return false;
+  pollfd entry{stdout_fd_.get(), POLLIN, 0};
+  if (::poll(&entry, 1, 0) <= 0) return true;
+  return (entry.revents & (POLLHUP | POLLERR)) == 0;
+}
+
+Result<nlohmann::json> ServerProcess::wait_for_status(
+    const std::function<bool(const nlohmann::json&)>& predicate, std::string_view what,
+    std::chrono::milliseconds deadline_after, std::chrono::milliseconds pause) const {
+  const Clock::time_point deadline = Clock::now() + deadline_after;
+  nlohmann::json last;
+  while (true) {
+    if (!running()) {
+      return Internal("siesta-server exited while waiting for " + std::string(what) +
+                      "; stderr:\n" + stderr_text());
+    }
+    Result<nlohmann::json> body = status();
+    if (body.ok()) {
+      if (predicate(*body)) return body;
+      last = std::move(body).value();
+    }
+    if (Clock::now() >= deadline) {
+      return Internal("no /v1/status satisfied \"" + std::string(what) + "\" within " +
+                      std::to_string(deadline_after.count()) + " ms; last: " + last.dump() +
+                      (body.ok() ? "" : "; last error: " + body.status().to_string()) +
+                      "; stderr:\n" + stderr_text());
+    }
+    // The bounded pause of the header comment: the server's timers run on real time. Waiting
+    // on stdout ends it early when the server exits.
+    pollfd entry{stdout_fd_.get(), POLLIN, 0};
+    const int wait_ms = std::min<int>(static_cast<int>(pause.count()), remaining_ms(deadline));
+    if (::poll(&entry, 1, wait_ms) > 0 && (entry.revents & (POLLHUP | POLLERR)) == 0) {
+      char ignored[256];
+      (void)::read(stdout_fd_.get(), ignored, sizeof ignored);  // stray stdout text
+    }
+  }
+}
+
+Result<nlohmann::json> ServerProcess::wait_for_cache_state(
+    const std::string& state, std::chrono::milliseconds deadline_after) const {
+  return wait_for_status(
+      [&state](const nlohmann::json& body) {
+        return body.contains("cache") && body["cache"].is_object() &&
+               body["cache"].value("state", "") == state;
+      },
+      "cache.state == " + state, deadline_after);
+}
 
 std::string ServerProcess::stderr_text() const {
   std::string text;

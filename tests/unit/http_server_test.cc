@@ -2,32 +2,41 @@
 // is taken) and the routes' answers, in process on a loopback port.
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <chrono>
 #include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <utility>
 
-#include "backends/sim/sim_backend.h"
 #include "core/clock.h"
+#include "server/cache_dir.h"
 #include "server/server_app.h"
+#include "tests/support/temp_dir.h"
 
 namespace siesta::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
+using ::siesta::testing::TempDir;
 
-std::unique_ptr<ServerApp> make_app(const ManualClock& clock, OffloadConfig offload = {}) {
-  Result<std::unique_ptr<SimBackend>> backend = SimBackend::create(SimBackendOptions{});
-  EXPECT_TRUE(backend.ok()) << backend.status().to_string();
-  if (!backend.ok()) return nullptr;
-  ServerConfig config;
-  config.offload = std::move(offload);
-  return std::make_unique<ServerApp>(config, std::move(backend).value(), nullptr, clock);
+std::unique_ptr<ServerApp> make_app(const ManualClock& clock, ServerConfig config = {}) {
+  config.backend = BackendKind::kSim;
+  config.model = "synthetic:tiny";
+  Result<std::unique_ptr<ServerApp>> app = ServerApp::start(std::move(config), clock, nullptr);
+  EXPECT_TRUE(app.ok()) << app.status().to_string();
+  return app.ok() ? std::move(app).value() : nullptr;
 }
 
 // Runs `http` on a thread; the future holds run()'s status.
@@ -108,11 +117,13 @@ TEST(HttpServerTest, APortInUseIsRefused) {
 }
 
 TEST(HttpServerTest, StatusReadsTheAppAndUptimeFollowsTheClock) {
-  ManualClock clock;
-  OffloadConfig offload;
-  offload.idle_seconds = 5;
-  offload.disk_dir = "/unused";
-  auto app = make_app(clock, offload);
+  ManualClock clock;  // moved 42 s below: short of the idle time, so it stays resident
+  TempDir temp;
+  ServerConfig config;
+  config.offload.idle_seconds = 100;
+  config.offload.disk_dir = temp.file("cache");
+  ASSERT_TRUE(prepare_cache_dir(config.offload.disk_dir, nullptr).ok());
+  auto app = make_app(clock, config);
   ASSERT_NE(app, nullptr);
   HttpServer http(*app);
   Result<int> port = http.bind("127.0.0.1", 0);
@@ -127,7 +138,7 @@ TEST(HttpServerTest, StatusReadsTheAppAndUptimeFollowsTheClock) {
   EXPECT_EQ(body["server"]["uptime_seconds"], 42);
   EXPECT_EQ(body["backend"]["name"], "sim");
   EXPECT_EQ(body["cache"]["state"], "resident");
-  EXPECT_EQ(body["cache"]["idle_seconds"], 5);
+  EXPECT_EQ(body["cache"]["idle_seconds"], 100);
   http.stop();
   EXPECT_TRUE(served.get().ok());
 }
@@ -142,15 +153,15 @@ TEST(HttpServerTest, ErrorsAreOpenAiShaped) {
   std::future<Status> served = run_async(http);
   httplib::Client client("127.0.0.1", *port);
 
-  httplib::Result missing = client.Get("/v1/models");
+  httplib::Result missing = client.Get("/v1/no-such-thing");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
   nlohmann::json body = nlohmann::json::parse(missing->body);
   EXPECT_EQ(body["error"]["code"], "not_found");
   EXPECT_EQ(body["error"]["type"], "invalid_request_error");
-  EXPECT_EQ(body["error"]["message"], "no such endpoint: GET /v1/models");
+  EXPECT_EQ(body["error"]["message"], "no such endpoint: GET /v1/no-such-thing");
 
-  for (const char* path : {"/health", "/v1/status"}) {
+  for (const char* path : {"/health", "/v1/status", "/metrics"}) {
     httplib::Result put = client.Put(path, "x", "text/plain");
     ASSERT_TRUE(put);
     EXPECT_EQ(put->status, 405);
@@ -173,6 +184,178 @@ TEST(HttpServerTest, ErrorsAreOpenAiShaped) {
 
   http.stop();
   EXPECT_TRUE(served.get().ok());
+}
+
+// Sends `request` whole on a fresh loopback connection and returns what the server sent back
+// until `until` appears in it, the server closes, or 5 s pass ("" when the connection failed).
+// The sending side stays open: cpp-httplib 0.11 drops a chunked request, unanswered, whose
+// client has already shut down its sending side.
+std::string raw_exchange(int port, const std::string& request, const std::string& until) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  timeval timeout{.tv_sec = 5, .tv_usec = 0};
+  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string answer;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    char buffer[4096];
+    while (answer.find(until) == std::string::npos) {
+      const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+      if (n <= 0) break;
+      answer.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return answer;
+}
+
+// Runs an app's routes on a loopback port for the length of a test.
+class Served {
+ public:
+  explicit Served(ServerApp& app) : http_(app) {
+    Result<int> port = http_.bind("127.0.0.1", 0);
+    EXPECT_TRUE(port.ok()) << port.status().to_string();
+    port_ = port.ok() ? *port : 0;
+    served_ = run_async(http_);
+  }
+  ~Served() {
+    http_.stop();
+    EXPECT_TRUE(served_.get().ok());
+  }
+  httplib::Client client() const { return httplib::Client("127.0.0.1", port_); }
+  int port() const { return port_; }
+
+ private:
+  HttpServer http_;
+  int port_ = 0;
+  std::future<Status> served_;
+};
+
+TEST(HttpServerTest, MetricsIsPrometheusText) {
+  ManualClock clock;
+  auto app = make_app(clock);
+  ASSERT_NE(app, nullptr);
+  Served served(*app);
+  httplib::Result metrics = served.client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_THAT(metrics->get_header_value("Content-Type"), HasSubstr("version=0.0.4"));
+  EXPECT_THAT(metrics->body, HasSubstr("siesta_cache_state{state=\"disabled\"} 1\n"));
+  EXPECT_THAT(metrics->body, HasSubstr("# TYPE siesta_cache_save_duration_seconds histogram"));
+}
+
+TEST(HttpServerTest, OffloadRequestWithOffloadOffIs400) {
+  ManualClock clock;
+  auto app = make_app(clock);
+  ASSERT_NE(app, nullptr);
+  Served served(*app);
+  httplib::Result offload = served.client().Post("/v1/cache/offload", "", "application/json");
+  ASSERT_TRUE(offload);
+  EXPECT_EQ(offload->status, 400);
+  const nlohmann::json body = nlohmann::json::parse(offload->body);
+  EXPECT_EQ(body["error"]["code"], "offload_disabled");
+  EXPECT_THAT(body["error"]["message"].get<std::string>(), HasSubstr("--cache-idle-seconds"));
+  httplib::Result get = served.client().Get("/v1/cache/offload");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+}
+
+TEST(HttpServerTest, OffloadRequestSavesTheSession) {
+  TempDir temp;
+  ServerConfig config;
+  config.offload.idle_seconds = 600;  // only the request offloads
+  config.offload.disk_dir = temp.file("cache");
+  ASSERT_TRUE(prepare_cache_dir(config.offload.disk_dir, nullptr).ok());
+  config.backend = BackendKind::kSim;
+  config.model = "synthetic:tiny";
+  Result<std::unique_ptr<ServerApp>> app =
+      ServerApp::start(config, SystemClock::instance(), nullptr);
+  ASSERT_TRUE(app.ok()) << app.status().to_string();
+  Served served(**app);
+  httplib::Result offload = served.client().Post("/v1/cache/offload", "", "application/json");
+  ASSERT_TRUE(offload);
+  EXPECT_EQ(offload->status, 200) << offload->body;
+  const std::string state = nlohmann::json::parse(offload->body)["state"];
+  EXPECT_TRUE(state == "resident" || state == "saving" || state == "disk") << state;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((*app)->status().cache.state != OffloadState::kDisk &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ((*app)->status().cache.state, OffloadState::kDisk);
+  // Again while on disk: nothing to do, still 200.
+  offload = served.client().Post("/v1/cache/offload", "", "application/json");
+  ASSERT_TRUE(offload);
+  EXPECT_EQ(offload->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(offload->body)["state"], "disk");
+}
+
+TEST(HttpServerTest, OversizedBodyIs413OpenAiShaped) {
+  ManualClock clock;
+  ServerConfig config;
+  config.max_body_bytes = 1024;
+  auto app = make_app(clock, config);
+  ASSERT_NE(app, nullptr);
+  Served served(*app);
+  httplib::Result small = served.client().Post("/v1/cache/offload", std::string(1024, 'x'),
+                                               "application/json");
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->status, 400) << "at the limit the handler runs (offload is off)";
+  httplib::Result big = served.client().Post("/v1/cache/offload", std::string(1025, 'x'),
+                                             "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+  const nlohmann::json body = nlohmann::json::parse(big->body);
+  EXPECT_EQ(body["error"]["code"], "request_too_large");
+  EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+  EXPECT_THAT(body["error"]["message"].get<std::string>(), HasSubstr("1024 bytes"));
+  // A chunked body cannot slip past the limit: refused (411) before it is read. Sent over a
+  // raw socket, whole, before the answer is read: httplib's client could still be writing
+  // chunks when the server answers, and report a write error instead.
+  const std::string answer = raw_exchange(served.port(),
+                                          "POST /v1/cache/offload HTTP/1.1\r\n"
+                                          "Host: 127.0.0.1\r\n"
+                                          "Content-Type: application/json\r\n"
+                                          "Transfer-Encoding: chunked\r\n\r\n"
+                                          "5\r\nhello\r\n0\r\n\r\n",
+                                          "length_required");
+  EXPECT_THAT(answer, ::testing::StartsWith("HTTP/1.1 411"));
+  EXPECT_THAT(answer, HasSubstr("\"length_required\""));
+}
+
+TEST(HttpServerTest, ApiKeyGuardsEverythingButHealth) {
+  ManualClock clock;
+  ServerConfig config;
+  config.api_key = "sekrit-123";
+  auto app = make_app(clock, config);
+  ASSERT_NE(app, nullptr);
+  Served served(*app);
+  httplib::Client client = served.client();
+  httplib::Result health = client.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  for (const char* path : {"/v1/status", "/metrics", "/v1/no-such-thing"}) {
+    httplib::Result refused = client.Get(path);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 401) << path;
+    EXPECT_THAT(refused->body, Not(HasSubstr("sekrit"))) << path;
+  }
+  httplib::Result offload = client.Post("/v1/cache/offload", "", "application/json");
+  ASSERT_TRUE(offload);
+  EXPECT_EQ(offload->status, 401);
+  client.set_bearer_token_auth("sekrit-123");
+  httplib::Result status = client.Get("/v1/status");
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->status, 200);
+  httplib::Result metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
 }
 
 }  // namespace

@@ -249,6 +249,121 @@ TEST(ServerFlagsTest, VersionText) {
   EXPECT_EQ(server_version_text(), "siesta-server " + std::string(server_version()) + "\n");
 }
 
+TEST(ServerFlagsTest, NewFlagDefaults) {
+  ServerConfig config = run_config({});
+  EXPECT_EQ(config.model, "synthetic:small");
+  EXPECT_FALSE(config.context.has_value());
+  EXPECT_FALSE(config.kv_type.has_value());
+  EXPECT_TRUE(config.cache_encrypt);
+  EXPECT_EQ(config.slot_save_path, "");
+  EXPECT_EQ(config.api_key, "");
+  EXPECT_EQ(config.max_body_bytes, 1u << 20);
+  EXPECT_EQ(config.parallel, 1u);
+  EXPECT_EQ(config.devices, 1u);
+}
+
+TEST(ServerFlagsTest, ModelContextAndKvType) {
+  ServerConfig config =
+      run_config({"--model", "synthetic:tiny", "--ctx", "128", "--kv-type", "int8"});
+  EXPECT_EQ(config.model, "synthetic:tiny");
+  EXPECT_EQ(config.context, 128u);
+  EXPECT_EQ(config.kv_type, KvType::kInt8);
+  EXPECT_EQ(run_config({"--kv-type=f32"}).kv_type, KvType::kF32);
+  EXPECT_EQ(run_config({"--kv-type=f16"}).kv_type, KvType::kF16);
+  EXPECT_EQ(error_of({"--kv-type", "q4"}), "--kv-type must be f32, f16 or int8, got \"q4\"");
+  EXPECT_THAT(error_of({"--model", "synthetic:huge"}),
+              AllOf(HasSubstr("--model \"synthetic:huge\""), HasSubstr("synthetic:tiny")));
+  EXPECT_THAT(error_of({"--model", "llama.gguf"}), HasSubstr("--model \"llama.gguf\""));
+  EXPECT_EQ(error_of({"--model="}), "--model must not be empty");
+  EXPECT_EQ(error_of({"--ctx", "0"}), "--ctx (0) must be between 1 and 1048576");
+  EXPECT_EQ(error_of({"--ctx", "1048577"}), "--ctx (1048577) must be between 1 and 1048576");
+  EXPECT_EQ(run_config({"--ctx", "1"}).context, 1u);  // the interval shrinks to the context
+  // --ctx and --kv-type are judged with the model they apply to, and named in the message.
+  const std::string odd = error_of({"--model", "synthetic:nope", "--ctx", "64", "--kv-type", "f16"});
+  EXPECT_THAT(odd, HasSubstr("--model \"synthetic:nope\" --ctx 64 --kv-type f16: "));
+}
+
+TEST(ServerFlagsTest, CacheEncrypt) {
+  EXPECT_TRUE(run_config({"--cache-encrypt", "on"}).cache_encrypt);
+  EXPECT_FALSE(run_config({"--cache-encrypt=off"}).cache_encrypt);
+  EXPECT_EQ(error_of({"--cache-encrypt", "yes"}), "--cache-encrypt must be on or off, got \"yes\"");
+}
+
+TEST(ServerFlagsTest, SlotSavePath) {
+  EXPECT_EQ(run_config({"--slot-save-path", "/s"}).slot_save_path, "/s");
+  EXPECT_EQ(error_of({"--slot-save-path="}), "--slot-save-path must not be empty");
+}
+
+TEST(ServerFlagsTest, ApiKeyFromFlagOrEnvironmentNeverPrinted) {
+  auto parse_env = [](std::initializer_list<std::string_view> args, std::string_view env) {
+    std::vector<std::string_view> list(args);
+    return parse_server_flags(std::span<const std::string_view>(list), env);
+  };
+  EXPECT_EQ(run_config({"--api-key", "k-123"}).api_key, "k-123");
+  Result<ParsedFlags> from_env = parse_env({}, "env-key");
+  ASSERT_TRUE(from_env.ok());
+  EXPECT_EQ(from_env->config.api_key, "env-key");
+  // The flag wins over the environment, wherever it appears.
+  Result<ParsedFlags> both = parse_env({"--api-key", "flag-key"}, "env-key");
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both->config.api_key, "flag-key");
+  EXPECT_EQ(error_of({"--api-key="}), "--api-key must not be empty");
+  const std::string bad = error_of({"--api-key", "has space-secret"});
+  EXPECT_THAT(bad, HasSubstr("--api-key must be printable ASCII"));
+  EXPECT_THAT(bad, Not(HasSubstr("secret")));
+  Result<ParsedFlags> bad_env = parse_env({}, "tab\tsecret");
+  ASSERT_FALSE(bad_env.ok());
+  EXPECT_THAT(bad_env.status().message(), HasSubstr("SIESTA_API_KEY"));
+  EXPECT_THAT(bad_env.status().message(), Not(HasSubstr("secret")));
+  // Another flag's error does not echo the key either.
+  EXPECT_THAT(error_of({"--api-key", "k-123", "--port", "x"}), Not(HasSubstr("k-123")));
+  EXPECT_THAT(server_help_text(), Not(HasSubstr("k-123")));
+}
+
+TEST(ServerFlagsTest, MaxBodyBytesBoundaries) {
+  EXPECT_EQ(run_config({"--max-body-bytes", "1024"}).max_body_bytes, 1024u);
+  EXPECT_EQ(run_config({"--max-body-bytes", "67108864"}).max_body_bytes, 67108864u);
+  EXPECT_EQ(error_of({"--max-body-bytes", "1023"}),
+            "--max-body-bytes (1023) must be between 1024 and 67108864");
+  EXPECT_EQ(error_of({"--max-body-bytes", "67108865"}),
+            "--max-body-bytes (67108865) must be between 1024 and 67108864");
+}
+
+TEST(ServerFlagsTest, ParallelAndDevices) {
+  EXPECT_EQ(run_config({"--parallel", "1", "--devices", "1"}).parallel, 1u);
+  EXPECT_EQ(error_of({"--parallel", "0"}), "--parallel (0) must be between 1 and 64");
+  EXPECT_EQ(error_of({"--devices", "65"}), "--devices (65) must be between 1 and 64");
+  // Offload off: more than one is not implemented.
+  EXPECT_EQ(error_of({"--parallel", "2"}),
+            "--parallel 2: more than one sequence at once is not implemented by this engine "
+            "(use 1)");
+  EXPECT_EQ(error_of({"--devices", "4"}),
+            "--devices 4: splitting the model over devices is not implemented by this engine "
+            "(use 1)");
+  // Offload on: a combination idle offload refuses, named as such, whatever the order.
+  EXPECT_EQ(error_of({"--parallel", "2", "--cache-idle-seconds", "30", "--cache-disk-dir", "/d"}),
+            "--parallel 2 cannot be used with --cache-idle-seconds: idle offload keeps one "
+            "sequence per session");
+  EXPECT_EQ(error_of({"--cache-idle-seconds", "30", "--cache-disk-dir", "/d", "--devices", "2"}),
+            "--devices 2 cannot be used with --cache-idle-seconds: idle offload keeps a "
+            "session's memory on one device");
+  // The last one wins here too.
+  EXPECT_EQ(run_config({"--parallel", "8", "--parallel", "1"}).parallel, 1u);
+}
+
+TEST(ServerFlagsTest, HelpListsTheNewFlags) {
+  const std::string help = server_help_text();
+  for (const char* flag : {"--model synthetic:SIZE", "--ctx N", "--kv-type f32|f16|int8",
+                           "--cache-encrypt on|off", "--slot-save-path DIR", "--api-key KEY",
+                           "--max-body-bytes N", "--parallel N", "--devices N"}) {
+    EXPECT_THAT(help, HasSubstr(flag));
+  }
+  EXPECT_THAT(help, HasSubstr("(default: synthetic:small)"));
+  EXPECT_THAT(help, HasSubstr("(default: 1048576)"));
+  EXPECT_THAT(help, HasSubstr("(default: on)"));
+  EXPECT_THAT(help, HasSubstr("SIESTA_API_KEY"));
+}
+
 TEST(ServerFlagsTest, ArgvOverload) {
   const char* argv[] = {"siesta-server", "--port", "0", "--backend=sim"};
   Result<ParsedFlags> parsed = parse_server_flags(4, argv);

@@ -1,10 +1,11 @@
 // The /v1/status body: every key present, with the right JSON type, from the first moment,
-// whether offload is on or off.
+// whether offload is on or off; the numbers it is given, counters and fallbacks included.
 #include "server/status_json.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace siesta::server {
@@ -12,104 +13,147 @@ namespace {
 
 using nlohmann::json;
 
-StatusSnapshot snapshot_for(const OffloadConfig& offload) {
+StatusSnapshot sample_snapshot() {
   StatusSnapshot snapshot;
   snapshot.version = "0.1.0";
   snapshot.uptime_seconds = 12;
   snapshot.backend_name = "sim";
+  snapshot.kernels_name = "host";
   snapshot.granularity = 2u << 20;
   snapshot.memory = {
       .reserved_bytes = 1, .committed_bytes = 2, .device_total_bytes = 3, .device_free_bytes = 4};
-  snapshot.cache = initial_cache_status(offload);
+  snapshot.model = {.name = "synthetic:small", .context = 2048, .kv_type = KvType::kF16,
+                    .layers = 4, .dim = 128};
+  snapshot.engine = {.busy = true, .queued = 2, .commands_run = 5, .history_tokens = 77};
+  snapshot.cache.expire_seconds = 3600;
   return snapshot;
 }
 
-void expect_integer(const json& object, const std::string& key) {
-  ASSERT_TRUE(object.contains(key)) << key << " missing in " << object.dump();
-  EXPECT_TRUE(object.at(key).is_number_integer()) << key << " is " << object.at(key).type_name();
+void expect_integers(const json& object, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    ASSERT_TRUE(object.contains(key)) << key << " missing in " << object.dump();
+    EXPECT_TRUE(object.at(key).is_number_integer()) << key << " is " << object.at(key).type_name();
+  }
+}
+
+void expect_strings(const json& object, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    ASSERT_TRUE(object.contains(key)) << key << " missing in " << object.dump();
+    EXPECT_TRUE(object.at(key).is_string()) << key;
+  }
 }
 
 void expect_shape(const json& body) {
   ASSERT_TRUE(body.is_object());
-  EXPECT_EQ(body.size(), 3u) << body.dump();
-
-  ASSERT_TRUE(body.contains("server") && body["server"].is_object());
-  const json& server = body["server"];
-  EXPECT_EQ(server.size(), 2u);
-  ASSERT_TRUE(server.contains("version"));
-  EXPECT_TRUE(server["version"].is_string());
-  expect_integer(server, "uptime_seconds");
-
-  ASSERT_TRUE(body.contains("backend") && body["backend"].is_object());
-  const json& backend = body["backend"];
-  EXPECT_EQ(backend.size(), 6u);
-  ASSERT_TRUE(backend.contains("name"));
-  EXPECT_TRUE(backend["name"].is_string());
-  for (const char* key : {"granularity", "reserved_bytes", "committed_bytes", "device_total_bytes",
-                          "device_free_bytes"}) {
-    expect_integer(backend, key);
+  EXPECT_EQ(body.size(), 5u) << body.dump();
+  for (const char* section : {"server", "backend", "model", "engine", "cache"}) {
+    ASSERT_TRUE(body.contains(section) && body[section].is_object()) << section;
   }
+  EXPECT_EQ(body["server"].size(), 2u);
+  expect_strings(body["server"], {"version"});
+  expect_integers(body["server"], {"uptime_seconds"});
 
-  ASSERT_TRUE(body.contains("cache") && body["cache"].is_object());
+  EXPECT_EQ(body["backend"].size(), 7u);
+  expect_strings(body["backend"], {"name", "kernels"});
+  expect_integers(body["backend"], {"granularity", "reserved_bytes", "committed_bytes",
+                                    "device_total_bytes", "device_free_bytes"});
+
+  EXPECT_EQ(body["model"].size(), 5u);
+  expect_strings(body["model"], {"name", "kv_type"});
+  expect_integers(body["model"], {"context", "layers", "dim"});
+
+  EXPECT_EQ(body["engine"].size(), 4u);
+  ASSERT_TRUE(body["engine"].contains("busy"));
+  EXPECT_TRUE(body["engine"]["busy"].is_boolean());
+  expect_integers(body["engine"], {"queued", "commands_run", "history_tokens"});
+
   const json& cache = body["cache"];
-  EXPECT_EQ(cache.size(), 8u);
-  ASSERT_TRUE(cache.contains("state"));
-  EXPECT_TRUE(cache["state"].is_string());
-  for (const char* key : {"idle_seconds", "expire_seconds", "disk_bytes", "released_vram_bytes",
-                          "released_host_bytes", "tokens"}) {
-    expect_integer(cache, key);
-  }
+  EXPECT_EQ(cache.size(), 10u);
+  expect_strings(cache, {"state", "last_error"});
+  expect_integers(cache, {"idle_seconds", "expire_seconds", "disk_bytes", "released_vram_bytes",
+                          "released_host_bytes", "tokens"});
   ASSERT_TRUE(cache.contains("operation_ms"));
   EXPECT_TRUE(cache["operation_ms"].is_number());
+  ASSERT_TRUE(cache.contains("counters") && cache["counters"].is_object());
+  const json& counters = cache["counters"];
+  EXPECT_EQ(counters.size(), 9u);
+  expect_integers(counters, {"saves", "restores", "restore_hits", "expirations",
+                             "write_failures", "cancelled_saves", "out_of_memory_retries",
+                             "delete_failures"});
+  ASSERT_TRUE(counters.contains("fallbacks") && counters["fallbacks"].is_object());
+  EXPECT_EQ(counters["fallbacks"].size(), kFallbackReasonCount);
+  for (size_t i = 0; i < kFallbackReasonCount; ++i) {
+    expect_integers(counters["fallbacks"],
+                    {std::string(fallback_reason_name(static_cast<FallbackReason>(i))).c_str()});
+  }
 }
 
-TEST(StatusJsonTest, DisabledShape) {
-  OffloadConfig off;
-  const json body = status_json(snapshot_for(off));
+TEST(StatusJsonTest, DefaultShape) {
+  const json body = status_json(sample_snapshot());
   expect_shape(body);
   EXPECT_EQ(body["cache"]["state"], "disabled");
   EXPECT_EQ(body["cache"]["idle_seconds"], 0);
   EXPECT_EQ(body["cache"]["expire_seconds"], 3600);
   EXPECT_EQ(body["cache"]["disk_bytes"], 0);
   EXPECT_EQ(body["cache"]["operation_ms"], 0.0);
-}
-
-TEST(StatusJsonTest, EnabledIsResidentFromTheStart) {
-  OffloadConfig on;
-  on.idle_seconds = 30;
-  on.expire_seconds = 600;
-  on.disk_dir = "/d";
-  const json body = status_json(snapshot_for(on));
-  expect_shape(body);
-  EXPECT_EQ(body["cache"]["state"], "resident");
-  EXPECT_EQ(body["cache"]["idle_seconds"], 30);
-  EXPECT_EQ(body["cache"]["expire_seconds"], 600);
+  EXPECT_EQ(body["cache"]["last_error"], "");
+  EXPECT_EQ(body["cache"]["counters"]["saves"], 0);
 }
 
 TEST(StatusJsonTest, CarriesTheNumbersItIsGiven) {
-  StatusSnapshot snapshot = snapshot_for(OffloadConfig{});
+  StatusSnapshot snapshot = sample_snapshot();
   snapshot.cache.state = OffloadState::kDisk;
+  snapshot.cache.idle_seconds = 30;
   snapshot.cache.disk_bytes = 309197048;
   snapshot.cache.released_vram_bytes = 192937984;
   snapshot.cache.released_host_bytes = 118063152;
   snapshot.cache.tokens = 4096;
   snapshot.cache.operation_ms = 5300.5;
+  snapshot.cache.last_error = "injected: no space";
+  OffloadCounters& counters = snapshot.cache.counters;
+  counters.saves = 1;
+  counters.restores = 2;
+  counters.restore_hits = 3;
+  counters.fallbacks[static_cast<size_t>(FallbackReason::kForeign)] = 4;
+  counters.expirations = 5;
+  counters.write_failures = 6;
+  counters.cancelled_saves = 7;
+  counters.out_of_memory_retries = 8;
+  counters.delete_failures = 9;
   const json body = status_json(snapshot);
   expect_shape(body);
   EXPECT_EQ(body["server"]["version"], "0.1.0");
   EXPECT_EQ(body["server"]["uptime_seconds"], 12);
   EXPECT_EQ(body["backend"]["name"], "sim");
+  EXPECT_EQ(body["backend"]["kernels"], "host");
   EXPECT_EQ(body["backend"]["granularity"], 2u << 20);
   EXPECT_EQ(body["backend"]["reserved_bytes"], 1);
   EXPECT_EQ(body["backend"]["committed_bytes"], 2);
   EXPECT_EQ(body["backend"]["device_total_bytes"], 3);
   EXPECT_EQ(body["backend"]["device_free_bytes"], 4);
+  EXPECT_EQ(body["model"], json({{"name", "synthetic:small"}, {"context", 2048},
+                                 {"kv_type", "f16"}, {"layers", 4}, {"dim", 128}}));
+  EXPECT_EQ(body["engine"], json({{"busy", true}, {"queued", 2}, {"commands_run", 5},
+                                  {"history_tokens", 77}}));
   EXPECT_EQ(body["cache"]["state"], "disk");
+  EXPECT_EQ(body["cache"]["idle_seconds"], 30);
   EXPECT_EQ(body["cache"]["disk_bytes"], 309197048u);
   EXPECT_EQ(body["cache"]["released_vram_bytes"], 192937984u);
   EXPECT_EQ(body["cache"]["released_host_bytes"], 118063152u);
   EXPECT_EQ(body["cache"]["tokens"], 4096);
   EXPECT_EQ(body["cache"]["operation_ms"], 5300.5);
+  EXPECT_EQ(body["cache"]["last_error"], "injected: no space");
+  const json& c = body["cache"]["counters"];
+  EXPECT_EQ(c["saves"], 1);
+  EXPECT_EQ(c["restores"], 2);
+  EXPECT_EQ(c["restore_hits"], 3);
+  EXPECT_EQ(c["fallbacks"]["foreign"], 4);
+  EXPECT_EQ(c["fallbacks"]["corrupt"], 0);
+  EXPECT_EQ(c["expirations"], 5);
+  EXPECT_EQ(c["write_failures"], 6);
+  EXPECT_EQ(c["cancelled_saves"], 7);
+  EXPECT_EQ(c["out_of_memory_retries"], 8);
+  EXPECT_EQ(c["delete_failures"], 9);
 }
 
 TEST(StatusJsonTest, EveryStateHasItsName) {
@@ -118,9 +162,17 @@ TEST(StatusJsonTest, EveryStateHasItsName) {
       {OffloadState::kSaving, "saving"},       {OffloadState::kDisk, "disk"},
       {OffloadState::kRestoring, "restoring"}, {OffloadState::kExpired, "expired"}};
   for (const auto& [state, name] : names) {
-    StatusSnapshot snapshot = snapshot_for(OffloadConfig{});
+    StatusSnapshot snapshot = sample_snapshot();
     snapshot.cache.state = state;
     EXPECT_EQ(status_json(snapshot)["cache"]["state"], name);
+  }
+}
+
+TEST(StatusJsonTest, EveryKvTypeHasItsName) {
+  for (KvType type : {KvType::kF32, KvType::kF16, KvType::kInt8}) {
+    StatusSnapshot snapshot = sample_snapshot();
+    snapshot.model.kv_type = type;
+    EXPECT_EQ(status_json(snapshot)["model"]["kv_type"], std::string(kv_type_name(type)));
   }
 }
 

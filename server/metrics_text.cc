@@ -1,0 +1,132 @@
+#include "server/metrics_text.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/offload_state.h"
+
+namespace siesta::server {
+namespace {
+
+constexpr OffloadState kStates[] = {OffloadState::kDisabled, OffloadState::kResident,
+                                    OffloadState::kSaving,   OffloadState::kDisk,
+                                    OffloadState::kRestoring, OffloadState::kExpired};
+
+// A float as Prometheus parses it: the shortest text that reads back as the same double
+// ("0.005", "10", not "0.0050000000000000001" or "1e+01"), and "+Inf"/"-Inf"/"NaN" spelled
+// as the format wants.
+std::string number(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char buffer[64];
+  const std::to_chars_result written = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, written.ptr);
+}
+
+class Writer {
+ public:
+  void family(std::string_view name, std::string_view type, std::string_view help) {
+    text_.append("# HELP siesta_").append(name).append(" ").append(help).append("\n");
+    text_.append("# TYPE siesta_").append(name).append(" ").append(type).append("\n");
+  }
+  void sample(std::string_view name, std::string_view labels, const std::string& value) {
+    text_.append("siesta_").append(name);
+    if (!labels.empty()) text_.append("{").append(labels).append("}");
+    text_.append(" ").append(value).append("\n");
+  }
+  void sample(std::string_view name, std::string_view labels, uint64_t value) {
+    sample(name, labels, std::to_string(value));
+  }
+  // A family of one unlabelled series.
+  void single(std::string_view name, std::string_view type, std::string_view help,
+              uint64_t value) {
+    family(name, type, help);
+    sample(name, "", value);
+  }
+  void histogram(std::string_view name, std::string_view help, const DurationHistogram& h) {
+    family(name, "histogram", help);
+    const std::string bucket = std::string(name) + "_bucket";
+    for (size_t i = 0; i < DurationHistogram::kBuckets; ++i) {
+      sample(bucket, "le=\"" + number(DurationHistogram::kBoundsSeconds[i]) + "\"",
+             h.cumulative[i]);
+    }
+    sample(bucket, "le=\"+Inf\"", h.count);
+    sample(std::string(name) + "_sum", "", number(h.sum_seconds));
+    sample(std::string(name) + "_count", "", h.count);
+  }
+  std::string take() { return std::move(text_); }
+
+ private:
+  std::string text_;
+};
+
+}  // namespace
+
+std::string metrics_text(const StatusSnapshot& snapshot) {
+  const OffloadStatus& cache = snapshot.cache;
+  const OffloadCounters& counters = cache.counters;
+  Writer out;
+
+  out.family("cache_state", "gauge", "1 for the session's current idle-offload state, else 0.");
+  for (OffloadState state : kStates) {
+    out.sample("cache_state", "state=\"" + std::string(offload_state_name(state)) + "\"",
+               uint64_t{state == cache.state ? 1u : 0u});
+  }
+  out.single("cache_disk_bytes", "gauge", "Bytes of the session's snapshot file on disk.",
+             cache.disk_bytes);
+  out.single("cache_released_vram_bytes", "gauge",
+             "Device memory the last offload gave back, as the backend reports it.",
+             cache.released_vram_bytes);
+  out.single("cache_released_host_bytes", "gauge",
+             "Host checkpoint memory the last offload gave back.", cache.released_host_bytes);
+  out.single("cache_tokens", "gauge", "History tokens held by the session's cache.",
+             cache.tokens);
+
+  out.single("cache_saves_total", "counter", "Snapshots written and memory released.",
+             counters.saves);
+  out.single("cache_restores_total", "counter", "Restores attempted (hits and fallbacks).",
+             counters.restores);
+  out.single("cache_restore_hits_total", "counter", "Restores that read the history back.",
+             counters.restore_hits);
+  out.family("cache_fallbacks_total", "counter",
+             "Restores that discarded the history, by the snapshot's problem.");
+  for (size_t i = 0; i < kFallbackReasonCount; ++i) {
+    out.sample("cache_fallbacks_total",
+               "reason=\"" + std::string(fallback_reason_name(static_cast<FallbackReason>(i))) +
+                   "\"",
+               counters.fallbacks[i]);
+  }
+  out.single("cache_expirations_total", "counter", "Snapshots deleted at expiry.",
+             counters.expirations);
+  out.single("cache_write_failures_total", "counter", "Snapshot writes that failed.",
+             counters.write_failures);
+  out.single("cache_cancelled_saves_total", "counter",
+             "Saves stopped because a request arrived.", counters.cancelled_saves);
+  out.single("cache_out_of_memory_retries_total", "counter",
+             "Restores refused for lack of memory (the request failed; retry later).",
+             counters.out_of_memory_retries);
+  out.single("cache_delete_failures_total", "counter", "Snapshot files that could not be deleted.",
+             counters.delete_failures);
+  out.histogram("cache_save_duration_seconds", "Duration of successful saves.",
+                counters.save_seconds);
+  out.histogram("cache_restore_duration_seconds", "Duration of restores, hits and fallbacks.",
+                counters.restore_seconds);
+
+  out.single("engine_commands_total", "counter", "Engine commands finished, whatever their result.",
+             snapshot.engine.commands_run);
+  out.single("engine_busy", "gauge", "1 while the engine runs a command.",
+             uint64_t{snapshot.engine.busy ? 1u : 0u});
+  out.single("http_clients_gone_total", "counter",
+             "Requests whose client left before the answer; their generations were cancelled.",
+             snapshot.clients_gone);
+  out.single("backend_committed_bytes", "gauge",
+             "Physical memory the backend has mapped, as it reports it.",
+             snapshot.memory.committed_bytes);
+  return out.take();
+}
+
+}  // namespace siesta::server

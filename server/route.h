@@ -1,0 +1,18 @@
+// Route: one method on one exact path, as register_routes() (routes.h) registers it. The
+// operations routes (routes.cc) and the API routes (api_routes.h) are both tables of these,
+// so one loop registers them all and answers every other method on a known path with 405.
+#pragma once
+
+#include <httplib.h>
+
+#include <string_view>
+
+namespace siesta::server {
+
+struct Route {
+  std::string_view method;  // "GET" also answers HEAD
+  std::string_view path;    // exact path (not a pattern)
+  httplib::Server::Handler handler;
+};
+
+}  // namespace siesta::server

@@ -1,0 +1,416 @@
+// The API routes over loopback HTTP, in process, with a real ServerApp on the simulator
+// (synthetic:tiny): completions, chat, SSE framing, refusals, slot files, API keys, and a
+// client that leaves cancelling its generation.
+#include "server/api_routes.h"
+
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/clock.h"
+#include "server/auth.h"
+#include "server/chat_template.h"
+#include "server/server_app.h"
+#include "tests/support/temp_dir.h"
+
+namespace siesta::server {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// A ServerApp and an httplib::Server carrying only the API routes (and authorize() as the
+// pre-routing handler, as routes.cc installs it), listening on a free loopback port.
+class ApiServer {
+ public:
+  explicit ApiServer(ServerConfig config = {}) {
+    config.backend = BackendKind::kSim;
+    config.model = "synthetic:tiny";
+    Result<std::unique_ptr<ServerApp>> app = ServerApp::start(config, clock_, nullptr);
+    if (!app.ok()) {
+      ADD_FAILURE() << app.status().to_string();
+      return;
+    }
+    app_ = std::move(app).value();
+    for (Route& route : api_routes(*app_)) {
+      if (route.method == "GET") server_.Get(std::string(route.path), route.handler);
+      if (route.method == "POST") server_.Post(std::string(route.path), route.handler);
+    }
+    server_.set_pre_routing_handler(
+        [this](const httplib::Request& request, httplib::Response& response) {
+          return authorize(request, response, app_->config())
+                     ? httplib::Server::HandlerResponse::Unhandled
+                     : httplib::Server::HandlerResponse::Handled;
+        });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // bind_to_any_port() listens already: connections queue until the loop starts.
+  }
+  ~ApiServer() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  bool ok() const { return app_ != nullptr && port_ > 0; }
+  int port() const { return port_; }
+  ServerApp& app() { return *app_; }
+  httplib::Client client(const std::string& key = "") const {
+    httplib::Client client("127.0.0.1", port_);
+    client.set_read_timeout(30, 0);
+    if (!key.empty()) client.set_bearer_token_auth(key.c_str());
+    return client;
+  }
+  httplib::Result post(const std::string& path, const json& body, const std::string& key = "") {
+    return client(key).Post(path.c_str(), body.dump(), "application/json");
+  }
+
+  // Waits until the engine has run `commands` commands and has nothing running or queued.
+  void wait_idle(uint64_t commands) {
+    for (int i = 0; i < 5000; ++i) {
+      const engine::EngineStatus status = app_->engine().status();
+      if (status.commands_run >= commands && !status.busy && status.queued_commands == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ADD_FAILURE() << "the engine did not become idle";
+  }
+
+ private:
+  ManualClock clock_;
+  std::unique_ptr<ServerApp> app_;
+  httplib::Server server_;
+  int port_ = -1;
+  std::thread thread_;
+};
+
+json body_of(const httplib::Result& result) {
+  EXPECT_TRUE(result) << "no response";
+  if (!result) return json();
+  return json::parse(result->body, nullptr, false);
+}
+
+void expect_error(const httplib::Result& result, int status, const std::string& param,
+                  const std::string& code = "") {
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, status) << result->body;
+  const json body = json::parse(result->body, nullptr, false);
+  ASSERT_TRUE(body.contains("error")) << result->body;
+  EXPECT_EQ(body["error"]["param"], param.empty() ? json(nullptr) : json(param)) << result->body;
+  if (!code.empty()) {
+    EXPECT_EQ(body["error"]["code"], code) << result->body;
+  }
+}
+
+// The "data: " payloads of an SSE body, checking the framing on the way.
+std::vector<std::string> sse_payloads(const std::string& body) {
+  std::vector<std::string> payloads;
+  size_t at = 0;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    EXPECT_NE(end, std::string::npos) << "unterminated event: " << body.substr(at);
+    if (end == std::string::npos) break;
+    const std::string event = body.substr(at, end - at);
+    EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+    EXPECT_EQ(event.find('\n'), std::string::npos) << event;
+    payloads.push_back(event.substr(6));
+    at = end + 2;
+  }
+  return payloads;
+}
+
+TEST(ApiRoutesTest, Models) {
+  ApiServer server;
+  ASSERT_TRUE(server.ok());
+  auto result = server.client().Get("/v1/models");
+  const json body = body_of(result);
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(body["object"], "list");
+  EXPECT_EQ(body["data"][0]["id"], "synthetic:tiny");
+  EXPECT_EQ(body["data"][0]["owned_by"], "siesta");
+}
+
+TEST(ApiRoutesTest, CompletionAndItsContinuationReusesTheHistory) {
+  ApiServer server;
+  ASSERT_TRUE(server.ok());
+  auto first = server.post("/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 8}});
+  const json a = body_of(first);
+  ASSERT_EQ(first->status, 200) << first->body;
+  EXPECT_EQ(first->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(a["object"], "text_completion");
+  EXPECT_EQ(a["model"], "synthetic:tiny");
+  EXPECT_EQ(a["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(a["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(a["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(a["usage"]["total_tokens"], 13);
+  const std::string text = a["choices"][0]["text"];
+  EXPECT_EQ(text.size(), 8u);
+
+  auto second =
+      server.post("/v1/completions", {{"prompt", "Hello" + text + "!"}, {"max_tokens", 2}});
+  const json b = body_of(second);
+  ASSERT_EQ(second->status, 200) << second->body;
+  // The history held the prompt and every generated token but the last.
+  EXPECT_EQ(b["usage"]["prompt_tokens_details"]["cached_tokens"], 5 + 8 - 1);
+}
+
+TEST(ApiRoutesTest, ChatContinuationIsACacheHit) {
+  ApiServer server;
+  ASSERT_TRUE(server.ok());
+  json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  auto first = server.post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 6}});
+  const json a = body_of(first);
+  ASSERT_EQ(first->status, 200) << first->body;
+  EXPECT_EQ(a["object"], "chat.completion");
+  EXPECT_EQ(a["choices"][0]["message"]["role"], "assistant");
+  const std::string answer = a["choices"][0]["message"]["content"];
+  const int prompt_tokens = a["usage"]["prompt_tokens"];
+  EXPECT_EQ(prompt_tokens, static_cast<int>(render_chat_prompt({{ChatRole::kUser, "Hi"}}).size()));
+
+  messages.push_back({{"role", "assistant"}, {"content", answer}});
+  messages.push_back({{"role", "user"}, {"content", "More"}});
+  auto second = server.post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 2}});
+  const json b = body_of(second);
+  ASSERT_EQ(second->status, 200) << second->body;
+  EXPECT_EQ(b["usage"]["prompt_tokens_details"]["cached_tokens"], prompt_tokens + 6 - 1);
+}
+
+TEST(ApiRoutesTest, StreamedCompletionHasTheSameTextAsTheWholeOne) {
+  ApiServer server;
+  ASSERT_TRUE(server.ok());
+  const json request = {{"prompt", "Stream me"}, {"max_tokens", 12}};
+  const json whole = body_of(server.post("/v1/completions", request));
+  // With Accept-Encoding the events must still come through uncompressed.
+  httplib::Client client = server.client();
+  json streamed_request = request;
+  streamed_request["stream"] = true;
+  streamed_request["stream_options"] = {{"include_usage", true}};
+  auto result = client.Post("/v1/completions", {{"Accept-Encoding", "gzip, deflate"}},
+                            streamed_request.dump(), "application/json");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  EXPECT_EQ(result->get_header_value("Content-Type"), "text/event-stream");
+  EXPECT_FALSE(result->has_header("Content-Encoding"));
+  const std::vector<std::string> payloads = sse_payloads(result->body);
+  ASSERT_GE(payloads.size(), 4u);
+  EXPECT_EQ(payloads.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 3 < payloads.size(); ++i) {
+    const json chunk = json::parse(payloads[i]);
+    EXPECT_EQ(chunk["object"], "text_completion");
+    EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+    EXPECT_TRUE(chunk["usage"].is_null());
+    text += chunk["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, whole["choices"][0]["text"]);
+  const json finish = json::parse(payloads[payloads.size() - 3]);
+  EXPECT_EQ(finish["choices"][0]["finish_reason"], "length");
+  const json usage = json::parse(payloads[payloads.size() - 2]);
+  EXPECT_EQ(usage["choices"], json::array());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 12);
+}
+
+TEST(ApiRoutesTest, StreamedChat) {
+  ApiServer server;
+  ASSERT_TRUE(server.ok());
+  auto result = server.post("/v1/chat/completions",
+                            {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                             {"max_tokens", 5},
+                             {"stream", true}});
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const std::vector<std::string> payloads = sse_payloads(result->body);
+  ASSERT_GE(payloads.size(), 3u);
+  EXPECT_EQ(payloads.back(), "[DONE]");
+  const json first = json::parse(payloads.front());
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_FALSE(first.contains("usage"));
+  const json last = json::parse(payloads[payloads.size() - 2]);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(last["choices"][0]["delta"], json::object());
+  EXPECT_EQ(first["id"], last["id"]);
+}
+
+TEST(ApiRoutesTest, RefusedRequests) {
+  ApiServer server;
+  ASSERT_TRUE(server.ok());
+  httplib::Client client = server.client();
+  expect_error(client.Post("/v1/completions", "{not json", "application/json"), 400, "");
+  expect_error(server.post("/v1/completions", {{"prompt", 3}}), 400, "prompt");
+  expect_error(server.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", "9"}}), 400,
+               "max_tokens");
+  expect_error(server.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 1ull << 40}}), 400,
+               "max_tokens");
+  expect_error(server.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 100000}}), 400,
+               "prompt", "context_length_exceeded");
+  expect_error(
+      server.post("/v1/completions", {{"prompt", std::string(300, 'x')}, {"stream", true}}), 400,
+      "prompt", "context_length_exceeded");
+  expect_error(server.post("/v1/chat/completions",
+                           {{"messages", json::array({{{"role", "bot"}, {"content", "x"}}})}}),
+               400, "messages[0].role");
+  expect_error(server.post("/v1/completions", {{"prompt", "x"}, {"model", "gpt-4o"}}), 404, "model",
+               "model_not_found");
+  // A refused request leaves the engine as it was: nothing ran.
+  EXPECT_EQ(server.app().engine().status().commands_run, 0u);
+}
+
+TEST(ApiRoutesTest, SlotSaveEraseRestore) {
+  testing::TempDir dir;
+  ServerConfig config;
+  config.slot_save_path = dir.file("slots");
+  ApiServer server(config);
+  ASSERT_TRUE(server.ok());
+  auto generated = server.post("/v1/completions", {{"prompt", "Remember this"}, {"max_tokens", 4}});
+  const std::string text = body_of(generated)["choices"][0]["text"];
+  const uint64_t tokens = 13 + 4 - 1;
+
+  auto saved = server.post("/slots/0?action=save", {{"filename", "conv.bin"}});
+  json body = body_of(saved);
+  ASSERT_EQ(saved->status, 200) << saved->body;
+  EXPECT_EQ(body["id_slot"], 0);
+  EXPECT_EQ(body["filename"], "conv.bin");
+  EXPECT_EQ(body["n_saved"], tokens);
+  const uint64_t written = body["n_written"];
+  EXPECT_GT(written, 0u);
+  EXPECT_TRUE(body["timings"]["save_ms"].is_number());
+
+  auto erased = server.client().Post("/slots/0?action=erase", "", "application/json");
+  body = body_of(erased);
+  ASSERT_EQ(erased->status, 200) << erased->body;
+  EXPECT_EQ(body, json({{"id_slot", 0}, {"n_erased", tokens}}));
+  EXPECT_EQ(server.app().engine().status().history_tokens, 0u);
+
+  auto restored = server.post("/slots/0?action=restore", {{"filename", "conv.bin"}});
+  body = body_of(restored);
+  ASSERT_EQ(restored->status, 200) << restored->body;
+  EXPECT_EQ(body["n_restored"], tokens);
+  EXPECT_EQ(body["n_read"], written);
+  EXPECT_TRUE(body["timings"]["restore_ms"].is_number());
+  auto continued =
+      server.post("/v1/completions", {{"prompt", "Remember this" + text}, {"max_tokens", 1}});
+  EXPECT_EQ(body_of(continued)["usage"]["prompt_tokens_details"]["cached_tokens"], tokens);
+
+  auto file_erased = server.post("/slots/0?action=erase", {{"filename", "conv.bin"}});
+  ASSERT_EQ(file_erased->status, 200) << file_erased->body;
+  EXPECT_EQ(body_of(file_erased), json({{"id_slot", 0}, {"filename", "conv.bin"}}));
+  expect_error(server.post("/slots/0?action=restore", {{"filename", "conv.bin"}}), 404, "filename",
+               "not_found");
+  expect_error(server.post("/slots/0?action=erase", {{"filename", "conv.bin"}}), 404, "filename");
+  expect_error(server.post("/slots/0?action=save", {{"filename", "../up"}}), 400, "filename");
+  expect_error(server.post("/slots/0?action=save", json::object()), 400, "filename");
+  expect_error(server.post("/slots/0?action=save", {{"filename", 7}}), 400, "filename");
+  expect_error(server.post("/slots/0?action=fly", {{"filename", "x"}}), 400, "action");
+  expect_error(server.post("/slots/0", {{"filename", "x"}}), 400, "action");
+}
+
+TEST(ApiRoutesTest, SlotFilesNeedTheFlag) {
+  ApiServer server;
+  ASSERT_TRUE(server.ok());
+  for (const char* action : {"save", "restore", "erase"}) {
+    auto result = server.post(std::string("/slots/0?action=") + action, {{"filename", "x"}});
+    expect_error(result, 400, "");
+    EXPECT_THAT(result->body, HasSubstr("--slot-save-path")) << action;
+  }
+  // Erasing the slot's history needs no file.
+  auto erased = server.client().Post("/slots/0?action=erase", "", "application/json");
+  ASSERT_TRUE(erased);
+  EXPECT_EQ(erased->status, 200) << erased->body;
+}
+
+TEST(ApiRoutesTest, ApiKey) {
+  ServerConfig config;
+  config.api_key = "k3y";
+  ApiServer server(config);
+  ASSERT_TRUE(server.ok());
+  auto missing = server.client().Get("/v1/models");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 401);
+  EXPECT_EQ(missing->get_header_value("WWW-Authenticate"), "Bearer");
+  auto wrong = server.post("/v1/completions", {{"prompt", "x"}}, "nope");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_EQ(server.app().engine().status().commands_run, 0u);
+  auto right = server.client("k3y").Get("/v1/models");
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200);
+}
+
+// Sends `body` as a POST to `path` on a raw socket and closes it without reading.
+void post_and_leave(int port, const std::string& path, const std::string& body,
+                    const std::function<void()>& before_close) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  const std::string request =
+      "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+      "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  before_close();
+  ::close(fd);
+}
+
+// A client that leaves while its request waits behind another command: its generation is
+// cancelled, so the engine generates (almost) nothing for it. Streaming and not.
+TEST(ApiRoutesTest, AClientThatLeavesCancelsItsGeneration) {
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "whole");
+    ApiServer server;
+    ASSERT_TRUE(server.ok());
+    engine::Engine& engine = server.app().engine();
+    // Hold the engine thread inside a generation until released.
+    std::promise<void> entered;
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    bool first = true;
+    engine::GenerateRequest blocker;
+    blocker.prompt = "z";
+    blocker.max_tokens = 3;
+    blocker.on_text = [&](std::string_view) {
+      if (!first) return;
+      first = false;
+      entered.set_value();
+      released.wait();
+    };
+    auto blocked = engine.generate(blocker);
+    entered.get_future().wait();
+
+    const std::string prompt(20, 'p');
+    json request = {{"prompt", prompt}, {"max_tokens", 200}, {"stream", stream}};
+    post_and_leave(server.port(), "/v1/completions", request.dump(), [&] {
+      for (int i = 0; i < 5000 && engine.status().queued_commands == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      ASSERT_EQ(engine.status().queued_commands, 1u);
+    });
+    // The handler polls its socket every 10 ms; wait until it has seen the close (its
+    // generation is then cancelled), however long that takes.
+    while (server.app().clients_gone() == 0) std::this_thread::yield();
+    release.set_value();
+    ASSERT_TRUE(blocked.get().ok());
+    server.wait_idle(2);
+    // Uncancelled, the history would hold the prompt and 199 generated tokens.
+    EXPECT_LT(engine.status().history_tokens, prompt.size() + 199);
+  }
+}
+
+}  // namespace
+}  // namespace siesta::server

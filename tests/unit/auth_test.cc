@@ -1,0 +1,88 @@
+// API key checks: the Bearer header, /health left open, 401 answers in OpenAI's shape.
+#include "server/auth.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace siesta::server {
+namespace {
+
+httplib::Request request_for(const std::string& path, const std::string& authorization = "") {
+  httplib::Request request;
+  request.method = "GET";
+  request.path = path;
+  if (!authorization.empty()) request.set_header("Authorization", authorization);
+  return request;
+}
+
+ServerConfig with_key(const std::string& key) {
+  ServerConfig config;
+  config.api_key = key;
+  return config;
+}
+
+void expect_refused(const httplib::Response& response, const std::string& code) {
+  EXPECT_EQ(response.status, 401);
+  EXPECT_EQ(response.get_header_value("WWW-Authenticate"), "Bearer");
+  const nlohmann::json body = nlohmann::json::parse(response.body);
+  EXPECT_EQ(body["error"]["type"], "authentication_error");
+  EXPECT_EQ(body["error"]["code"], code);
+  // The message never echoes the presented key.
+  EXPECT_EQ(response.body.find("wrong-key"), std::string::npos);
+}
+
+TEST(AuthTest, WithoutAKeyEverythingIsAllowed) {
+  httplib::Response response;
+  EXPECT_TRUE(authorize(request_for("/v1/completions"), response, ServerConfig{}));
+  EXPECT_EQ(response.status, -1);
+}
+
+TEST(AuthTest, TheRightBearerKeyIsAllowed) {
+  httplib::Response response;
+  EXPECT_TRUE(authorize(request_for("/v1/status", "Bearer s3cret"), response, with_key("s3cret")));
+  EXPECT_EQ(response.status, -1);
+}
+
+TEST(AuthTest, TheSchemeIsCaseInsensitive) {
+  httplib::Response response;
+  EXPECT_TRUE(authorize(request_for("/metrics", "bearer s3cret"), response, with_key("s3cret")));
+}
+
+TEST(AuthTest, HealthNeedsNoKey) {
+  httplib::Response response;
+  EXPECT_TRUE(authorize(request_for("/health"), response, with_key("s3cret")));
+}
+
+TEST(AuthTest, EveryOtherPathNeedsTheKey) {
+  for (const char* path : {"/v1/status", "/metrics", "/v1/models", "/slots/0", "/health/", "/"}) {
+    httplib::Response response;
+    EXPECT_FALSE(authorize(request_for(path), response, with_key("s3cret"))) << path;
+    expect_refused(response, "missing_api_key");
+  }
+}
+
+TEST(AuthTest, WrongKeysAndSchemesAreRefused) {
+  for (const char* header : {"Bearer wrong-key", "Bearer s3cret ", "Bearer s3cre", "Bearer s3cretx",
+                             "Basic s3cret", "s3cret", "Bearer", "Bearer  s3cret"}) {
+    httplib::Response response;
+    EXPECT_FALSE(authorize(request_for("/v1/models", header), response, with_key("s3cret")))
+        << header;
+    expect_refused(response, "invalid_api_key");
+  }
+}
+
+TEST(AuthTest, KeyComparison) {
+  EXPECT_TRUE(api_key_matches("abc", "abc"));
+  EXPECT_FALSE(api_key_matches("abd", "abc"));
+  EXPECT_FALSE(api_key_matches("ab", "abc"));
+  EXPECT_FALSE(api_key_matches("abcd", "abc"));
+  EXPECT_FALSE(api_key_matches("", "abc"));
+  EXPECT_TRUE(api_key_matches(std::string(1000, 'k'), std::string(1000, 'k')));
+  EXPECT_TRUE(api_key_matches(std::string("a\0b", 3), std::string("a\0b", 3)));
+  EXPECT_FALSE(api_key_matches(std::string("a\0b", 3), std::string("a\0c", 3)));
+}
+
+}  // namespace
+}  // namespace siesta::server
