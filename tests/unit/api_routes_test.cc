@@ -213,7 +213,7 @@ TEST(ApiRoutesTest, StreamedCompletionHasTheSameTextAsTheWholeOne) {
     EXPECT_TRUE(chunk["usage"].is_null());
     text += chunk["choices"][0]["text"].get<std::string>();
   }
-  EXPECT_EQ(text, whole["choices"][0]["text"]);
+  EXPECT_EQ(text, whole["choices"][0]["text"].get<std::string>());
   const json finish = json::parse(payloads[payloads.size() - 3]);
   EXPECT_EQ(finish["choices"][0]["finish_reason"], "length");
   const json usage = json::parse(payloads[payloads.size() - 2]);
