@@ -57,3 +57,11 @@ siesta_add_gtest(cuda_engine_offload_test
   SOURCES gpu/cuda_engine_offload_test.cc
   LABELS gpu LIBS siesta_engine siesta_kernels_cuda siesta_backend_cuda siesta_core)
 target_include_directories(cuda_engine_offload_test SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+
+# An engine::Session driven directly under an Offloader on the GPU: every used byte, address
+# and range start back after each restore; out of memory on restore, then success; the device
+# healthy (and its free memory back) after many cycles.
+siesta_add_gtest(cuda_session_offload_test
+  SOURCES gpu/cuda_session_offload_test.cc
+  LABELS gpu LIBS siesta_engine siesta_kernels_cuda siesta_backend_cuda siesta_core)
+target_include_directories(cuda_session_offload_test SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})

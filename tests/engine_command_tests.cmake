@@ -15,3 +15,8 @@ siesta_add_gtest(engine_fault_test SOURCES unit/engine_fault_test.cc
 # The engine with idle offload on: same bytes as with it off, fallbacks, out of memory.
 siesta_add_gtest(engine_offload_test SOURCES unit/engine_offload_test.cc LABELS unit
                  LIBS siesta_engine siesta_backend_sim siesta_core)
+# Idle offload with the real engine against an engine with it off (RapidCheck, 1000 sequences).
+siesta_add_gtest(engine_offload_property_test
+  SOURCES property/engine_offload_property_test.cc
+  LABELS property LIBS siesta_engine siesta_backend_sim siesta_core PROPERTY
+  ENVIRONMENT "RC_PARAMS=max_success=1000 max_size=40")
