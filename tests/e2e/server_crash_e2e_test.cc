@@ -7,9 +7,11 @@
 // moment that answer arrives, so the kill lands during the save (a temporary file left) or
 // just after it (the snapshot left); a second test kills it once /v1/status says "disk"
 // (the snapshot is certainly there). Which of the two the first test hit is printed; both
-// must be cleaned up. The session is a synthetic:medium one (32 KiB of KV per token) with a
-// 250-odd tokens of history, so the save has megabytes to seal and sync (the offload answer
-// comes back as soon as the save has started; the kill follows within a millisecond).
+// must be cleaned up. The session is a synthetic:tiny one with a 4096-token context (1 KiB of
+// KV per token) and about 2000 tokens of history, so the save has megabytes to seal and sync
+// (the offload answer comes back as soon as the save has started; the kill follows within a
+// millisecond). tiny has the most KV bytes per unit of computation of the named sizes, which
+// keeps the prefill quick under the sanitizers too.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,8 +32,8 @@ namespace {
 using nlohmann::json;
 using ::testing::IsEmpty;
 
-const std::vector<std::string> kModel = {"--backend",        "sim",   "--model",
-                                         "synthetic:medium", "--ctx", "1024"};
+const std::vector<std::string> kModel = {"--backend",      "sim",   "--model",
+                                         "synthetic:tiny", "--ctx", "4096"};
 
 std::vector<std::string> offload_args(const std::string& dir, const std::string& idle) {
   std::vector<std::string> args = kModel;
@@ -49,12 +51,10 @@ std::unique_ptr<ServerProcess> start_or_die(const std::vector<std::string>& args
   return server.ok() ? std::move(server).value() : nullptr;
 }
 
-// A prompt of 250-odd bytes (tokens), the same every run: about 8 MiB of KV to save. (More
-// would make the save longer, but the simulator's medium model reads only ~100 tokens/s on
-// a loaded 2-core CI machine.)
+// A prompt of about 2000 bytes (tokens), the same every run: about 2 MiB of KV to save.
 std::string long_prompt() {
   std::string prompt;
-  for (int i = 0; prompt.size() < 250; ++i) {
+  for (int i = 0; prompt.size() < 2000; ++i) {
     prompt += "Line " + std::to_string(i) + " of the notes the session must keep. ";
   }
   return prompt;
