@@ -69,7 +69,14 @@ typedef float F32x4 __attribute__((vector_size(16)));
 struct Sum8 {
   F32x4 lo = {};  // partial sums 0..3
   F32x4 hi = {};  // partial sums 4..7
-  float& operator[](size_t j) { return j < 4 ? lo[j] : hi[j - 4]; }
+  // Adds `v` to partial sum j. (Clang, unlike GCC, binds no reference to a vector element.)
+  void add(size_t j, float v) {
+    if (j < 4) {
+      lo[j] += v;
+    } else {
+      hi[j - 4] += v;
+    }
+  }
   float total() const {
     return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
   }
@@ -89,7 +96,7 @@ float dot8(const float* a, const float* b, size_t n) {
     s.lo += load4(a + k) * load4(b + k);
     s.hi += load4(a + k + 4) * load4(b + k + 4);
   }
-  for (size_t k = whole; k < n; ++k) s[k % 8] += a[k] * b[k];
+  for (size_t k = whole; k < n; ++k) s.add(k % 8, a[k] * b[k]);
   return s.total();
 }
 
@@ -112,7 +119,7 @@ void matmul_rows(const float* w, const float* x, uint32_t rows, size_t cols, flo
       }
     }
     for (int i = 0; i < 4; ++i) {
-      for (size_t k = whole; k < cols; ++k) s[i][k % 8] += row[i][k] * x[k];
+      for (size_t k = whole; k < cols; ++k) s[i].add(k % 8, row[i][k] * x[k]);
       out[r + i] = s[i].total();
     }
   }
