@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "core/log_text.h"
+
 namespace siesta {
 
 std::string_view kv_type_name(KvType type) {
@@ -17,8 +19,9 @@ Result<KvType> parse_kv_type(std::string_view text) {
   for (KvType type : {KvType::kF32, KvType::kF16, KvType::kInt8}) {
     if (text == kv_type_name(type)) return type;
   }
-  return InvalidArgument("KV type \"" + std::string(text) +
-                         "\" is not one of the accepted values: f32, f16, int8");
+  // Quoted: the text may come from a command line or a request, and a message is one line.
+  return InvalidArgument("KV type " + quote_for_log(text) +
+                         " is not one of the accepted values: f32, f16, int8");
 }
 
 }  // namespace siesta

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "core/log_text.h"
+
 namespace siesta::engine {
 namespace {
 
@@ -127,7 +129,9 @@ Result<ModelConfig> model_config_from_spec(std::string_view spec, std::optional<
       return config;
     }
   }
-  return InvalidArgument("unknown model '" + std::string(spec) + "'; accepted: " + accepted);
+  // The spec came from outside: quoted, so the message stays one line (found by the flags
+  // fuzzer).
+  return InvalidArgument("unknown model " + quote_for_log(spec) + "; accepted: " + accepted);
 }
 
 }  // namespace siesta::engine
