@@ -51,6 +51,8 @@ inline BackendUnderTest make_sim_under_test(const FaultPlan* plan = nullptr) {
   }
   out.backend = out.owner.get();
   out.measured_used_bytes = [] { return uint64_t{host_address_space::resident_bytes().value()}; };
+  // CI saw RSS fall 68 KiB short of a 4 MiB release under ASan: other threads' pages.
+  out.measurement_slack_bytes = 512u << 10;
   out.fail_next_commit_at_set_access = [armed_chunk](size_t chunk) {
     armed_chunk->store(static_cast<long long>(chunk));
   };
