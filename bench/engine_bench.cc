@@ -15,16 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "backends/sim/host_kernels.h"
-#include "backends/sim/sim_backend.h"
+#include "bench/bench_engine_rig.h"
 #include "core/host_vmm.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
 #include "engine/session.h"
-#ifdef SIESTA_WITH_CUDA
-#include "backends/cuda_vmm/cuda_kernels.h"
-#include "backends/cuda_vmm/cuda_vmm_backend.h"
-#endif
 
 namespace siesta::bench {
 namespace {
@@ -42,22 +37,7 @@ struct Rig {
 
 Status make_rig(const std::string& backend_name, const std::string& spec, Rig& rig) {
   SIESTA_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::model_config_from_spec(spec));
-  if (backend_name == "host") {
-    SimBackendOptions options;
-    options.capacity_bytes = 16ull << 30;
-    SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<SimBackend> sim, SimBackend::create(options));
-    SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<HostKernels> kernels, HostKernels::create(*sim));
-    rig.kernels = std::move(kernels);
-    rig.backend = std::move(sim);
-  }
-#ifdef SIESTA_WITH_CUDA
-  if (backend_name == "cuda") {
-    SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<CudaVmmBackend> cuda, CudaVmmBackend::create({}));
-    SIESTA_ASSIGN_OR_RETURN(rig.kernels, CudaKernels::create(0));
-    rig.backend = std::move(cuda);
-  }
-#endif
-  if (rig.backend == nullptr) return InvalidArgument("no backend " + backend_name);
+  SIESTA_RETURN_IF_ERROR(open_device(backend_name, rig.backend, rig.kernels));
   SIESTA_ASSIGN_OR_RETURN(rig.model, engine::Model::load(config, *rig.backend, *rig.kernels));
   SIESTA_ASSIGN_OR_RETURN(rig.session,
                           engine::Session::create(*rig.model, *rig.backend, *rig.kernels, rig.host));
@@ -123,16 +103,7 @@ void decode(benchmark::State& state, std::string backend, std::string spec, uint
 
 int main(int argc, char** argv) {
   using namespace siesta::bench;
-  std::vector<std::string> backends = {"host"};
-#ifdef SIESTA_WITH_CUDA
-  if (std::string reason = siesta::CudaVmmBackend::unavailable_reason(); reason.empty()) {
-    backends.push_back("cuda");
-  } else {
-    std::fprintf(stderr, "engine_bench: skipping cuda: %s\n", reason.c_str());
-  }
-#else
-  std::fprintf(stderr, "engine_bench: built without CUDA; host only\n");
-#endif
+  const std::vector<std::string> backends = engine_backends("engine_bench");
   struct Case {
     const char* spec;
     uint32_t prefill_tokens;

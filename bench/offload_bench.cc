@@ -11,24 +11,10 @@
 // $SIESTA_BENCH_DIR or /tmp (choose a real disk: tmpfs makes fdatasync free).
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <system_error>
-#include <memory>
 #include <string>
-#include <vector>
 
-#include "backends/sim/host_kernels.h"
-#include "backends/sim/sim_backend.h"
-#include "core/executor.h"
-#include "core/host_vmm.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_store.h"
+#include "bench/bench_engine_rig.h"
 #include "engine/engine.h"
-#ifdef SIESTA_WITH_CUDA
-#include "backends/cuda_vmm/cuda_kernels.h"
-#include "backends/cuda_vmm/cuda_vmm_backend.h"
-#endif
 
 namespace siesta::bench {
 namespace {
@@ -48,68 +34,23 @@ int fail(const Status& status) {
 }
 
 int run(const Args& args) {
-  std::unique_ptr<MemoryBackend> backend;
-  std::unique_ptr<Kernels> kernels;
-  if (args.backend == "host") {
-    SimBackendOptions options;
-    options.capacity_bytes = 32ull << 30;
-    Result<std::unique_ptr<SimBackend>> sim = SimBackend::create(options);
-    if (!sim.ok()) return fail(sim.status());
-    Result<std::unique_ptr<HostKernels>> host_kernels = HostKernels::create(**sim);
-    if (!host_kernels.ok()) return fail(host_kernels.status());
-    kernels = std::move(host_kernels).value();
-    backend = std::move(sim).value();
-  }
-#ifdef SIESTA_WITH_CUDA
-  if (args.backend == "cuda") {
-    Result<std::unique_ptr<CudaVmmBackend>> cuda = CudaVmmBackend::create({});
-    if (!cuda.ok()) return fail(cuda.status());
-    Result<std::unique_ptr<Kernels>> cuda_kernels = CudaKernels::create(0);
-    if (!cuda_kernels.ok()) return fail(cuda_kernels.status());
-    kernels = std::move(cuda_kernels).value();
-    backend = std::move(cuda).value();
-  }
-#endif
-  if (backend == nullptr) return fail(InvalidArgument("unknown or unavailable backend " + args.backend));
-
-  // Real time for durations; a ManualExecutor so that nothing runs unless the bench asks (the
-  // idle deadline, an hour away, never comes).
-  const Clock& clock = SystemClock::instance();
-  ManualExecutor executor(clock);
-  PosixFileSystem fs;
-  HostVmm host;
-  Result<ProcessKey> key = ProcessKey::generate();
-  if (!key.ok()) return fail(key.status());
-  SnapshotStore::Options store_options;
-  store_options.nonce = SnapshotStore::nonce_hex(key->nonce());
-  Result<std::unique_ptr<SnapshotStore>> store =
-      SnapshotStore::open(fs, clock, args.dir, store_options);
-  if (!store.ok()) return fail(store.status());
-
-  engine::EngineOptions options;
   Result<engine::ModelConfig> config = engine::model_config_from_spec(args.model);
   if (!config.ok()) return fail(config.status());
-  options.model = *config;
-  engine::EngineOffload offload;
-  offload.options.idle_seconds = 3600;
-  offload.options.expire_seconds = 7200;
-  offload.options.encrypt = args.encrypt;
-  offload.options.log = [](const std::string&) {};
-  offload.store = store->get();
-  offload.key = &*key;
-  offload.executor = &executor;
-  options.offload = offload;
-  Result<std::unique_ptr<engine::Engine>> engine =
-      engine::Engine::start(options, *backend, *kernels, host, fs, clock);
-  if (!engine.ok()) return fail(engine.status());
+  EngineRig rig;
+  if (Status made = make_engine_rig(args.backend, *config, /*offload_on=*/true, args.encrypt,
+                                    args.dir, rig);
+      !made.ok()) {
+    return fail(made);
+  }
+  engine::Engine& engine = *rig.engine;
 
-  std::string prompt(args.tokens, 'a');
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<char>('a' + (i * 7) % 26);
+  std::string prompt;
+  pad_prompt(prompt, args.tokens);
   engine::GenerateRequest fill;
   fill.prompt = prompt;
   fill.max_tokens = 1;
   const auto fill_start = std::chrono::steady_clock::now();
-  Result<engine::GenerateResult> filled = (*engine)->generate(fill).get();
+  Result<engine::GenerateResult> filled = engine.generate(fill).get();
   if (!filled.ok()) return fail(filled.status());
   const double fill_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - fill_start).count();
@@ -119,11 +60,9 @@ int run(const Args& args) {
   double save_total = 0, restore_total = 0;
   uint64_t bytes = 0;
   for (int cycle = 0; cycle < args.cycles; ++cycle) {
-    Status asked = (*engine)->offload_now();
-    if (!asked.ok()) return fail(asked);
-    executor.run_due();
-    const OffloadStatus slept = (*engine)->cache_status();
-    if (slept.state != OffloadState::kDisk) return fail(Internal("not saved: " + slept.last_error));
+    Result<OffloadStatus> saved = save_now(rig);
+    if (!saved.ok()) return fail(saved.status());
+    const OffloadStatus& slept = *saved;
     const double save_ms = slept.last_save_ms;  // synchronize, write, sync, rename, release
     bytes = slept.disk_bytes;
     // A one-token request that extends the history: the restore, then one decode step.
@@ -131,13 +70,13 @@ int run(const Args& args) {
     next.prompt = prompt + filled->text;
     next.max_tokens = 1;
     const auto restore_start = std::chrono::steady_clock::now();
-    Result<engine::GenerateResult> woke = (*engine)->generate(next).get();
+    Result<engine::GenerateResult> woke = engine.generate(next).get();
     const double request_ms = std::chrono::duration<double, std::milli>(
                                   std::chrono::steady_clock::now() - restore_start)
                                   .count();
     if (!woke.ok()) return fail(woke.status());
     if (!woke->admission.restored) return fail(Internal("not restored"));
-    const double restore_ms = (*engine)->cache_status().last_restore_ms;  // commit, read, copy
+    const double restore_ms = engine.cache_status().last_restore_ms;  // commit, read, copy
     prompt = next.prompt;
     filled = std::move(woke);
     save_total += save_ms;
@@ -165,8 +104,7 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
   siesta::bench::Args args;
-  const char* env_dir = std::getenv("SIESTA_BENCH_DIR");
-  args.dir = env_dir != nullptr ? env_dir : "/tmp";
+  args.dir = siesta::bench::bench_base_dir();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
@@ -187,10 +125,6 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  args.dir += "/siesta-offload-bench";
-  std::error_code error;
-  std::filesystem::create_directories(args.dir, error);
-  std::filesystem::permissions(args.dir, std::filesystem::perms::owner_all,
-                               std::filesystem::perm_options::replace, error);
+  args.dir = siesta::bench::bench_store_dir(args.dir, "siesta-offload-bench");
   return siesta::bench::run(args);
 }
