@@ -178,10 +178,16 @@ void Offloader::Impl::run_save() {
         std::to_string(st.released_host_bytes) + " host bytes; state disk");
     if (!shutting_down) arm_timer_at(last_activity + seconds(options.expire_seconds));
   }
+  if (remove_file) {
+    // Before save_running clears: from then on the command runs and the Offloader (its store
+    // with it) may be destroyed, so nothing of this save may still be to come. An unlink
+    // adds little to the command's wait.
+    lock.unlock();
+    delete_snapshot("cancelled");
+    lock.lock();
+  }
   save_running = false;
   cv.notify_all();
-  lock.unlock();
-  if (remove_file) delete_snapshot("cancelled");
 }
 
 // The file is durable: give the memory back. Stops at the first failure; what was released

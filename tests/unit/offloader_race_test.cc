@@ -52,10 +52,15 @@ TEST(OffloaderRaceTest, ACommandArrivingAtEveryStepOfASaveRunsOnIntactMemory) {
     ASSERT_TRUE(f.command(40).ok());
     std::thread command;
     Result<Admission> admitted = FailedPrecondition("not run");
+    bool file_when_admitted = false;
     f.fs_.set_call_hook([&, op = step_op, nth = step_call](FsOp o, uint64_t call) {
       if (o != op || call != nth || command.joinable()) return;
       command = std::thread([&] {
         admitted = f.offloader_->acquire();
+        // A save cancelled after its file was complete deletes the stale file before the
+        // command may run: once acquire() returns, the Offloader may be destroyed (the
+        // benchmark that found this crashed in the store at teardown).
+        file_when_admitted = f.snapshot_exists();
         if (admitted.ok()) {
           f.target_->advance(1);
           f.offloader_->release();
@@ -76,6 +81,7 @@ TEST(OffloaderRaceTest, ACommandArrivingAtEveryStepOfASaveRunsOnIntactMemory) {
     EXPECT_EQ(status.counters.cancelled_saves, 1u);
     EXPECT_EQ(status.counters.saves, 0u) << "memory was never released";
     EXPECT_FALSE(f.snapshot_exists()) << "a cancelled save leaves no file";
+    EXPECT_FALSE(file_when_admitted) << "the stale file was deleted after the command started";
     EXPECT_EQ(f.fs_.counters().open_files, 0);
     ++cancelled;
     // And the session still offloads normally afterwards.
