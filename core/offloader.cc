@@ -88,6 +88,7 @@ void Offloader::Impl::on_timer() {
     force_save = false;
     state = OffloadState::kSaving;
     save_running = true;
+    save_reading = true;
     cancel_save = false;
     lock.unlock();
     run_save();
@@ -145,6 +146,11 @@ void Offloader::Impl::run_save() {
     write.expiry_unix = last_activity_unix + options.expire_seconds;
     write.chunk_bytes = options.chunk_bytes;
     write.cancel = &cancel_save;
+    write.on_memory_read = [this] {
+      std::lock_guard lock(mu);
+      save_reading = false;
+      cv.notify_all();
+    };
     SnapshotWriter writer(deps.fs, deps.clock, *deps.key, &deps.backend);
     written = writer.write(write, deps.target.snapshot_regions());
   }
@@ -158,6 +164,12 @@ void Offloader::Impl::run_save() {
     state = OffloadState::kResident;
     ++st.counters.cancelled_saves;
     remove_file = written.ok();  // complete but stale: the command changes the session
+    // A command that came during the save's last steps may have ended already, and its
+    // release() armed a timer that found this save still running: arm the next one here.
+    if (!shutting_down && !command_running) {
+      arm_timer_at(force_save ? Clock::Duration::min()
+                              : last_activity + seconds(options.idle_seconds));
+    }
   } else {
     state = OffloadState::kResident;
     ++st.counters.write_failures;
@@ -186,6 +198,7 @@ void Offloader::Impl::run_save() {
     delete_snapshot("cancelled");
     lock.lock();
   }
+  save_reading = false;
   save_running = false;
   cv.notify_all();
 }
@@ -246,13 +259,17 @@ Result<Admission> Offloader::acquire() {
   impl.command_running = true;
   Admission admission;
   if (impl.save_running) {
+    // The save stops at its next chunk, or, when it has read its last one, abandons the file
+    // instead of making it durable; either way it releases nothing. The command waits only
+    // while the save still reads the memory, never for the disk.
     impl.cancel_save = true;
     admission.cancelled_save = true;
     impl.st.command_waiting = true;
-    impl.cv.wait(lock, [&] { return !impl.save_running; });
+    impl.cv.wait(lock, [&] { return !impl.save_reading; });
     impl.st.command_waiting = false;
+    if (impl.save_running) impl.state = OffloadState::kResident;  // its tail ends on its own
   }
-  impl.cancel_save = false;
+  if (!impl.save_running) impl.cancel_save = false;  // the next save clears it anyway
   if (impl.state == OffloadState::kDisk || impl.state == OffloadState::kExpired) {
     Result<Admission> restored = impl.restore(lock, admission);
     if (!restored.ok()) {

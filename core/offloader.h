@@ -14,8 +14,12 @@
 // How it stays correct:
 //   - One mutex guards the state, the "command running" flag and the counters. The idle
 //     decision is taken under it, so a command and the timer never both win: a command that
-//     arrives while a save runs raises the save's cancel flag and waits for the save to stop
-//     (the writer checks the flag before every chunk, so the wait is bounded by one chunk);
+//     arrives while a save runs raises the save's cancel flag and waits only while the save
+//     still reads the session's memory (the writer checks the flag before every chunk, so the
+//     wait is bounded by one chunk); a save that has read everything ends on its own while
+//     the command runs -- it abandons its file before fdatasync, or deletes it once made --
+//     so the command never waits for the disk, and the Offloader's destructor waits for that
+//     tail;
 //     a save that completed before the command arrived has already released the memory
 //     under the same mutex, and the command restores.
 //   - Before a save reads a byte, MemoryBackend::synchronize() waits for pending device work

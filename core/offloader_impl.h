@@ -25,10 +25,13 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   std::string path;  // the snapshot file
 
   mutable std::mutex mu;
-  std::condition_variable cv;  // save_running turned false
+  std::condition_variable cv;  // save_running or save_reading turned false
   OffloadState state = OffloadState::kDisabled;
   bool command_running = false;
   bool save_running = false;
+  // The running save still reads the session's memory (until its last chunk is written); a
+  // command waits only for this, not for the file to become durable.
+  bool save_reading = false;
   bool force_save = false;  // offload_now() asked for a save regardless of the deadline
   bool shutting_down = false;
   bool delete_pending = false;  // an expired snapshot whose deletion failed

@@ -121,6 +121,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
                           "snapshot " + quoted};
   SIESTA_ASSIGN_OR_RETURN(uint64_t offset,
                           write_snapshot_chunks(job, file, header_bytes.size(), shape.chunk_count));
+  if (options.on_memory_read) options.on_memory_read();
 
   // ---- trailer: says how many chunks there are, so dropping whole chunks is caught ----
   uint8_t trailer[snapshot::kTrailerBytes];
@@ -136,6 +137,11 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   if (offset != shape.file_bytes) return Internal("snapshot writer wrote an unexpected size");
 
   // ---- durability, then the name ----
+  // fdatasync is the one step that cannot stop part-way, and the slowest (it waits for the
+  // disk): a write cancelled by now is abandoned instead (the guard removes the file).
+  if (options.cancel != nullptr && options.cancel->load(std::memory_order_acquire)) {
+    return Cancelled("snapshot " + quoted + " cancelled before fdatasync");
+  }
   SIESTA_RETURN_IF_ERROR(file.sync());
   Status closed = file.close();
   guard.file().reset();
