@@ -80,9 +80,9 @@ class TestFileSystem final : public FileSystem {
                                                          uint32_t mode) override {
     ++creates;
     auto file = posix_.create_exclusive(path, mode);
-    if (!file.ok() || (!skip_syncs_ && !after_write)) return file;
+    if (!file.ok()) return file;
     return std::unique_ptr<WritableFile>(
-        std::make_unique<WrappedFile>(std::move(file).value(), skip_syncs_, after_write));
+        std::make_unique<WrappedFile>(std::move(file).value(), skip_syncs_, after_write, syncs));
   }
   Result<std::unique_ptr<ReadableFile>> open_readable(const std::string& path) override {
     return posix_.open_readable(path);
@@ -111,6 +111,7 @@ class TestFileSystem final : public FileSystem {
     return posix_.lock_file(path, wait);
   }
   int creates = 0;
+  int syncs = 0;  // WritableFile::sync calls on files created here
   // Called after every successful write_at of a file created from now on (tests cancel a write
   // midway with it).
   std::function<void()> after_write;
@@ -119,20 +120,27 @@ class TestFileSystem final : public FileSystem {
   class WrappedFile final : public WritableFile {
    public:
     WrappedFile(std::unique_ptr<WritableFile> inner, bool skip_syncs,
-                std::function<void()> after_write)
-        : inner_(std::move(inner)), skip_syncs_(skip_syncs), after_write_(std::move(after_write)) {}
+                std::function<void()> after_write, int& syncs)
+        : inner_(std::move(inner)),
+          skip_syncs_(skip_syncs),
+          after_write_(std::move(after_write)),
+          syncs_(syncs) {}
     Status write_at(uint64_t offset, std::span<const std::byte> data) override {
       Status s = inner_->write_at(offset, data);
       if (s.ok() && after_write_) after_write_();
       return s;
     }
-    Status sync() override { return skip_syncs_ ? Status::Ok() : inner_->sync(); }
+    Status sync() override {
+      ++syncs_;
+      return skip_syncs_ ? Status::Ok() : inner_->sync();
+    }
     Status close() override { return inner_->close(); }
 
    private:
     std::unique_ptr<WritableFile> inner_;
     bool skip_syncs_;
     std::function<void()> after_write_;
+    int& syncs_;
   };
 
   PosixFileSystem posix_;

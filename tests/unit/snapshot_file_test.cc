@@ -358,6 +358,46 @@ TEST_P(SnapshotFileTest, CancelMidwayRemovesTheTemporaryFile) {
   EXPECT_EQ(snapshot_test::count_files(dir_.path()), 1u);
 }
 
+// The Offloader lets a waiting command run as soon as the writer has read the memory; a cancel
+// raised then abandons the file before fdatasync (the slow step) and leaves nothing behind.
+TEST_P(SnapshotFileTest, ACancelAfterTheLastReadAbandonsTheFileBeforeSyncing) {
+  SIESTA_ASSERT_OK(write_sample(1));
+  const auto previous = snapshot_test::read_file(path());
+  std::atomic<bool> cancel{false};
+  int reads_done = 0;
+  int writes_when_read = 0;
+  snapshot_test::TestFileSystem fs;
+  int writes = 0;
+  fs.after_write = [&] { ++writes; };
+  SnapshotWriteOptions o = write_options();
+  o.cancel = &cancel;
+  o.on_memory_read = [&] {
+    ++reads_done;
+    writes_when_read = writes;
+    cancel = true;
+  };
+  auto regions = sample(2);
+  SnapshotWriter writer(fs, clock_, key_, nullptr);
+  SIESTA_EXPECT_CODE(writer.write(o, views(regions)), StatusCode::kCancelled);
+  EXPECT_EQ(reads_done, 1);
+  EXPECT_GE(writes_when_read, 2) << "called after the header and the chunks were written";
+  EXPECT_EQ(writes, writes_when_read + 1) << "only the trailer after it";
+  EXPECT_EQ(fs.syncs, 0) << "a cancelled write never waits for fdatasync";
+  EXPECT_EQ(snapshot_test::read_file(path()), previous);
+  EXPECT_EQ(snapshot_test::count_files(dir_.path()), 1u);
+}
+
+TEST_P(SnapshotFileTest, MemoryReadIsReportedOnceOnASuccessfulWrite) {
+  int reads_done = 0;
+  SnapshotWriteOptions o = write_options();
+  o.on_memory_read = [&] { ++reads_done; };
+  auto regions = sample(2);
+  SnapshotWriter writer(fs_, clock_, key_, nullptr);
+  SIESTA_ASSERT_OK(writer.write(o, views(regions)).status());
+  EXPECT_EQ(reads_done, 1);
+  SIESTA_EXPECT_OK(read_sample(key_));
+}
+
 TEST_P(SnapshotFileTest, InvalidLayoutIsRefusedBeforeAnyFile) {
   auto regions = sample(1);
   auto v = views(regions);
