@@ -29,6 +29,9 @@
 //   SIESTA_BENCH_WAIT_SIZES_MIB   session sizes for mid_save_wait (default 64,1024)
 //   SIESTA_BENCH_TRIALS           mid-save trials per size (default 100)
 //   SIESTA_BENCH_ENCRYPT          on (AES-256-GCM, default) or off (digests)
+//   SIESTA_BENCH_STAGING_COUNT,   the backend's staging ring (buffers, MiB each) and the
+//   SIESTA_BENCH_STAGING_MIB,     snapshot's chunk size (MiB), instead of the defaults: how
+//   SIESTA_BENCH_CHUNK_MIB        deep the copy/seal/write pipeline can be
 //
 //   offload_throughput_bench --benchmark_out=offload.json --benchmark_out_format=json
 //   bench/plot_offload.py --out DIR offload.json ...   (docs/PERFORMANCE.md)
@@ -99,6 +102,8 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
                 Executor& executor, Rig& rig) {
   BenchBackendOptions backend_options;
   backend_options.sim_capacity_bytes = session_bytes + (1ull << 30);
+  backend_options.staging_buffer_count = env_list("SIESTA_BENCH_STAGING_COUNT", "0").at(0);
+  backend_options.staging_buffer_bytes = env_list("SIESTA_BENCH_STAGING_MIB", "0").at(0) << 20;
   SIESTA_ASSIGN_OR_RETURN(rig.backend, which.make(backend_options));
   SIESTA_ASSIGN_OR_RETURN(ProcessKey key, ProcessKey::generate());
   rig.key = std::make_unique<ProcessKey>(std::move(key));
@@ -117,6 +122,9 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   options.idle_seconds = 3600;  // never fires during a run: the bench says when to save
   options.expire_seconds = 7200;
   options.encrypt = env_or("SIESTA_BENCH_ENCRYPT", "on") != "off";
+  if (const uint64_t chunk_mib = env_list("SIESTA_BENCH_CHUNK_MIB", "0").at(0); chunk_mib != 0) {
+    options.chunk_bytes = static_cast<uint32_t>(chunk_mib << 20);
+  }
   options.log = [](const std::string&) {};
   SIESTA_ASSIGN_OR_RETURN(
       rig.offloader,

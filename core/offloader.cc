@@ -73,7 +73,7 @@ Offloader::~Offloader() {
   std::unique_lock lock(impl_->mu);
   impl_->shutting_down = true;
   impl_->cancel_save = true;
-  impl_->cv.wait(lock, [&] { return !impl_->save_running; });
+  impl_->cv.wait(lock, [&] { return !impl_->save_running && impl_->removals_running == 0; });
 }
 
 // ---- Idle and expiry deadlines (executor thread) ----
@@ -127,6 +127,40 @@ void Offloader::Impl::delete_snapshot(const char* why) {
                     removed.to_string());
   if (state == OffloadState::kExpired && !shutting_down) {
     arm_timer_at(deps.clock.now() + options.backoff_initial);
+  }
+}
+
+void Offloader::Impl::retire_snapshot(const char* why) {
+  Result<std::string> retired = deps.store->temp_path(options.session);
+  Status renamed = retired.ok() ? deps.fs.rename(path, *retired) : retired.status();
+  if (!renamed.ok()) {
+    delete_snapshot(why);  // NotFound included: it also clears temporaries and disk_bytes
+    return;
+  }
+  {
+    std::lock_guard lock(mu);
+    st.disk_bytes = 0;
+  }
+  std::weak_ptr<Impl> weak = weak_from_this();
+  deps.executor.post([weak, name = *retired] {
+    if (std::shared_ptr<Impl> self = weak.lock()) self->remove_retired(name);
+  });
+}
+
+void Offloader::Impl::remove_retired(const std::string& retired) {
+  {
+    std::lock_guard lock(mu);
+    if (shutting_down) return;
+    ++removals_running;
+  }
+  Status removed = deps.fs.remove(retired);
+  std::lock_guard lock(mu);
+  --removals_running;
+  cv.notify_all();
+  if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
+    ++st.counters.delete_failures;
+    st.last_error = removed.to_string();
+    log_change_locked("delete", removed, "could not delete a restored snapshot: " + st.last_error);
   }
 }
 

@@ -32,6 +32,10 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   // The running save still reads the session's memory (until its last chunk is written); a
   // command waits only for this, not for the file to become durable.
   bool save_reading = false;
+  // Retired snapshots being removed on the executor right now; the destructor waits for them
+  // (a removal not yet started when shutting_down is set never starts; the store's shutdown
+  // clean-up takes its file).
+  int removals_running = 0;
   bool force_save = false;  // offload_now() asked for a save regardless of the deadline
   bool shutting_down = false;
   bool delete_pending = false;  // an expired snapshot whose deletion failed
@@ -79,6 +83,13 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   Status commit_released_memory();
   void expire_locked();
   void delete_snapshot(const char* why);
+  // After a restore (or a fallback) the file no longer describes the session. Unlinking a
+  // large cached file frees its pages and extents, which costs ~0.2 s per GiB -- too much for
+  // the command that is waiting for its first token -- so the file is renamed to a temporary
+  // name of the store (cheap; the snapshot's name is free at once) and removed on the
+  // executor. Falls back to delete_snapshot() when the rename fails.
+  void retire_snapshot(const char* why);
+  void remove_retired(const std::string& retired);
 };
 
 }  // namespace siesta

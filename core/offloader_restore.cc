@@ -127,7 +127,11 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
     }
   }
   // Whatever happened, the file no longer describes the session: it changes from here on.
-  delete_snapshot(expired ? "expired" : "restored");
+  if (expired) {
+    delete_snapshot("expired");
+  } else {
+    retire_snapshot("restored");
+  }
 
   lock.lock();
   state = OffloadState::kResident;
