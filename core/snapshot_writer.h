@@ -48,10 +48,12 @@ struct SnapshotWriteOptions {
   // waiting for the chunks being sealed (at most one per thread).
   const std::atomic<bool>* cancel = nullptr;
   // Called once, on the writing thread, as soon as no byte of the regions will be read again:
-  // every chunk is copied, sealed and written, and only the trailer, fdatasync, rename and
-  // directory fsync remain. A caller may then let the memory change (the Offloader lets a
-  // waiting command run) while the file is made durable; `cancel` is still read once more,
-  // before fdatasync. Not called when the write stops earlier.
+  // when the chunk stage ends, whether every chunk is copied, sealed and written (only the
+  // trailer, fdatasync, rename and directory fsync remain) or it stopped (cancelled or
+  // failed; the temporary file is removed after the call). A caller may then let the memory
+  // change (the Offloader lets a waiting command run) while the file is finished or removed;
+  // `cancel` is still read once more, before fdatasync. Not called when the write fails
+  // before its first chunk (free space, the temporary file, the header).
   std::function<void()> on_memory_read;
   // Threads that seal chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
   // Memory: (threads + 1) chunk records in flight, or staging_buffer_count() when larger.

@@ -350,10 +350,19 @@ TEST_P(SnapshotFileTest, CancelMidwayRemovesTheTemporaryFile) {
   };
   SnapshotWriteOptions o = write_options();
   o.cancel = &cancel;
+  // The memory is let go before the temporary file is unlinked (slow for a large file).
+  size_t files_when_read = 0;
+  int reads_done = 0;
+  o.on_memory_read = [&] {
+    ++reads_done;
+    files_when_read = snapshot_test::count_files(dir_.path());
+  };
   auto regions = sample(2);
   SnapshotWriter writer(fs, clock_, key_, nullptr);
   SIESTA_EXPECT_CODE(writer.write(o, views(regions)), StatusCode::kCancelled);
   EXPECT_GE(writes, 3);
+  EXPECT_EQ(reads_done, 1);
+  EXPECT_EQ(files_when_read, 2u) << "the previous snapshot and the temporary one";
   EXPECT_EQ(snapshot_test::read_file(path()), previous);
   EXPECT_EQ(snapshot_test::count_files(dir_.path()), 1u);
 }
