@@ -28,13 +28,8 @@
 #include <tuple>
 #include <vector>
 
-#include "backends/sim/host_kernels.h"
-#include "backends/sim/sim_backend.h"
-#include "core/executor.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_store.h"
 #include "engine/engine.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/offload_engine_rig.h"
 
 namespace siesta::engine {
 namespace {
@@ -51,58 +46,19 @@ class PrintRapidCheckParams : public ::testing::Environment {
 [[maybe_unused]] const auto* const kPrintParams =
     ::testing::AddGlobalTestEnvironment(new PrintRapidCheckParams);
 
-constexpr int64_t kIdle = 60;
-constexpr int64_t kExpire = 600;
+constexpr int64_t kIdle = siesta::testing::OffloadEngineRig::kIdleSeconds;
+constexpr int64_t kExpire = siesta::testing::OffloadEngineRig::kExpireSeconds;
 
 // One engine on its own simulated device; with `offload`, idle offload on a ManualClock.
-struct Side {
-  siesta::testing::TempDir dir;
-  ManualClock clock;
-  ManualExecutor executor{clock};
-  PosixFileSystem fs;
-  HostVmm host;
-  std::unique_ptr<SimBackend> backend;
-  std::unique_ptr<HostKernels> kernels;
-  std::unique_ptr<ProcessKey> key;
-  std::unique_ptr<SnapshotStore> store;
-  std::unique_ptr<Engine> engine;
-  uint64_t resident_committed = 0;  // weights + session, as the backend reports once started
-
-  explicit Side(bool offload) {
-    SimBackendOptions options;
-    options.capacity_bytes = 64ull << 20;
-    options.granularity = 64u << 10;
+struct Side : siesta::testing::OffloadEngineRig {
+  explicit Side(bool offload) : siesta::testing::OffloadEngineRig(options_for(offload)) {}
+  static siesta::testing::OffloadEngineRigOptions options_for(bool offload) {
+    siesta::testing::OffloadEngineRigOptions options;
+    options.offload = offload;
+    options.capacity_bytes = 64ull << 20;  // small, so that "device full" is cheap to reach
     options.staging_buffer_bytes = 64u << 10;
-    options.staging_buffer_count = 2;
-    backend = SimBackend::create(options).value();
-    kernels = HostKernels::create(*backend).value();
-    EngineOptions engine_options;
-    engine_options.model = model_config_from_spec("synthetic:tiny").value();
-    engine_options.export_dir = dir.path() + "/exports";
-    if (offload) {
-      key = std::make_unique<ProcessKey>(ProcessKey::generate().value());
-      SnapshotStore::Options store_options;
-      store_options.nonce = SnapshotStore::nonce_hex(key->nonce());
-      store = SnapshotStore::open(fs, clock, dir.path(), store_options).value();
-      EngineOffload o;
-      o.options.idle_seconds = kIdle;
-      o.options.expire_seconds = kExpire;
-      o.options.log = [](const std::string&) {};
-      o.store = store.get();
-      o.key = key.get();
-      o.executor = &executor;
-      engine_options.offload = o;
-    }
-    engine = Engine::start(std::move(engine_options), *backend, *kernels, host, fs, clock).value();
-    resident_committed = backend->stats().committed_bytes;
+    return options;
   }
-  Result<GenerateResult> generate(const std::string& prompt, uint32_t max_tokens) {
-    GenerateRequest request;
-    request.prompt = prompt;
-    request.max_tokens = max_tokens;
-    return engine->generate(std::move(request)).get();
-  }
-  std::string snapshot_path() const { return store->snapshot_path("0").value(); }
 };
 
 enum Kind : int { kGenerate, kPass, kClockOnly, kDamage, kDeviceFull, kExport, kImport };

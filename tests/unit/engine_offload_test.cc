@@ -10,14 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/sim/host_kernels.h"
-#include "backends/sim/sim_backend.h"
-#include "core/executor.h"
-#include "core/posix_file_system.h"
 #include "core/snapshot_reader.h"
-#include "core/snapshot_store.h"
 #include "engine/engine.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/offload_engine_rig.h"
 #include "tests/unit/engine_test_rig.h"
 
 namespace siesta::engine {
@@ -27,63 +22,18 @@ using testing::EngineRig;
 using testing::text_of;
 using testing::tiny_config;
 
-constexpr int64_t kIdle = 60;
-constexpr int64_t kExpire = 600;
+constexpr int64_t kIdle = siesta::testing::OffloadEngineRig::kIdleSeconds;
+constexpr int64_t kExpire = siesta::testing::OffloadEngineRig::kExpireSeconds;
 
 // An engine whose session offloads after kIdle seconds of ManualClock time.
-class OffloadRig {
- public:
-  explicit OffloadRig(ModelConfig config = tiny_config()) : executor_(clock_) {
-    SimBackendOptions options;
-    options.capacity_bytes = 256ull << 20;
-    options.granularity = 64u << 10;
-    options.staging_buffer_bytes = 96u << 10;
-    options.staging_buffer_count = 2;
-    backend_ = SimBackend::create(options).value();
-    kernels_ = HostKernels::create(*backend_).value();
-    key_ = std::make_unique<ProcessKey>(ProcessKey::generate().value());
-    SnapshotStore::Options store_options;
-    store_options.nonce = SnapshotStore::nonce_hex(key_->nonce());
-    store_ = SnapshotStore::open(fs_, clock_, dir_.path(), store_options).value();
-    EngineOptions engine_options;
-    engine_options.model = std::move(config);
-    engine_options.export_dir = dir_.path() + "/exports";
-    EngineOffload offload;
-    offload.options.idle_seconds = kIdle;
-    offload.options.expire_seconds = kExpire;
-    offload.options.log = [](const std::string&) {};
-    offload.store = store_.get();
-    offload.key = key_.get();
-    offload.executor = &executor_;
-    engine_options.offload = offload;
-    engine_ = Engine::start(std::move(engine_options), *backend_, *kernels_, host_, fs_, clock_)
-                  .value();
+struct OffloadRig : siesta::testing::OffloadEngineRig {
+  explicit OffloadRig(ModelConfig config = tiny_config())
+      : siesta::testing::OffloadEngineRig(options_for(std::move(config))) {}
+  static siesta::testing::OffloadEngineRigOptions options_for(ModelConfig config) {
+    siesta::testing::OffloadEngineRigOptions options;
+    options.model = std::move(config);
+    return options;
   }
-
-  Result<GenerateResult> generate(const std::string& prompt, uint32_t max_tokens = 12) {
-    GenerateRequest request;
-    request.prompt = prompt;
-    request.max_tokens = max_tokens;
-    return engine_->generate(std::move(request)).get();
-  }
-  // Idle long enough for a save, and run it (on this thread, while the engine is idle).
-  void sleep_session() {
-    clock_.advance(std::chrono::seconds(kIdle));
-    executor_.run_due();
-  }
-  OffloadState state() const { return engine_->cache_status().state; }
-  std::string snapshot_path() const { return store_->snapshot_path("0").value(); }
-
-  siesta::testing::TempDir dir_;
-  ManualClock clock_;
-  ManualExecutor executor_;
-  PosixFileSystem fs_;
-  HostVmm host_;
-  std::unique_ptr<SimBackend> backend_;
-  std::unique_ptr<HostKernels> kernels_;
-  std::unique_ptr<ProcessKey> key_;
-  std::unique_ptr<SnapshotStore> store_;
-  std::unique_ptr<Engine> engine_;
 };
 
 // A conversation whose prompts each extend the previous prompt and answer, as a chat client
@@ -116,7 +66,7 @@ TEST_P(EngineOffloadTest, GeneratesTheSameBytesWithOffloadOnAndOff) {
     on.sleep_session();
     ASSERT_EQ(on.state(), OffloadState::kDisk);
   }
-  const OffloadStatus status = on.engine_->cache_status();
+  const OffloadStatus status = on.engine->cache_status();
   EXPECT_EQ(status.counters.saves, 6u);
   EXPECT_EQ(status.counters.restore_hits, 5u);
 }
@@ -130,15 +80,15 @@ INSTANTIATE_TEST_SUITE_P(EachKvType, EngineOffloadTest,
 TEST(EngineOffloadTest, ReleasesTheSessionButNotTheWeights) {
   OffloadRig rig;
   ASSERT_TRUE(rig.generate("hello there").ok());
-  const uint64_t weights = rig.engine_->config().weight_bytes();
-  const uint64_t before = rig.backend_->stats().committed_bytes;
+  const uint64_t weights = rig.engine->config().weight_bytes();
+  const uint64_t before = rig.backend->stats().committed_bytes;
   rig.sleep_session();
   ASSERT_EQ(rig.state(), OffloadState::kDisk);
-  const uint64_t after = rig.backend_->stats().committed_bytes;
-  EXPECT_EQ(before - after, rig.engine_->cache_status().released_vram_bytes);
+  const uint64_t after = rig.backend->stats().committed_bytes;
+  EXPECT_EQ(before - after, rig.engine->cache_status().released_vram_bytes);
   EXPECT_GE(after, weights) << "the weights' reservation is never released";
-  EXPECT_GT(rig.engine_->cache_status().released_host_bytes, 0u) << "checkpoints and history";
-  EXPECT_EQ(rig.host_.stats().committed_bytes, 0u);
+  EXPECT_GT(rig.engine->cache_status().released_host_bytes, 0u) << "checkpoints and history";
+  EXPECT_EQ(rig.host.stats().committed_bytes, 0u);
 }
 
 TEST(EngineOffloadTest, AHundredSaveRestoreCyclesGiveTheSameOutput) {
@@ -161,7 +111,7 @@ TEST(EngineOffloadTest, AHundredSaveRestoreCyclesGiveTheSameOutput) {
     on.sleep_session();
     ASSERT_EQ(on.state(), OffloadState::kDisk) << "cycle " << cycle;
   }
-  EXPECT_EQ(on.engine_->cache_status().counters.restore_hits, 99u);
+  EXPECT_EQ(on.engine->cache_status().counters.restore_hits, 99u);
 }
 
 TEST(EngineOffloadTest, ADamagedSnapshotRereadsThePromptAndGivesTheFreshEnginesBytes) {
@@ -193,13 +143,13 @@ TEST(EngineOffloadTest, OutOfMemoryOnRestoreFailsTheCommandAndALaterOneSucceeds)
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(off.generate(prompt, 12).ok());
   rig.sleep_session();
-  rig.backend_->set_external_usage(rig.backend_->stats().device_total_bytes);
+  rig.backend->set_external_usage(rig.backend->stats().device_total_bytes);
   const std::string next = prompt + first->text + " again";
   Result<GenerateResult> refused = rig.generate(next);
   EXPECT_EQ(refused.status().code(), StatusCode::kOutOfMemory);
   EXPECT_EQ(rig.state(), OffloadState::kDisk);
   EXPECT_TRUE(std::filesystem::exists(rig.snapshot_path()));
-  rig.backend_->set_external_usage(0);
+  rig.backend->set_external_usage(0);
   Result<GenerateResult> later = rig.generate(next);
   ASSERT_TRUE(later.ok()) << later.status().to_string();
   EXPECT_TRUE(later->admission.restored);
@@ -213,24 +163,24 @@ TEST(EngineOffloadTest, ExportWhileAsleepReadsTheSleepingState) {
   ASSERT_TRUE(first.ok());
   rig.sleep_session();
   ASSERT_EQ(rig.state(), OffloadState::kDisk);
-  Result<ExportResult> exported = rig.engine_->export_conversation("kept").get();
+  Result<ExportResult> exported = rig.engine->export_conversation("kept").get();
   ASSERT_TRUE(exported.ok()) << exported.status().to_string();
-  EXPECT_EQ(exported->tokens, rig.engine_->status().history_tokens);
+  EXPECT_EQ(exported->tokens, rig.engine->status().history_tokens);
   EXPECT_GT(exported->tokens, 0u);
 }
 
 TEST(EngineOffloadTest, OffloadNowAndStatusDoNotWakeTheSession) {
   OffloadRig rig;
   ASSERT_TRUE(rig.generate("abc").ok());
-  ASSERT_TRUE(rig.engine_->offload_now().ok());
-  rig.executor_.run_due();
+  ASSERT_TRUE(rig.engine->offload_now().ok());
+  rig.executor.run_due();
   EXPECT_EQ(rig.state(), OffloadState::kDisk);
-  const uint64_t committed = rig.backend_->stats().committed_bytes;
+  const uint64_t committed = rig.backend->stats().committed_bytes;
   for (int i = 0; i < 3; ++i) {
-    (void)rig.engine_->status();
-    (void)rig.engine_->cache_status();
+    (void)rig.engine->status();
+    (void)rig.engine->cache_status();
   }
-  EXPECT_EQ(rig.backend_->stats().committed_bytes, committed);
+  EXPECT_EQ(rig.backend->stats().committed_bytes, committed);
   EXPECT_EQ(rig.state(), OffloadState::kDisk);
 }
 
