@@ -119,6 +119,14 @@ class FaultyFileSystem::Writable final : public WritableFile {
     return Status::Ok();
   }
 
+  // Hints: no durability changes, so nothing to mirror and nothing to inject.
+  void start_writeback(uint64_t offset, uint64_t length) override {
+    inner_->start_writeback(offset, length);
+  }
+  void wait_writeback(uint64_t offset, uint64_t length) override {
+    inner_->wait_writeback(offset, length);
+  }
+
   Status sync() override {
     const uint64_t call = fs_.count(FsOp::kSync);
     if (fs_.halted(FsOp::kSync, call)) return fs_.halted_error(FsOp::kSync, call, path_);

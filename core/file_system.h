@@ -26,6 +26,19 @@ class WritableFile {
   virtual Status write_at(uint64_t offset, std::span<const std::byte> data) = 0;
   // fdatasync: on success every byte written so far survives a crash.
   virtual Status sync() = 0;
+  // Hints, promising nothing about durability (only sync() does), whose errors are ignored:
+  // start writing [offset, offset+length) back to the disk now, without waiting; and wait
+  // until that range's write-back is done. A writer that keeps its dirty bytes to a window
+  // this way never stalls long in the kernel's dirty-page throttling, and its final sync()
+  // has little left to do (Linux sync_file_range; a no-op where there is none).
+  virtual void start_writeback(uint64_t offset, uint64_t length) {
+    (void)offset;
+    (void)length;
+  }
+  virtual void wait_writeback(uint64_t offset, uint64_t length) {
+    (void)offset;
+    (void)length;
+  }
   // Closes the descriptor now (also done by the destructor, ignoring errors).
   virtual Status close() = 0;
 };

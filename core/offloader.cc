@@ -198,12 +198,9 @@ void Offloader::Impl::run_save() {
     state = OffloadState::kResident;
     ++st.counters.cancelled_saves;
     remove_file = written.ok();  // complete but stale: the command changes the session
-    // A command that came during the save's last steps may have ended already, and its
-    // release() armed a timer that found this save still running: arm the next one here.
-    if (!shutting_down && !command_running) {
-      arm_timer_at(force_save ? Clock::Duration::min()
-                              : last_activity + seconds(options.idle_seconds));
-    }
+    // A command let in during the save's last steps may have ended already; the timer its
+    // release() armed runs after this task (the executor runs one task at a time), so the
+    // next save needs nothing from here.
   } else {
     state = OffloadState::kResident;
     ++st.counters.write_failures;

@@ -71,6 +71,17 @@ class PosixWritableFile final : public WritableFile {
     return Status::Ok();
   }
 
+  void start_writeback(uint64_t offset, uint64_t length) override {
+    (void)::sync_file_range(fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(length),
+                            SYNC_FILE_RANGE_WRITE);
+  }
+
+  void wait_writeback(uint64_t offset, uint64_t length) override {
+    (void)::sync_file_range(
+        fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(length),
+        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+  }
+
  private:
   UniqueFd fd_;
   std::string path_;

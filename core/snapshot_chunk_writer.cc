@@ -155,7 +155,23 @@ class ChunkWriter {
       slot.staging.reset();
       --held_staging_;
     }
+    keep_writeback_window(slot.offset + kChunkHeaderBytes + slot.span.length + kTagBytes);
     return Status::Ok();
+  }
+
+  // Starts the write-back of everything written up to `end` and waits for what lies more
+  // than the job's window behind it, so that at most the window is dirty. Without this the
+  // kernel lets gigabytes pile up and then throttles a write() for as long as it likes --
+  // time a cancelling command waits for (the chunk being written when it arrives) -- and the
+  // final fdatasync writes everything at once while the disk sat idle during the chunks.
+  void keep_writeback_window(uint64_t end) {
+    file_.start_writeback(started_to_, end - started_to_);
+    started_to_ = end;
+    if (end > waited_to_ + job_.writeback_window) {
+      const uint64_t until = end - job_.writeback_window;
+      file_.wait_writeback(waited_to_, until - waited_to_);
+      waited_to_ = until;
+    }
   }
 
   const ChunkWriteJob& job_;
@@ -165,6 +181,8 @@ class ChunkWriter {
   size_t staging_limit_ = 0;
   size_t held_staging_ = 0;
   uint64_t retired_ = 0;
+  uint64_t started_to_ = 0;  // write-back started for [0, started_to_): header and chunks so far
+  uint64_t waited_to_ = 0;   // write-back waited for over [0, waited_to_)
   std::vector<Slot> slots_;
   ChunkPipeline* pipeline_ = nullptr;  // run()'s, while it runs
 };

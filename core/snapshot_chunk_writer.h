@@ -38,6 +38,7 @@ struct ChunkWriteJob {
   const std::atomic<bool>* cancel;  // may be null
   size_t threads;                   // sealing threads, >= 1
   std::string name;                 // "snapshot '<path>'", for messages
+  uint64_t writeback_window;        // dirty bytes allowed behind the last write (> 0)
 };
 
 // Writes chunk 0 at `first_offset` and every later one right after the previous.

@@ -1,5 +1,6 @@
 #include "core/snapshot_writer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -118,7 +119,8 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
                           key_,
                           options.cancel,
                           resolve_snapshot_threads(options.threads),
-                          "snapshot " + quoted};
+                          "snapshot " + quoted,
+                          std::max<uint64_t>(1, options.writeback_window_bytes)};
   Result<uint64_t> chunks = write_snapshot_chunks(job, file, header_bytes.size(), shape.chunk_count);
   // Whether the chunk stage completed or stopped, its copies and seals are over: the regions
   // are not read again. Said before anything else, above all before the guard unlinks a

@@ -55,6 +55,10 @@ struct SnapshotWriteOptions {
   // `cancel` is still read once more, before fdatasync. Not called when the write fails
   // before its first chunk (free space, the temporary file, the header).
   std::function<void()> on_memory_read;
+  // Written bytes whose write-back has not been waited for stay below this plus one chunk
+  // (WritableFile::start_writeback / wait_writeback): deep enough to keep a disk busy, short
+  // enough that no write stalls long in the kernel's dirty-page throttling.
+  uint64_t writeback_window_bytes = 64u << 20;
   // Threads that seal chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
   // Memory: (threads + 1) chunk records in flight, or staging_buffer_count() when larger.
   uint32_t threads = 0;

@@ -2,6 +2,7 @@
 // whole-file byte access, and a FileSystem wrapper that reports a chosen free space.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -82,7 +83,8 @@ class TestFileSystem final : public FileSystem {
     auto file = posix_.create_exclusive(path, mode);
     if (!file.ok()) return file;
     return std::unique_ptr<WritableFile>(
-        std::make_unique<WrappedFile>(std::move(file).value(), skip_syncs_, after_write, syncs));
+        std::make_unique<WrappedFile>(std::move(file).value(), skip_syncs_, after_write, syncs,
+                                      writeback));
   }
   Result<std::unique_ptr<ReadableFile>> open_readable(const std::string& path) override {
     return posix_.open_readable(path);
@@ -112,6 +114,14 @@ class TestFileSystem final : public FileSystem {
   }
   int creates = 0;
   int syncs = 0;  // WritableFile::sync calls on files created here
+  // What the write-back hints of files created here covered.
+  struct Writeback {
+    uint64_t written_end = 0;   // end of the furthest write
+    uint64_t started_end = 0;   // end of the furthest start_writeback
+    uint64_t waited_end = 0;    // end of the furthest wait_writeback
+    uint64_t max_unwaited = 0;  // largest written_end - waited_end seen after a write
+    bool started_in_order = true;  // each start_writeback began where the previous ended
+  } writeback;
   // Called after every successful write_at of a file created from now on (tests cancel a write
   // midway with it).
   std::function<void()> after_write;
@@ -120,13 +130,19 @@ class TestFileSystem final : public FileSystem {
   class WrappedFile final : public WritableFile {
    public:
     WrappedFile(std::unique_ptr<WritableFile> inner, bool skip_syncs,
-                std::function<void()> after_write, int& syncs)
+                std::function<void()> after_write, int& syncs, Writeback& writeback)
         : inner_(std::move(inner)),
           skip_syncs_(skip_syncs),
           after_write_(std::move(after_write)),
-          syncs_(syncs) {}
+          syncs_(syncs),
+          writeback_(writeback) {}
     Status write_at(uint64_t offset, std::span<const std::byte> data) override {
       Status s = inner_->write_at(offset, data);
+      if (s.ok()) {
+        writeback_.written_end = std::max<uint64_t>(writeback_.written_end, offset + data.size());
+        writeback_.max_unwaited =
+            std::max(writeback_.max_unwaited, writeback_.written_end - writeback_.waited_end);
+      }
       if (s.ok() && after_write_) after_write_();
       return s;
     }
@@ -135,12 +151,22 @@ class TestFileSystem final : public FileSystem {
       return skip_syncs_ ? Status::Ok() : inner_->sync();
     }
     Status close() override { return inner_->close(); }
+    void start_writeback(uint64_t offset, uint64_t length) override {
+      if (offset != writeback_.started_end) writeback_.started_in_order = false;
+      writeback_.started_end = std::max(writeback_.started_end, offset + length);
+      if (!skip_syncs_) inner_->start_writeback(offset, length);
+    }
+    void wait_writeback(uint64_t offset, uint64_t length) override {
+      writeback_.waited_end = std::max(writeback_.waited_end, offset + length);
+      if (!skip_syncs_) inner_->wait_writeback(offset, length);
+    }
 
    private:
     std::unique_ptr<WritableFile> inner_;
     bool skip_syncs_;
     std::function<void()> after_write_;
     int& syncs_;
+    Writeback& writeback_;
   };
 
   PosixFileSystem posix_;

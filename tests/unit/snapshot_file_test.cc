@@ -407,6 +407,26 @@ TEST_P(SnapshotFileTest, MemoryReadIsReportedOnceOnASuccessfulWrite) {
   SIESTA_EXPECT_OK(read_sample(key_));
 }
 
+// The writer keeps its dirty bytes to a window: write-back starts for every chunk as it is
+// written, and what lies further behind than the window is waited for, so no write stalls long
+// in the kernel's throttling (a cancelling command waits for the write under way).
+TEST_P(SnapshotFileTest, WriteBackFollowsTheWritesWithinTheWindow) {
+  snapshot_test::TestFileSystem fs;
+  SnapshotWriteOptions o = write_options();  // 1000-byte chunks: several windows' worth
+  o.writeback_window_bytes = 2500;
+  auto regions = sample(3);
+  SnapshotWriter writer(fs, clock_, key_, nullptr);
+  SIESTA_ASSERT_OK_AND_ASSIGN(SnapshotWriteResult written, writer.write(o, views(regions)));
+  ASSERT_GT(written.chunk_count, 5u);
+  const uint64_t largest_record = snapshot::kChunkHeaderBytes + 1000 + snapshot::kTagBytes;
+  EXPECT_TRUE(fs.writeback.started_in_order) << "one contiguous range, header first";
+  EXPECT_EQ(fs.writeback.started_end, written.file_bytes - snapshot::kTrailerBytes)
+      << "every chunk's write-back started (the trailer goes with fdatasync)";
+  EXPECT_GT(fs.writeback.waited_end, 0u);
+  EXPECT_LE(fs.writeback.max_unwaited, o.writeback_window_bytes + largest_record);
+  SIESTA_EXPECT_OK(read_sample(key_));
+}
+
 TEST_P(SnapshotFileTest, InvalidLayoutIsRefusedBeforeAnyFile) {
   auto regions = sample(1);
   auto v = views(regions);
