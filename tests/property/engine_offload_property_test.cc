@@ -30,21 +30,10 @@
 
 #include "engine/engine.h"
 #include "tests/support/offload_engine_rig.h"
+#include "tests/support/rapidcheck_params.h"
 
 namespace siesta::engine {
 namespace {
-
-class PrintRapidCheckParams : public ::testing::Environment {
- public:
-  void SetUp() override {
-    const char* env = std::getenv("RC_PARAMS");
-    const auto& params = rc::detail::configuration().testParams;
-    std::cout << "rapidcheck: RC_PARAMS=\"" << (env != nullptr ? env : "")
-              << "\" seed=" << params.seed << " max_success=" << params.maxSuccess << "\n";
-  }
-};
-[[maybe_unused]] const auto* const kPrintParams =
-    ::testing::AddGlobalTestEnvironment(new PrintRapidCheckParams);
 
 constexpr int64_t kIdle = siesta::testing::OffloadEngineRig::kIdleSeconds;
 constexpr int64_t kExpire = siesta::testing::OffloadEngineRig::kExpireSeconds;

@@ -26,21 +26,10 @@
 
 #include "core/offloader.h"
 #include "tests/support/offloader_fixture.h"
+#include "tests/support/rapidcheck_params.h"
 
 namespace siesta {
 namespace {
-
-class PrintRapidCheckParams : public ::testing::Environment {
- public:
-  void SetUp() override {
-    const char* env = std::getenv("RC_PARAMS");
-    const auto& params = rc::detail::configuration().testParams;
-    std::cout << "rapidcheck: RC_PARAMS=\"" << (env != nullptr ? env : "")
-              << "\" seed=" << params.seed << " max_success=" << params.maxSuccess << "\n";
-  }
-};
-[[maybe_unused]] const auto* const kPrintParams =
-    ::testing::AddGlobalTestEnvironment(new PrintRapidCheckParams);
 
 using test_util::OffloaderFixture;
 

@@ -23,23 +23,10 @@
 
 #include "backends/sim/sim_backend.h"
 #include "core/host_address_space.h"
+#include "tests/support/rapidcheck_params.h"
 
 namespace siesta {
 namespace {
-
-// Printed at start-up, before any property runs.
-class PrintRapidCheckParams : public ::testing::Environment {
- public:
-  void SetUp() override {
-    const char* env = std::getenv("RC_PARAMS");
-    const auto& params = rc::detail::configuration().testParams;
-    std::cout << "rapidcheck: RC_PARAMS=\"" << (env != nullptr ? env : "")
-              << "\" seed=" << params.seed << " max_success=" << params.maxSuccess
-              << " max_size=" << params.maxSize << "\n";
-  }
-};
-[[maybe_unused]] const auto* const kPrintParams =
-    ::testing::AddGlobalTestEnvironment(new PrintRapidCheckParams);  // gtest owns it
 
 enum class OpKind : uint8_t { kReserve, kCommit, kDecommit, kWrite, kRead, kZero, kUnreserve };
 
