@@ -180,6 +180,7 @@ void Offloader::Impl::run_save() {
     write.expiry_unix = last_activity_unix + options.expire_seconds;
     write.chunk_bytes = options.chunk_bytes;
     write.cancel = &cancel_save;
+    write.record_buffers = &record_buffers;
     write.on_memory_read = [this] {
       std::lock_guard lock(mu);
       save_reading = false;

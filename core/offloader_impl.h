@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/offloader.h"
+#include "core/record_buffer_pool.h"
 #include "core/snapshot_writer.h"
 
 namespace siesta {
@@ -23,6 +24,9 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   Deps deps;
   OffloaderOptions options;
   std::string path;  // the snapshot file
+  // Every save's and restore's chunk record buffers (core/record_buffer_pool.h): kept between
+  // them, so that no restore pays to fault fresh pages in.
+  RecordBufferPool record_buffers;
 
   mutable std::mutex mu;
   std::condition_variable cv;  // save_running or save_reading turned false

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "core/offloader.h"
 #include "core/offloader_impl.h"
@@ -31,6 +32,16 @@ void default_fatal(const Status& status) {
                "(%s); exiting with status %d\n",
                status.to_string().c_str(), kExitSessionMemoryLost);
   std::_Exit(kExitSessionMemoryLost);
+}
+
+// "commit 1.2 ms, read 240.5 ms at 4.47 GB/s, retire 0.1 ms"
+std::string restore_breakdown(double commit_ms, double read_ms, uint64_t read_bytes,
+                              double retire_ms) {
+  char text[160];
+  const double gb_s = read_ms > 0 ? static_cast<double>(read_bytes) / read_ms / 1e6 : 0;
+  std::snprintf(text, sizeof text, "commit %.1f ms, read %.1f ms at %.2f GB/s, retire %.1f ms",
+                commit_ms, read_ms, gb_s, retire_ms);
+  return text;
 }
 
 }  // namespace
@@ -76,8 +87,13 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
   state = OffloadState::kRestoring;
   lock.unlock();
   const Clock::Duration start = deps.clock.now();
+  // Where the time went, for the log line: commit, read (and verify and copy in), retire.
+  auto ms_since = [&](Clock::Duration from) {
+    return std::chrono::duration<double, std::milli>(deps.clock.now() - from).count();
+  };
 
   Status committed = commit_released_memory();
+  const double commit_ms = ms_since(start);
   if (!committed.ok()) {
     lock.lock();
     state = resting;
@@ -96,6 +112,8 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
 
   std::optional<FallbackReason> fallback;
   Status given_up;
+  const Clock::Duration read_start = deps.clock.now();
+  uint64_t read_bytes = 0;
   if (expired) {
     admission.fresh_after_expiry = true;
     given_up = deps.target.discard_history();
@@ -105,6 +123,7 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
     read.mode = options.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
                                 : snapshot::SnapshotMode::kSessionDigest;
     read.fingerprint = deps.target.fingerprint();
+    read.record_buffers = &record_buffers;
     SnapshotReader reader(deps.fs, deps.clock, *deps.key, &deps.backend);
     const std::vector<SnapshotRegion> regions = deps.target.snapshot_regions();
     Result<SnapshotReadResult> restored = reader.read(read, regions);
@@ -113,6 +132,7 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
       // extent is written again, so a half-done first attempt leaves nothing behind).
       restored = reader.read(read, regions);
     }
+    if (restored.ok()) read_bytes = restored->file_bytes;
     Status adopted = restored.ok() ? deps.target.adopt_restored_state() : restored.status();
     if (adopted.ok()) {
       admission.restored = true;
@@ -126,12 +146,16 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
                         std::string(fallback_reason_name(*fallback)) + "): " + st.last_error);
     }
   }
+  const double read_ms = ms_since(read_start);
+  const Clock::Duration retire_start = deps.clock.now();
   // Whatever happened, the file no longer describes the session: it changes from here on.
   if (expired) {
     delete_snapshot("expired");
   } else {
     retire_snapshot("restored");
   }
+
+  const double retire_ms = ms_since(retire_start);
 
   lock.lock();
   state = OffloadState::kResident;
@@ -145,7 +169,8 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
   const std::string ms = std::to_string(static_cast<int64_t>(st.last_restore_ms));
   if (admission.restored) {
     log("offload: restored " + std::to_string(deps.target.history_tokens()) + " tokens in " +
-        ms + " ms; state resident");
+        ms + " ms (" + restore_breakdown(commit_ms, read_ms, read_bytes, retire_ms) +
+        "); state resident");
   } else if (fallback) {
     log("offload: snapshot " + std::string(fallback_reason_name(*fallback)) +
         ", history discarded in " + ms + " ms; state resident");

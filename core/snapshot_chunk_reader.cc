@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/chunk_pipeline.h"
@@ -40,6 +41,12 @@ std::string chunk_name(const std::string& name, uint64_t index) {
 class ChunkReader {
  public:
   ChunkReader(const ChunkReadJob& job, ReadableFile& file) : job_(job), file_(file) {}
+  ChunkReader(const ChunkReader&) = delete;
+  ChunkReader& operator=(const ChunkReader&) = delete;
+  ~ChunkReader() {
+    if (job_.record_buffers == nullptr) return;
+    for (Slot& slot : slots_) job_.record_buffers->give_back(std::move(slot.record));
+  }
 
   Result<uint64_t> run(uint64_t offset) {
     std::vector<std::unique_ptr<ChunkSealer>> sealers;
@@ -56,6 +63,9 @@ class ChunkReader {
       window = std::max(window, staging_limit_);
     }
     slots_.resize(window);
+    if (job_.record_buffers != nullptr) {
+      for (Slot& slot : slots_) slot.record = job_.record_buffers->take();
+    }
     // Declared after slots_ and copies_ (members): destroyed first, so no opening outlives the
     // memory it writes.
     ChunkPipeline pipeline(std::move(sealers));

@@ -31,6 +31,7 @@
 #include "core/chunk_sealer.h"
 #include "core/file_system.h"
 #include "core/memory_backend.h"
+#include "core/record_buffer_pool.h"
 #include "core/snapshot_region.h"
 
 namespace siesta {
@@ -43,6 +44,7 @@ struct ChunkReadJob {
   const ProcessKey& key;
   size_t threads;    // verifying threads, >= 1
   std::string name;  // "snapshot '<path>'", for messages
+  RecordBufferPool* record_buffers;  // null: the read's own buffers
 };
 
 // Reads chunk 0 at `first_offset` and every later one right after the previous.

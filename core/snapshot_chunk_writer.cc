@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/chunk_pipeline.h"
@@ -34,6 +35,12 @@ struct Slot {
 class ChunkWriter {
  public:
   ChunkWriter(const ChunkWriteJob& job, WritableFile& file) : job_(job), file_(file) {}
+  ChunkWriter(const ChunkWriter&) = delete;
+  ChunkWriter& operator=(const ChunkWriter&) = delete;
+  ~ChunkWriter() {
+    if (job_.record_buffers == nullptr) return;
+    for (Slot& slot : slots_) job_.record_buffers->give_back(std::move(slot.record));
+  }
 
   Result<uint64_t> run(uint64_t offset, uint64_t chunk_count) {
     std::vector<std::unique_ptr<ChunkSealer>> sealers;
@@ -49,6 +56,9 @@ class ChunkWriter {
       window = std::max(window, staging_limit_);
     }
     slots_.resize(window);
+    if (job_.record_buffers != nullptr) {
+      for (Slot& slot : slots_) slot.record = job_.record_buffers->take();
+    }
     // Declared after slots_ (a member): destroyed first, so no seal outlives its slot.
     ChunkPipeline pipeline(std::move(sealers));
     pipeline_ = &pipeline;

@@ -25,6 +25,7 @@
 #include "core/chunk_sealer.h"
 #include "core/file_system.h"
 #include "core/memory_backend.h"
+#include "core/record_buffer_pool.h"
 #include "core/snapshot_region.h"
 
 namespace siesta {
@@ -39,6 +40,7 @@ struct ChunkWriteJob {
   size_t threads;                   // sealing threads, >= 1
   std::string name;                 // "snapshot '<path>'", for messages
   uint64_t writeback_window;        // dirty bytes allowed behind the last write (> 0)
+  RecordBufferPool* record_buffers;  // null: the write's own buffers
 };
 
 // Writes chunk 0 at `first_offset` and every later one right after the previous.

@@ -155,7 +155,7 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
   const ChunkReadJob job{header,  header_digest,
                          regions, any_device ? backend_ : nullptr,
                          key_,    resolve_snapshot_threads(options.threads),
-                         name};
+                         name,    options.record_buffers};
   SIESTA_ASSIGN_OR_RETURN(const uint64_t offset, read_snapshot_chunks(job, *file, header_size));
 
   // ---- trailer ----

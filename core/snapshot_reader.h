@@ -40,6 +40,7 @@
 #include "core/clock.h"
 #include "core/file_system.h"
 #include "core/memory_backend.h"
+#include "core/record_buffer_pool.h"
 #include "core/snapshot_region.h"
 
 namespace siesta {
@@ -50,6 +51,9 @@ struct SnapshotReadOptions {
   snapshot::Fingerprint fingerprint{};                                      // the live session's
   // Threads that verify chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
   uint32_t threads = 0;
+  // Where the chunk record buffers come from and go back to; null: allocated for this read
+  // alone (see core/record_buffer_pool.h for why a caller that reads often passes one).
+  RecordBufferPool* record_buffers = nullptr;
 };
 
 struct SnapshotReadResult {

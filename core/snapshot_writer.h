@@ -30,6 +30,7 @@
 #include "core/clock.h"
 #include "core/file_system.h"
 #include "core/memory_backend.h"
+#include "core/record_buffer_pool.h"
 #include "core/snapshot_region.h"
 
 namespace siesta {
@@ -62,6 +63,8 @@ struct SnapshotWriteOptions {
   // Threads that seal chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
   // Memory: (threads + 1) chunk records in flight, or staging_buffer_count() when larger.
   uint32_t threads = 0;
+  // Where those record buffers come from and go back to; null: allocated for this write alone.
+  RecordBufferPool* record_buffers = nullptr;
 };
 
 struct SnapshotWriteResult {

@@ -6,6 +6,7 @@
 //   - swapped, reordered or replayed (from another file) chunks are Corrupt;
 //   - a file of another process key is Foreign (session modes);
 //   - a file is Expired at, and only at, its deadline.
+// Writes and reads take their record buffers from one shared pool, stale bytes and all.
 //
 // Case count and seed: at least 500 cases per property unless RC_PARAMS names max_success;
 // the seed and count are printed before each property, e.g.
@@ -103,6 +104,14 @@ rc::Gen<Layout> layout_gen() {
       });
 }
 
+// Every case's writes and reads share one pool of record buffers, as an Offloader's saves and
+// restores do: a buffer comes back holding another case's bytes, of another size, and must
+// change nothing.
+RecordBufferPool& shared_record_buffers() {
+  static RecordBufferPool pool;
+  return pool;
+}
+
 // One file written from a layout, and the means to read it back.
 class World {
  public:
@@ -126,6 +135,7 @@ class World {
     o.fingerprint = snapshot_test::fingerprint(4);
     o.expiry_unix = clock.unix_seconds() + ttl;
     o.chunk_bytes = layout_.chunk_bytes;
+    o.record_buffers = &shared_record_buffers();
     SnapshotWriter writer(fs_, clock, with, nullptr);
     return writer.write(o, views(sources_));
   }
@@ -138,8 +148,9 @@ class World {
       h.region.host = h.bytes.data();
     }
     SnapshotReader reader(fs_, clock, with, nullptr);
-    Status s =
-        reader.read({path(), layout_.mode, snapshot_test::fingerprint(4)}, views(dest)).status();
+    SnapshotReadOptions options{path(), layout_.mode, snapshot_test::fingerprint(4)};
+    options.record_buffers = &shared_record_buffers();
+    Status s = reader.read(options, views(dest)).status();
     if (restored != nullptr) *restored = std::move(dest);
     return s;
   }
