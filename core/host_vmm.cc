@@ -59,9 +59,9 @@ Status HostRange::commit() {
   if (committed_) return FailedPrecondition("HostRange is already committed");
   // Fresh anonymous pages replace the PROT_NONE reservation in one call. No MAP_NORESERVE:
   // the kernel accounts for the pages now, so a shortage shows here as ENOMEM instead of as
-  // a SIGBUS or the OOM killer on first touch. MAP_POPULATE: see commit() in the header.
-  void* got = mmap(base_, size_, PROT_READ | PROT_WRITE,
-                   MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  // a SIGBUS or the OOM killer on first touch.
+  void* got =
+      mmap(base_, size_, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (got == MAP_FAILED) {
     const int err = errno;
     // A failed MAP_FIXED mmap may already have unmapped the old range; put the PROT_NONE

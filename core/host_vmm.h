@@ -42,12 +42,7 @@ class HostRange {
   std::span<std::byte> bytes() const { return {base_, size_}; }
   bool committed() const { return committed_; }
 
-  // Maps fresh zeroed read-write pages at data(), populated up front (MAP_POPULATE): whoever
-  // commits a range is about to fill it (a restore reads the snapshot into it at once), and
-  // the kernel populating a range in one call costs a fraction of a page fault per 4 KiB at
-  // first touch (on the H200's VM, ~1 ms per restore of a 1 MiB range). Success: committed()
-  // is true. A population the kernel cannot complete is not an error (the pages then fault in
-  // as usual).
+  // Maps fresh zeroed read-write pages at data(). Success: committed() is true.
   // Failure: OutOfMemory when the kernel refuses the pages; the range stays released.
   // REQUIRES: !committed() (else FailedPrecondition).
   Status commit();

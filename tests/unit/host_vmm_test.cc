@@ -4,12 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <vector>
 
 #include "core/host_address_space.h"
 #include "tests/support/backend_test_util.h"
@@ -100,20 +96,6 @@ TEST(HostVmmTest, ResidentSetFallsAfterRelease) {
   const size_t released = rss();
   EXPECT_GE(touched, released + bytes - 1 * kMiB)
       << "RSS went from " << touched << " to " << released << " after releasing " << bytes;
-}
-
-// commit() populates the pages (MAP_POPULATE) so that a restore's first write into them costs
-// no page faults; mincore() asks the kernel about exactly this range.
-TEST(HostVmmTest, CommitPopulatesEveryPage) {
-  HostVmm vmm;
-  const size_t bytes = 4 * kMiB;
-  SIESTA_ASSERT_OK_AND_ASSIGN(HostRange range, vmm.reserve(bytes));
-  SIESTA_ASSERT_OK(range.commit());
-  std::vector<unsigned char> resident(bytes / HostVmm::page_size());
-  ASSERT_EQ(mincore(range.data(), bytes, resident.data()), 0) << std::strerror(errno);
-  const auto missing = std::count_if(resident.begin(), resident.end(),
-                                     [](unsigned char page) { return (page & 1) == 0; });
-  EXPECT_EQ(missing, 0) << "pages not resident right after commit, before any touch";
 }
 
 TEST(HostVmmTest, AccessAfterReleaseFaults) {
