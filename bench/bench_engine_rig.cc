@@ -2,8 +2,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <system_error>
 #include <utility>
 
 #include "backends/sim/host_kernels.h"
@@ -45,13 +43,7 @@ Status make_engine_rig(const std::string& backend_name, const engine::ModelConfi
   engine::EngineOptions options;
   options.model = config;
   if (offload_on) {
-    SIESTA_ASSIGN_OR_RETURN(ProcessKey key, ProcessKey::generate());
-    rig.key.emplace(std::move(key));
-    // The store names files with the key's nonce, so that names and headers agree.
-    SnapshotStore::Options store_options;
-    store_options.nonce = SnapshotStore::nonce_hex(rig.key->nonce());
-    SIESTA_ASSIGN_OR_RETURN(rig.store, SnapshotStore::open(rig.fs, SystemClock::instance(), dir,
-                                                           std::move(store_options)));
+    SIESTA_RETURN_IF_ERROR(open_bench_store(rig.fs, dir, rig.key, rig.store));
     engine::EngineOffload offload;
     // The idle deadline, an hour away, never comes during a benchmark: saves happen only
     // when the benchmark asks (save_now()), and every command still goes through the
@@ -83,20 +75,6 @@ std::vector<std::string> engine_backends(const char* who) {
   std::fprintf(stderr, "%s: built without CUDA; host only\n", who);
 #endif
   return backends;
-}
-
-std::string bench_base_dir() {
-  const char* env_dir = std::getenv("SIESTA_BENCH_DIR");
-  return env_dir != nullptr ? env_dir : "/tmp";
-}
-
-std::string bench_store_dir(const std::string& base, const std::string& leaf) {
-  const std::string dir = base + "/" + leaf;
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
-                               std::filesystem::perm_options::replace, error);
-  return dir;
 }
 
 void pad_prompt(std::string& prompt, size_t tokens) {

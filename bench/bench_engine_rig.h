@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_store.h"
 #include "core/chunk_sealer.h"
 #include "core/clock.h"
 #include "core/executor.h"
@@ -67,13 +68,6 @@ Status make_engine_rig(const std::string& backend_name, const engine::ModelConfi
 // "host", then "cuda" where the build has CUDA and a device is present; otherwise prints once
 // to stderr, naming `who`, why cuda is skipped.
 std::vector<std::string> engine_backends(const char* who);
-
-// $SIESTA_BENCH_DIR, else "/tmp".
-std::string bench_base_dir();
-
-// `base`/`leaf`, created owner-only when possible. Errors are left for SnapshotStore::open to
-// report, with the rule the directory breaks.
-std::string bench_store_dir(const std::string& base, const std::string& leaf);
 
 // Appends the filler text ('a' + (i * 7) % 26 at position i) until `prompt` has `tokens` bytes
 // (one token per byte); a prompt that long already is left as it is.

@@ -45,8 +45,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "bench/bench_backends.h"
+#include "bench/bench_store.h"
 #include "bench/synthetic_session.h"
 #include "core/executor.h"
 #include "core/offloader.h"
@@ -83,21 +84,17 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return Seconds(std::chrono::steady_clock::now() - start).count();
 }
 
-// Everything one measurement needs: a backend, a session on it, and its Offloader.
+// Everything one measurement needs: a backend, a session on it, and its Offloader. Declared in
+// dependency order, so the Offloader goes first, then the session it saves, then the store.
 struct Rig {
   std::unique_ptr<MemoryBackend> backend;
   HostVmm host;
   PosixFileSystem fs;
-  std::unique_ptr<ProcessKey> key;
+  std::optional<ProcessKey> key;
   std::unique_ptr<SnapshotStore> store;
   std::unique_ptr<SyntheticSession> session;
   std::unique_ptr<Offloader> offloader;
   std::string dir;
-
-  ~Rig() {
-    offloader.reset();  // before the session it saves
-    session.reset();
-  }
 };
 
 Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_fraction,
@@ -107,17 +104,8 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   backend_options.staging_buffer_count = env_list("SIESTA_BENCH_STAGING_COUNT", "0").at(0);
   backend_options.staging_buffer_bytes = env_list("SIESTA_BENCH_STAGING_MIB", "0").at(0) << 20;
   SIESTA_ASSIGN_OR_RETURN(rig.backend, which.make(backend_options));
-  SIESTA_ASSIGN_OR_RETURN(ProcessKey key, ProcessKey::generate());
-  rig.key = std::make_unique<ProcessKey>(std::move(key));
-  rig.dir = env_or("SIESTA_BENCH_DIR", "/tmp") + std::string("/siesta-throughput-bench");
-  std::error_code ignored;
-  std::filesystem::create_directories(rig.dir, ignored);
-  std::filesystem::permissions(rig.dir, std::filesystem::perms::owner_all,
-                               std::filesystem::perm_options::replace, ignored);
-  SnapshotStore::Options store_options;
-  store_options.nonce = SnapshotStore::nonce_hex(rig.key->nonce());
-  SIESTA_ASSIGN_OR_RETURN(
-      rig.store, SnapshotStore::open(rig.fs, SystemClock::instance(), rig.dir, store_options));
+  rig.dir = bench_store_dir(bench_base_dir(), "siesta-throughput-bench");
+  SIESTA_RETURN_IF_ERROR(open_bench_store(rig.fs, rig.dir, rig.key, rig.store));
   SIESTA_ASSIGN_OR_RETURN(
       rig.session, SyntheticSession::create(*rig.backend, rig.host, session_bytes, used_fraction));
   OffloaderOptions options;
@@ -137,7 +125,7 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   SIESTA_ASSIGN_OR_RETURN(
       rig.offloader,
       Offloader::create({*rig.session, *rig.backend, rig.host, rig.fs, SystemClock::instance(),
-                         executor, rig.store.get(), rig.key.get()},
+                         executor, rig.store.get(), &*rig.key},
                         options));
   return Status::Ok();
 }

@@ -7,7 +7,7 @@
 //   format      the same payload as one host region, chunks of 4 MiB, in each mode, sealed and
 //               verified on N threads (the second argument; 0 = the default, min(4, cores))
 // Counters: raw_*_GBps, format_*_GBps (median round) and *_overhead (median over rounds of
-// format time / raw time - 1; target <= 0.10 on the CPU machines, issue 3). The files go to $SIESTA_BENCH_DIR (default $TMPDIR or /tmp):
+// format time / raw time - 1; target <= 0.10 on the CPU machines, issue 3). The files go to $SIESTA_BENCH_DIR (default /tmp):
 // point it at the disk you mean to measure.
 //
 //   build/release/bench/snapshot_bench --benchmark_format=json --benchmark_out=snap.json
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_store.h"
 #include "core/chunk_pipeline.h"
 #include "core/clock.h"
 #include "core/posix_file_system.h"
@@ -34,13 +35,6 @@ using snapshot::SnapshotMode;
 
 constexpr size_t kMiB = 1u << 20;
 constexpr size_t kPiece = 4 * kMiB;
-
-std::string bench_dir() {
-  for (const char* name : {"SIESTA_BENCH_DIR", "TMPDIR"}) {
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return v;
-  }
-  return "/tmp";
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -101,7 +95,7 @@ void file_round(benchmark::State& state, SnapshotMode mode) {
   auto key = ProcessKey::generate();
   die(key.status(), "key");
   std::vector<std::byte> source = payload(bytes), dest(bytes);
-  const std::string base = bench_dir() + "/siesta-snapshot-bench-" + std::to_string(::getpid());
+  const std::string base = bench::bench_base_dir() + "/siesta-snapshot-bench-" + std::to_string(::getpid());
   SnapshotRegion region;
   region.layout = {"payload", snapshot::PersistKind::kContents, bytes, {{0, bytes}}};
   region.host = source.data();
