@@ -48,6 +48,19 @@ Result<std::unique_ptr<MemoryBackend>> make_backend(Options options) {
   return std::unique_ptr<MemoryBackend>(std::move(backend).value());
 }
 
+// Whether this build has CUDA and a device with virtual memory management is present; when
+// not, says why on stderr, naming the benchmark `who`.
+inline bool cuda_available(const char* who) {
+#ifdef SIESTA_WITH_CUDA
+  const std::string reason = CudaVmmBackend::unavailable_reason();
+  if (reason.empty()) return true;
+  std::fprintf(stderr, "%s: skipping cuda: %s\n", who, reason.c_str());
+#else
+  std::fprintf(stderr, "%s: built without CUDA; no cuda runs\n", who);
+#endif
+  return false;
+}
+
 // `who` names the benchmark in the line printed when CUDA is skipped.
 inline std::vector<BenchBackend> available_backends(const char* who) {
   std::vector<BenchBackend> out;
@@ -58,18 +71,15 @@ inline std::vector<BenchBackend> available_backends(const char* who) {
                    return make_backend<SimBackend>(std::move(options));
                  }});
 #ifdef SIESTA_WITH_CUDA
-  std::string reason = CudaVmmBackend::unavailable_reason();
-  if (reason.empty()) {
+  if (cuda_available(who)) {
     out.push_back({"cuda", [](const BenchBackendOptions& o) {
                      CudaVmmOptions options;
                      apply_common(o, options);
                      return make_backend<CudaVmmBackend>(std::move(options));
                    }});
-  } else {
-    std::fprintf(stderr, "%s: skipping cuda: %s\n", who, reason.c_str());
   }
 #else
-  std::fprintf(stderr, "%s: built without CUDA; simulator only\n", who);
+  cuda_available(who);  // says why
 #endif
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include "backends/sim/host_kernels.h"
 #include "backends/sim/sim_backend.h"
+#include "bench/bench_backends.h"
 #ifdef SIESTA_WITH_CUDA
 #include "backends/cuda_vmm/cuda_kernels.h"
 #include "backends/cuda_vmm/cuda_vmm_backend.h"
@@ -65,15 +66,7 @@ Status make_engine_rig(const std::string& backend_name, const engine::ModelConfi
 
 std::vector<std::string> engine_backends(const char* who) {
   std::vector<std::string> backends = {"host"};
-#ifdef SIESTA_WITH_CUDA
-  if (std::string reason = CudaVmmBackend::unavailable_reason(); reason.empty()) {
-    backends.push_back("cuda");
-  } else {
-    std::fprintf(stderr, "%s: skipping cuda: %s\n", who, reason.c_str());
-  }
-#else
-  std::fprintf(stderr, "%s: built without CUDA; host only\n", who);
-#endif
+  if (cuda_available(who)) backends.push_back("cuda");
   return backends;
 }
 
