@@ -47,7 +47,8 @@ class ReadableFile {
  public:
   virtual ~ReadableFile() = default;
   // Reads up to data.size() bytes at `offset`; returns how many were read (fewer only at the
-  // end of the file). Failure: IoError.
+  // end of the file). Failure: IoError. Safe to call from several threads at once (pread):
+  // the snapshot reader reads chunk records on its worker threads.
   virtual Result<size_t> read_at(uint64_t offset, std::span<std::byte> data) = 0;
   virtual Result<uint64_t> size() = 0;
 };

@@ -17,11 +17,13 @@ using snapshot::ChunkSpan;
 using snapshot::kChunkHeaderBytes;
 using snapshot::kTagBytes;
 
-// One chunk in flight. The calling thread reads its record and submits its opening; from then
-// until it retires the opening, only the worker running it touches the slot.
+// One chunk in flight. The calling thread places it (offset, destination, staging buffer) and
+// submits it; from then until it retires it, only the worker reading and opening it touches
+// the slot.
 struct Slot {
   uint64_t index = 0;
   ChunkSpan span;
+  uint64_t offset = 0;  // of its record in the file
   bool device = false;
   std::vector<uint8_t> record;  // chunk header || ciphertext || tag (reused)
   StagingBuffer staging;        // device chunks: where the plaintext goes
@@ -79,16 +81,10 @@ class ChunkReader {
       Slot& slot = slots_[submitted_ % slots_.size()];
       slot.index = index;
       slot.span = span;
+      slot.offset = offset;
       const size_t record_size = kChunkHeaderBytes + span.length + kTagBytes;
       slot.record.resize(record_size);
-      Status read = read_exact(offset, slot.record, index);
-      if (!read.ok()) return after_pending(std::move(read));
       offset += record_size;
-      const auto expected = snapshot::encode_chunk_header(index, span);
-      if (std::memcmp(slot.record.data(), expected.data(), expected.size()) != 0) {
-        return after_pending(Corrupt(chunk_name(job_.name, index) +
-                                     " is out of place (region, index or length differ)"));
-      }
       const SnapshotRegion& region = job_.regions[span.region];
       slot.device = region.place == SnapshotRegion::Place::kDevice;
       if (!slot.device) {
@@ -99,7 +95,7 @@ class ChunkReader {
       } else {
         SIESTA_RETURN_IF_ERROR(lend_staging(slot));
       }
-      pipeline.submit([this, &slot](ChunkSealer& sealer) { return open(slot, sealer); });
+      pipeline.submit([this, &slot](ChunkSealer& sealer) { return fetch_and_open(slot, sealer); });
       ++submitted_;
     }
     SIESTA_RETURN_IF_ERROR(finish_all());
@@ -108,8 +104,10 @@ class ChunkReader {
 
  private:
   // Reads exactly the record; a short read means the file shrank under us.
-  Status read_exact(uint64_t offset, std::span<uint8_t> out, uint64_t index) {
-    SIESTA_ASSIGN_OR_RETURN(const size_t got, file_.read_at(offset, std::as_writable_bytes(out)));
+  Status read_exact(uint64_t offset, std::span<uint8_t> out, uint64_t index) const {
+    Result<size_t> read = file_.read_at(offset, std::as_writable_bytes(out));
+    if (!read.ok()) return read.status().with_context(chunk_name(job_.name, index));
+    const size_t got = *read;
     if (got != out.size()) {
       return Truncated(chunk_name(job_.name, index) + " ends at byte " +
                        std::to_string(offset + got) + ", expected " +
@@ -119,8 +117,19 @@ class ChunkReader {
   }
 
   // Runs on a worker (or inline; or here, for an oversized chunk). Touches only `slot`, its
-  // destination and what is immutable during the read.
-  Status open(Slot& slot, ChunkSealer& sealer) const {
+  // destination, the file (read_at is safe from several threads) and what is immutable
+  // during the read.
+  Status fetch_and_open(Slot& slot, ChunkSealer& sealer) const {
+    SIESTA_RETURN_IF_ERROR(read_exact(slot.offset, slot.record, slot.index));
+    const auto expected = snapshot::encode_chunk_header(slot.index, slot.span);
+    if (std::memcmp(slot.record.data(), expected.data(), expected.size()) != 0) {
+      return Corrupt(chunk_name(job_.name, slot.index) +
+                     " is out of place (region, index or length differ)");
+    }
+    return open(slot, sealer);
+  }
+
+  Status open(const Slot& slot, ChunkSealer& sealer) const {
     const uint32_t length = slot.span.length;
     const std::span<const uint8_t> chunk_header(slot.record.data(), kChunkHeaderBytes);
     const std::vector<uint8_t> aad =
@@ -159,7 +168,7 @@ class ChunkReader {
     SIESTA_RETURN_IF_ERROR(finish_all());
     bounce_.resize(slot.span.length);
     slot.destination = bounce_.data();
-    SIESTA_RETURN_IF_ERROR(open(slot, *own_sealer_));
+    SIESTA_RETURN_IF_ERROR(fetch_and_open(slot, *own_sealer_));
     return copy_host_to_device(*job_.backend, std::as_bytes(std::span(bounce_)), destination);
   }
 
@@ -195,13 +204,6 @@ class ChunkReader {
     if (pipeline_->pending() == 0) return false;
     SIESTA_RETURN_IF_ERROR(retire_oldest());
     return true;
-  }
-
-  // The calling thread failed on a chunk: every earlier chunk is retired first, so that an
-  // earlier failure, if any, is the one reported.
-  Status after_pending(Status own) {
-    while (pipeline_->pending() > 0) SIESTA_RETURN_IF_ERROR(retire_oldest());
-    return own;
   }
 
   Status finish_all() {

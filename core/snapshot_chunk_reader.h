@@ -1,25 +1,28 @@
-// The chunk stage of SnapshotReader::read (core/snapshot_reader.h): reads every chunk record
-// in file order on the calling thread, verifies (decrypts) them on a ChunkPipeline, and
-// restores them into their regions.
+// The chunk stage of SnapshotReader::read (core/snapshot_reader.h): reads and verifies
+// (decrypts) every chunk record on a ChunkPipeline's threads and restores them into their
+// regions, in file order.
 //
 // Threads and buffers:
-//   - the calling thread reads each record with one read_at at its offset (the one file handle
-//     stays on one thread), checks its place (region, index, length), and submits it;
-//   - `threads` workers open the seals, each with its own ChunkSealer, writing the plaintext
-//     straight into host memory or into a staging buffer lent for a device chunk;
-//   - the calling thread retires opened chunks in file order and starts each device chunk's
+//   - the calling thread places each chunk (its record's offset, which the header fixes; its
+//     destination; a staging buffer lent for a device chunk) and submits it;
+//   - `threads` workers each read a record with one read_at at its offset (ReadableFile::read_at
+//     is safe from several threads), check its place (region, index, length) and open its seal
+//     with their own ChunkSealer, writing the plaintext straight into host memory or into the
+//     staging buffer. Reading on the workers spreads the copy out of the page cache over
+//     several cores: on the H200 one thread's copy was the restore's limit;
+//   - the calling thread retires chunks in file order and starts each device chunk's
 //     copy_from_staging; never more staging buffers are held (opening or copying) than the ring
 //     has, nor more than staging_buffer_count() when that is the tighter bound.
-//   - at most `threads + 1` records are in flight (one being read, one per worker), raised to
-//     staging_buffer_count() when device regions are restored; each owns one record buffer.
+//   - at most `threads + 1` records are in flight, raised to staging_buffer_count() when device
+//     regions are restored; each owns one record buffer.
 // A device chunk larger than a staging buffer (a file written with another backend) is a
-// barrier: everything before it is finished, then it is opened and copied on the calling
+// barrier: everything before it is finished, then it is read, opened and copied on the calling
 // thread.
 //
 // Outcome: the first failure in file order -- a short read (Truncated), a read error, a chunk
 // out of place or failing its seal (Corrupt), a device copy -- is the one returned, whatever
-// the thread count: a failure the calling thread sees is returned only after every earlier
-// chunk has been retired, and chunks are retired in order.
+// the thread count and whichever read the file system saw first: every chunk's failure comes
+// back when it is retired, and chunks are retired in order.
 //
 // Internal to the snapshot reader; not a public interface.
 #pragma once

@@ -22,9 +22,9 @@
 // The file's size is read once; a file that shrinks while being read is Truncated. Nothing
 // is allocated beyond what the (size-checked) file holds, whatever its bytes say.
 //
-// Chunks are read here in file order, each with one read_at at the offset the header fixes,
-// and verified (decrypted) on `threads` worker threads straight into host regions or staging
-// buffers, whose copies to the device are started in file order (core/snapshot_chunk_reader.h).
+// Chunks are read, each with one read_at at the offset the header fixes, and verified
+// (decrypted) on `threads` worker threads straight into host regions or staging buffers, whose
+// copies to the device are started in file order (core/snapshot_chunk_reader.h).
 // With several threads the outcome is the same as with one: the first failing chunk in file
 // order decides it.
 //

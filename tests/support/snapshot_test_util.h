@@ -87,7 +87,10 @@ class TestFileSystem final : public FileSystem {
                                       writeback));
   }
   Result<std::unique_ptr<ReadableFile>> open_readable(const std::string& path) override {
-    return posix_.open_readable(path);
+    auto file = posix_.open_readable(path);
+    if (!file.ok() || !fail_reads_from) return file;
+    return std::unique_ptr<ReadableFile>(
+        std::make_unique<FailingReads>(std::move(file).value(), *fail_reads_from));
   }
   Status rename(const std::string& from, const std::string& to) override {
     return posix_.rename(from, to);
@@ -125,8 +128,30 @@ class TestFileSystem final : public FileSystem {
   // Called after every successful write_at of a file created from now on (tests cancel a write
   // midway with it).
   std::function<void()> after_write;
+  // When set, every read_at of a file opened from now on that reaches this offset fails with
+  // IoError "injected": a failing read at a place in the file, whichever thread reads it when.
+  std::optional<uint64_t> fail_reads_from;
 
  private:
+  class FailingReads final : public ReadableFile {
+   public:
+    FailingReads(std::unique_ptr<ReadableFile> inner, uint64_t from)
+        : inner_(std::move(inner)), from_(from) {}
+    Result<size_t> read_at(uint64_t offset, std::span<std::byte> data) override {
+      if (offset + data.size() > from_) {
+        return IoError("injected: read of bytes " + std::to_string(offset) + ".." +
+                       std::to_string(offset + data.size()) + " fails from " +
+                       std::to_string(from_));
+      }
+      return inner_->read_at(offset, data);
+    }
+    Result<uint64_t> size() override { return inner_->size(); }
+
+   private:
+    std::unique_ptr<ReadableFile> inner_;
+    uint64_t from_;
+  };
+
   class WrappedFile final : public WritableFile {
    public:
     WrappedFile(std::unique_ptr<WritableFile> inner, bool skip_syncs,

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -115,8 +116,10 @@ TEST(OffloaderRaceTest, TimersDuringARestoreNeitherSaveNorExpire) {
   ASSERT_EQ(f.state(), OffloadState::kDisk);
   std::vector<OffloadState> seen;
   std::vector<Status> offload_now_answers;
+  std::mutex hook_mutex;  // chunk records are read on the reader's worker threads
   f.fs_.set_call_hook([&](FsOp op, uint64_t call) {
     if (op != FsOp::kRead) return;
+    std::lock_guard lock(hook_mutex);
     // Past the idle deadline again (not past the file's expiry, which the reader checks), an
     // operator's offload request, and every due timer run, at every read of the restore.
     if (call == 1) f.clock_.advance(std::chrono::seconds(2 * OffloaderFixture::kIdle));

@@ -225,7 +225,7 @@ TEST_P(SnapshotParallelTest, FirstDamagedChunkInFileOrderDecides) {
     }
   }
 
-  // Alone, the out-of-place chunk is the one named (found by the reading thread, not a worker).
+  // Alone, the out-of-place chunk is the one named.
   auto misplaced = clean;
   misplaced[records[k + 1].offset + 4] ^= 0x01;
   snapshot_test::write_file(path, misplaced);
@@ -235,27 +235,31 @@ TEST_P(SnapshotParallelTest, FirstDamagedChunkInFileOrderDecides) {
             std::string::npos)
       << out_of_place.to_string();
 
-  // A read that fails after the damaged chunk is not what is reported; alone, it is.
+  // A read that fails after the damaged chunk (at chunk k + 3's record, whichever worker
+  // reads it, and whether before or after chunk k is read) is not what is reported; alone, it
+  // is.
   snapshot_test::write_file(path, damaged);
-  FaultyFileSystem faulty(fs_);
-  // Read calls: 1 the prefix, 2 the header, then one per chunk.
-  const FsFaultPlan read_fault{FsOp::kRead, 3 + k + 3, FsFaultKind::kIoError, false};
+  snapshot_test::TestFileSystem failing;
+  failing.fail_reads_from = records[k + 3].offset;
+  FaultyFileSystem counting(failing);  // no plan: counts the descriptors left open
   for (uint32_t threads : kThreadCounts) {
-    faulty.set_plan(read_fault);
-    auto dest = zeroed();
-    SnapshotReader reader(faulty, clock_, key_, nullptr);
-    const Status read = reader.read(read_options(path, threads), views(dest)).status();
-    EXPECT_EQ(read.code(), StatusCode::kCorrupt) << read.to_string();
-    EXPECT_NE(read.message().find(named), std::string::npos) << read.to_string();
+    for (int round = 0; round < 10; ++round) {
+      auto dest = zeroed();
+      SnapshotReader reader(counting, clock_, key_, nullptr);
+      const Status read = reader.read(read_options(path, threads), views(dest)).status();
+      ASSERT_EQ(read.code(), StatusCode::kCorrupt) << read.to_string();
+      ASSERT_NE(read.message().find(named), std::string::npos) << read.to_string();
+    }
   }
   snapshot_test::write_file(path, clean);
-  faulty.set_plan(read_fault);
   auto dest = zeroed();
-  SnapshotReader reader(faulty, clock_, key_, nullptr);
+  SnapshotReader reader(counting, clock_, key_, nullptr);
   const Status read = reader.read(read_options(path, 4), views(dest)).status();
   EXPECT_EQ(read.code(), StatusCode::kIoError) << read.to_string();
   EXPECT_NE(read.message().find("injected"), std::string::npos) << read.to_string();
-  EXPECT_EQ(faulty.counters().open_files, 0);
+  EXPECT_NE(read.message().find("chunk " + std::to_string(k + 3)), std::string::npos)
+      << "the failing read is named by its chunk: " << read.to_string();
+  EXPECT_EQ(counting.counters().open_files, 0);
 }
 
 // A fault on the Nth write -- every N, every kind -- fails the write with several threads and
