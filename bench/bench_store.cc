@@ -29,8 +29,8 @@ Status open_bench_store(FileSystem& fs, const std::string& dir, std::optional<Pr
   key.emplace(std::move(generated));
   SnapshotStore::Options options;
   options.nonce = SnapshotStore::nonce_hex(key->nonce());
-  SIESTA_ASSIGN_OR_RETURN(store,
-                          SnapshotStore::open(fs, SystemClock::instance(), dir, std::move(options)));
+  SIESTA_ASSIGN_OR_RETURN(
+      store, SnapshotStore::open(fs, SystemClock::instance(), dir, std::move(options)));
   return Status::Ok();
 }
 

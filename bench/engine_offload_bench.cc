@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "bench/bench_engine_rig.h"
+#include "bench/bench_stats.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
 
@@ -68,13 +69,6 @@ struct BenchConfig {
 
 void fail(benchmark::State& state, const Status& status) {
   state.SkipWithError(status.to_string().c_str());
-}
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
 // One request and how long its future took, from the generate() call to the result.

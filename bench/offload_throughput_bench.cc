@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "bench/bench_backends.h"
+#include "bench/bench_stats.h"
 #include "bench/bench_store.h"
 #include "bench/synthetic_session.h"
 #include "core/executor.h"
@@ -118,15 +119,16 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   // SIESTA_BENCH_LOG=1: the Offloader's own log lines (each restore's commit/read/retire
   // breakdown) on stderr.
   if (env_or("SIESTA_BENCH_LOG", "0") == "1") {
-    options.log = [](const std::string& line) { std::fprintf(stderr, "siesta: %s\n", line.c_str()); };
+    options.log = [](const std::string& line) {
+      std::fprintf(stderr, "siesta: %s\n", line.c_str());
+    };
   } else {
     options.log = [](const std::string&) {};
   }
-  SIESTA_ASSIGN_OR_RETURN(
-      rig.offloader,
-      Offloader::create({*rig.session, *rig.backend, rig.host, rig.fs, SystemClock::instance(),
-                         executor, rig.store.get(), &*rig.key},
-                        options));
+  SIESTA_ASSIGN_OR_RETURN(rig.offloader, Offloader::create({*rig.session, *rig.backend, rig.host,
+                                                            rig.fs, SystemClock::instance(),
+                                                            executor, rig.store.get(), &*rig.key},
+                                                           options));
   return Status::Ok();
 }
 
@@ -272,11 +274,6 @@ Status measure_offload(Rig& rig, ManualExecutor& executor, Round& round) {
   return Status::Ok();
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0 : values[values.size() / 2];
-}
-
 // Disks (a VM's above all) vary by several times from one second to the next, so each round
 // measures the offload and its baselines back to back, alternating which goes first, and the
 // figures are medians over rounds: ratios per round, then their median.
@@ -332,13 +329,6 @@ void save_restore(benchmark::State& state, const BenchBackend& which, uint64_t s
 }
 
 // ---- mid_save_wait -------------------------------------------------------------------------
-
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(values.size())));
-  return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
-}
 
 void mid_save_wait(benchmark::State& state, const BenchBackend& which, uint64_t session_mib) {
   ThreadExecutor executor(SystemClock::instance());  // saves run on their own thread

@@ -7,8 +7,8 @@
 //   format      the same payload as one host region, chunks of 4 MiB, in each mode, sealed and
 //               verified on N threads (the second argument; 0 = the default, min(4, cores))
 // Counters: raw_*_GBps, format_*_GBps (median round) and *_overhead (median over rounds of
-// format time / raw time - 1; target <= 0.10 on the CPU machines, issue 3). The files go to $SIESTA_BENCH_DIR (default /tmp):
-// point it at the disk you mean to measure.
+// format time / raw time - 1; target <= 0.10 on the CPU machines, issue 3). The files go to
+// $SIESTA_BENCH_DIR (default /tmp): point it at the disk you mean to measure.
 //
 //   build/release/bench/snapshot_bench --benchmark_format=json --benchmark_out=snap.json
 #include <benchmark/benchmark.h>
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "bench/bench_store.h"
 #include "core/chunk_pipeline.h"
 #include "core/clock.h"
@@ -45,13 +46,6 @@ void die(const Status& s, const char* what) {
     std::fprintf(stderr, "%s: %s\n", what, s.to_string().c_str());
     std::abort();
   }
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  if (n == 0) return 0;
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 std::vector<std::byte> payload(size_t bytes) {
@@ -95,7 +89,8 @@ void file_round(benchmark::State& state, SnapshotMode mode) {
   auto key = ProcessKey::generate();
   die(key.status(), "key");
   std::vector<std::byte> source = payload(bytes), dest(bytes);
-  const std::string base = bench::bench_base_dir() + "/siesta-snapshot-bench-" + std::to_string(::getpid());
+  const std::string base =
+      bench::bench_base_dir() + "/siesta-snapshot-bench-" + std::to_string(::getpid());
   SnapshotRegion region;
   region.layout = {"payload", snapshot::PersistKind::kContents, bytes, {{0, bytes}}};
   region.host = source.data();
@@ -148,13 +143,13 @@ void file_round(benchmark::State& state, SnapshotMode mode) {
   auto overhead = [](const std::vector<double>& format, const std::vector<double>& raw) {
     std::vector<double> ratios;
     for (size_t i = 0; i < format.size(); ++i) ratios.push_back(format[i] / raw[i] - 1);
-    return median(ratios);
+    return bench::median(ratios);
   };
-  state.counters["raw_write_GBps"] = gb / median(raw_w);
-  state.counters["format_write_GBps"] = gb / median(fmt_w);
+  state.counters["raw_write_GBps"] = gb / bench::median(raw_w);
+  state.counters["format_write_GBps"] = gb / bench::median(fmt_w);
   state.counters["write_overhead"] = overhead(fmt_w, raw_w);
-  state.counters["raw_read_GBps"] = gb / median(raw_r);
-  state.counters["format_read_GBps"] = gb / median(fmt_r);
+  state.counters["raw_read_GBps"] = gb / bench::median(raw_r);
+  state.counters["format_read_GBps"] = gb / bench::median(fmt_r);
   state.counters["read_overhead"] = overhead(fmt_r, raw_r);
   state.counters["threads"] = static_cast<double>(resolve_snapshot_threads(threads));
 }
