@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
-#include "core/memory_backend.h"
+#include "core/memory/memory_backend.h"
 #ifdef SIESTA_WITH_CUDA
 #include "backends/cuda_vmm/cuda_vmm_backend.h"
 #endif

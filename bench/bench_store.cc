@@ -5,7 +5,7 @@
 #include <system_error>
 #include <utility>
 
-#include "core/clock.h"
+#include "core/base/clock.h"
 
 namespace siesta::bench {
 

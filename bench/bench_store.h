@@ -13,10 +13,10 @@
 #include <optional>
 #include <string>
 
-#include "core/chunk_sealer.h"
-#include "core/file_system.h"
-#include "core/snapshot_store.h"
-#include "core/status.h"
+#include "core/snapshot/chunk_sealer.h"
+#include "core/base/file_system.h"
+#include "core/snapshot/snapshot_store.h"
+#include "core/base/status.h"
 
 namespace siesta::bench {
 

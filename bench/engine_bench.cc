@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bench/bench_engine_rig.h"
-#include "core/host_vmm.h"
+#include "core/memory/host_vmm.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
 #include "engine/session.h"

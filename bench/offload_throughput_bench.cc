@@ -57,10 +57,10 @@
 #include "bench/bench_stats.h"
 #include "bench/bench_store.h"
 #include "bench/synthetic_session.h"
-#include "core/executor.h"
-#include "core/offloader.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_store.h"
+#include "core/base/executor.h"
+#include "core/offload/offloader.h"
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_store.h"
 
 namespace siesta::bench {
 namespace {

@@ -1,5 +1,5 @@
 // Throughput of whole-buffer copies between host memory and a device through the backend's
-// staging ring (core/device_copy.h), on every backend this build has.
+// staging ring (core/memory/device_copy.h), on every backend this build has.
 //
 // Baseline, measured in the same run, alternating with the measured copies: a host memcpy of
 // the same bytes between the same host buffer and a second one. `vs_memcpy` is the copy's
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "bench/bench_backends.h"
-#include "core/device_copy.h"
+#include "core/memory/device_copy.h"
 
 namespace siesta {
 namespace {

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "core/host_vmm.h"
-#include "core/memory_backend.h"
-#include "core/offload_target.h"
+#include "core/memory/host_vmm.h"
+#include "core/memory/memory_backend.h"
+#include "core/offload/offload_target.h"
 
 namespace siesta::bench {
 

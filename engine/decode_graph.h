@@ -8,9 +8,9 @@
 
 #include <memory>
 
-#include "core/kernels.h"
-#include "core/memory_backend.h"
-#include "core/status.h"
+#include "compute/kernels.h"
+#include "core/memory/memory_backend.h"
+#include "core/base/status.h"
 #include "engine/model.h"
 #include "engine/session_layout.h"
 

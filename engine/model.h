@@ -13,9 +13,9 @@
 #include <memory>
 #include <vector>
 
-#include "core/kernels.h"
-#include "core/memory_backend.h"
-#include "core/status.h"
+#include "compute/kernels.h"
+#include "core/memory/memory_backend.h"
+#include "core/base/status.h"
 #include "engine/model_config.h"
 
 namespace siesta::engine {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "core/log_text.h"
+#include "core/base/log_text.h"
 
 namespace siesta::engine {
 namespace {

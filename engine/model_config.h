@@ -35,8 +35,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/kernels.h"
-#include "core/status.h"
+#include "compute/kernels.h"
+#include "core/base/status.h"
 
 namespace siesta::engine {
 

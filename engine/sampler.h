@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <span>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "engine/model_config.h"
 
 namespace siesta::engine {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/device_copy.h"
+#include "core/memory/device_copy.h"
 #include "engine/decode_graph.h"
 #include "engine/session_layout.h"
 

@@ -3,7 +3,7 @@
 #include <bit>
 #include <cstring>
 
-#include "core/chunk_sealer.h"
+#include "core/snapshot/chunk_sealer.h"
 
 namespace siesta::engine {
 namespace {

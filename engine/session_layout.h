@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "core/snapshot_format.h"
-#include "core/snapshot_region.h"
-#include "core/status.h"
+#include "core/snapshot/snapshot_format.h"
+#include "core/snapshot/snapshot_region.h"
+#include "core/base/status.h"
 #include "engine/model_config.h"
 
 namespace siesta::engine {

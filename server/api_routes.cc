@@ -13,9 +13,9 @@
 #include <string>
 #include <system_error>
 
-#include "core/log_text.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_export.h"
+#include "core/base/log_text.h"
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_export.h"
 #include "server/api_error.h"
 #include "server/connection_probe.h"
 #include "server/openai_json.h"

@@ -4,9 +4,9 @@
 #include <memory>
 #include <string>
 
-#include "core/kernels.h"
-#include "core/memory_backend.h"
-#include "core/status.h"
+#include "compute/kernels.h"
+#include "core/memory/memory_backend.h"
+#include "core/base/status.h"
 #include "server/backend_kind.h"
 
 namespace siesta::server {

@@ -2,8 +2,8 @@
 
 #include <optional>
 
-#include "core/posix_file_system.h"
-#include "core/snapshot_store.h"
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_store.h"
 
 namespace siesta::server {
 

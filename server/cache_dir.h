@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace siesta::server {
 
@@ -21,7 +21,7 @@ namespace siesta::server {
 //   other codes         the OS refused (status_from_errno).
 // Thread rule: any thread; the file system is shared with every other process, so the
 // checks are made on an opened descriptor of the directory, not on the name.
-// This is SnapshotStore::prepare_directory() (core/snapshot_store.h) on the POSIX file
+// This is SnapshotStore::prepare_directory() (core/snapshot/snapshot_store.h) on the POSIX file
 // system, with messages naming the flag: the rule lives in one place.
 Status prepare_cache_dir(const std::string& path, bool* created);
 

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "server/server_app.h"
 
 namespace httplib {

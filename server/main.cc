@@ -17,9 +17,9 @@
 #include <string_view>
 #include <utility>
 
-#include "core/clock.h"
-#include "core/kernels.h"
-#include "core/status.h"
+#include "core/base/clock.h"
+#include "compute/kernels.h"
+#include "core/base/status.h"
 #include "server/cache_dir.h"
 #include "server/http_server.h"
 #include "server/server_app.h"

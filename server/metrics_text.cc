@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "core/offload_state.h"
+#include "core/offload/offload_state.h"
 
 namespace siesta::server {
 namespace {

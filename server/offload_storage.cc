@@ -1,6 +1,6 @@
 #include "server/offload_storage.h"
 
-#include "core/snapshot_reader.h"
+#include "core/snapshot/snapshot_reader.h"
 
 namespace siesta::server {
 

@@ -10,10 +10,10 @@
 #include <memory>
 #include <string>
 
-#include "core/chunk_sealer.h"
-#include "core/clock.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_store.h"
+#include "core/snapshot/chunk_sealer.h"
+#include "core/base/clock.h"
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_store.h"
 
 namespace siesta::server {
 

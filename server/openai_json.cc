@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "core/log_text.h"
+#include "core/base/log_text.h"
 #include "engine/sampler.h"
 #include "server/chat_template.h"
 

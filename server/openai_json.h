@@ -36,7 +36,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "engine/engine.h"
 #include "server/api_error.h"
 

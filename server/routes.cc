@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/offload_state.h"
-#include "core/status.h"
+#include "core/offload/offload_state.h"
+#include "core/base/status.h"
 #include "server/api_error.h"
 #include "server/api_routes.h"
 #include "server/auth.h"

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
-#include "core/executor.h"
-#include "core/host_vmm.h"
-#include "core/posix_file_system.h"
+#include "core/base/clock.h"
+#include "core/base/executor.h"
+#include "core/memory/host_vmm.h"
+#include "core/base/posix_file_system.h"
 #include "engine/engine.h"
 #include "server/backend_choice.h"
 #include "server/offload_storage.h"

@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "core/kernels.h"
-#include "core/offload_config.h"
+#include "compute/kernels.h"
+#include "core/offload/offload_config.h"
 #include "server/backend_kind.h"
 
 namespace siesta::server {

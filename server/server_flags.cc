@@ -8,8 +8,8 @@
 #include <system_error>
 #include <vector>
 
-#include "core/log_text.h"
-#include "core/offload_config.h"
+#include "core/base/log_text.h"
+#include "core/offload/offload_config.h"
 #include "engine/model_config.h"
 
 #ifndef SIESTA_VERSION

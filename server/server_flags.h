@@ -25,7 +25,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "server/server_config.h"
 
 namespace siesta::server {

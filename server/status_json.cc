@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "core/offload_state.h"
+#include "core/offload/offload_state.h"
 
 namespace siesta::server {
 namespace {

@@ -25,9 +25,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/kernels.h"
-#include "core/memory_backend.h"
-#include "core/offloader.h"
+#include "compute/kernels.h"
+#include "core/memory/memory_backend.h"
+#include "core/offload/offloader.h"
 
 namespace siesta::server {
 

@@ -1,6 +1,6 @@
 # CUDA VMM backend tests.
 #   unit: the driver table and the no-driver path; they run everywhere, CI included. (The
-#         backend's bookkeeping, core/range_ledger.h, is tested with core.)
+#         backend's bookkeeping, core/memory/range_ledger.h, is tested with core.)
 #   gpu:  the real backend on a device; each test skips, printing why, where CUDA is
 #         unavailable. Never run by CI.
 
@@ -10,7 +10,7 @@ endif()
 
 siesta_add_gtest(cuda_driver_unavailable_test
   SOURCES unit/cuda_driver_unavailable_test.cc
-  LABELS unit LIBS siesta_backend_cuda siesta_core)
+  LABELS unit LIBS siesta_backend_cuda)
 
 # Resolves the driver table against the toolkit's stub libcuda.so (no driver needed).
 find_file(SIESTA_CUDA_STUB_LIBRARY libcuda.so
@@ -21,20 +21,20 @@ if(NOT SIESTA_CUDA_STUB_LIBRARY)
 endif()
 siesta_add_gtest(cuda_driver_api_test
   SOURCES unit/cuda_driver_api_test.cc
-  LABELS unit LIBS siesta_backend_cuda siesta_core)
+  LABELS unit LIBS siesta_backend_cuda)
 target_include_directories(cuda_driver_api_test SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 target_compile_definitions(cuda_driver_api_test PRIVATE
   SIESTA_CUDA_STUB_LIBRARY="${SIESTA_CUDA_STUB_LIBRARY}")
 
 siesta_add_gtest(cuda_vmm_backend_test
   SOURCES gpu/cuda_vmm_backend_test.cc
-  LABELS gpu LIBS siesta_backend_cuda siesta_core)
+  LABELS gpu LIBS siesta_backend_cuda)
 target_include_directories(cuda_vmm_backend_test SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 
 # The generic MemoryBackend conformance suite on the CUDA backend.
 siesta_add_gtest(cuda_backend_conformance_test
   SOURCES gpu/cuda_backend_conformance_test.cc
-  LABELS gpu LIBS siesta_backend_cuda siesta_core)
+  LABELS gpu LIBS siesta_backend_cuda)
 target_include_directories(cuda_backend_conformance_test SYSTEM PRIVATE
   ${CUDAToolkit_INCLUDE_DIRS})
 
@@ -44,18 +44,18 @@ target_include_directories(cuda_backend_conformance_test SYSTEM PRIVATE
 #         graph replayed after decommit + commit at the same address.
 siesta_add_gtest(cuda_kernels_unavailable_test
   SOURCES unit/cuda_kernels_unavailable_test.cc
-  LABELS unit LIBS siesta_kernels_cuda siesta_backend_cuda siesta_core)
+  LABELS unit LIBS siesta_kernels_cuda siesta_backend_cuda)
 siesta_add_gtest(cuda_kernels_test
   SOURCES gpu/cuda_kernels_test.cc
-  LABELS gpu LIBS siesta_kernels_cuda siesta_backend_cuda siesta_core)
+  LABELS gpu LIBS siesta_kernels_cuda siesta_backend_cuda)
 siesta_add_gtest(cuda_kernel_graph_test
   SOURCES gpu/cuda_kernel_graph_test.cc
-  LABELS gpu LIBS siesta_kernels_cuda siesta_backend_cuda siesta_core)
+  LABELS gpu LIBS siesta_kernels_cuda siesta_backend_cuda)
 
 # The engine on the GPU with idle offload on: same bytes as with it off, memory released.
 siesta_add_gtest(cuda_engine_offload_test
   SOURCES gpu/cuda_engine_offload_test.cc
-  LABELS gpu LIBS siesta_engine siesta_kernels_cuda siesta_backend_cuda siesta_core)
+  LABELS gpu LIBS siesta_engine siesta_kernels_cuda siesta_backend_cuda)
 target_include_directories(cuda_engine_offload_test SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 
 # An engine::Session driven directly under an Offloader on the GPU: every used byte, address
@@ -63,5 +63,5 @@ target_include_directories(cuda_engine_offload_test SYSTEM PRIVATE ${CUDAToolkit
 # healthy (and its free memory back) after many cycles.
 siesta_add_gtest(cuda_session_offload_test
   SOURCES gpu/cuda_session_offload_test.cc
-  LABELS gpu LIBS siesta_engine siesta_kernels_cuda siesta_backend_cuda siesta_core)
+  LABELS gpu LIBS siesta_engine siesta_kernels_cuda siesta_backend_cuda)
 target_include_directories(cuda_session_offload_test SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})

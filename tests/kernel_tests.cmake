@@ -4,4 +4,4 @@
 siesta_add_gtest(host_kernels_test
   SOURCES unit/host_kernels_test.cc
   LABELS unit concurrency
-  LIBS siesta_backend_sim siesta_core)
+  LIBS siesta_backend_sim)

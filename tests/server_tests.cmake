@@ -3,7 +3,7 @@
 
 # The offload flag rules are core's and build everywhere, the GPU machine included.
 siesta_add_gtest(offload_config_test SOURCES unit/offload_config_test.cc LABELS unit
-                 LIBS siesta_core)
+                 LIBS)
 
 if(NOT TARGET siesta_server_lib)
   return()  # built without cpp-httplib (SIESTA_STRICT_DEPS=OFF said so at configure time)
@@ -30,7 +30,7 @@ siesta_add_gtest(stop_signals_test SOURCES unit/stop_signals_test.cc LABELS unit
 # The e2e fixture starts the real binary; the tests depend on it being built.
 add_library(siesta_e2e_server_process STATIC e2e/server_process.cc)
 target_link_libraries(siesta_e2e_server_process
-  PUBLIC siesta_options siesta_test_support siesta_core siesta_httplib)
+  PUBLIC siesta_options siesta_test_support siesta_httplib)
 target_compile_definitions(siesta_e2e_server_process
   PUBLIC SIESTA_SERVER_BINARY="$<TARGET_FILE:siesta-server>")
 add_dependencies(siesta_e2e_server_process siesta-server)

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "core/range_ledger.h"
+#include "core/memory/range_ledger.h"
 
 namespace siesta::cuda {
 namespace {

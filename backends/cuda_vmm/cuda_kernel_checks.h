@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "core/kernels.h"
-#include "core/memory_backend.h"
-#include "core/status.h"
+#include "compute/kernels.h"
+#include "core/memory/memory_backend.h"
+#include "core/base/status.h"
 
 namespace siesta::cuda_checks {
 

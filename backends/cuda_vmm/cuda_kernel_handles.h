@@ -12,7 +12,7 @@
 #include <string_view>
 #include <utility>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace siesta::cuda_rt {
 

@@ -1,4 +1,4 @@
-// The CUDA kernels behind CudaKernels, one launcher per operation of core/kernels.h.
+// The CUDA kernels behind CudaKernels, one launcher per operation of compute/kernels.h.
 //
 // Internal to backends/cuda_vmm (it includes the CUDA runtime headers). Each launcher
 // enqueues one kernel on `stream` and returns cudaGetLastError() of the launch: a launch
@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "core/kernels.h"
+#include "compute/kernels.h"
 
 namespace siesta::cuda_ops {
 

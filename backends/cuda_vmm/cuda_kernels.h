@@ -1,4 +1,4 @@
-// CudaKernels: the Kernels seam (core/kernels.h) as CUDA kernels.
+// CudaKernels: the Kernels seam (compute/kernels.h) as CUDA kernels.
 //
 // Every operation is one kernel launch on one non-blocking stream that this object creates on
 // the device's primary context: the context the CUDA runtime uses and the one CudaVmmBackend
@@ -16,12 +16,12 @@
 // The formulas are HostKernels' (backends/sim/host_kernels.h), built without fused
 // multiply-adds: matmul and the attention scores use the host's "dot8" order and equal the
 // host's bit for bit; embed, add, kv_store (f16 round to nearest even, int8 per
-// core/kernels.h) and argmax are exact; rms_norm's and softmax's sums use block trees and
+// compute/kernels.h) and argmax are exact; rms_norm's and softmax's sums use block trees and
 // expf/tanhf are CUDA's, so those differ from the host by a few ulp.
 // Not checked on the device (as on the host): StepParams.token must be inside the embedding
 // table; a position >= context is clamped by attention (the host would read past the cache).
 //
-// Thread rule: one thread at a time per object (core/kernels.h); any thread may be that
+// Thread rule: one thread at a time per object (compute/kernels.h); any thread may be that
 // thread: every call first selects the object's device for the calling thread.
 #pragma once
 
@@ -31,9 +31,9 @@
 #include <span>
 #include <string>
 
-#include "core/kernels.h"
-#include "core/memory_backend.h"
-#include "core/status.h"
+#include "compute/kernels.h"
+#include "core/memory/memory_backend.h"
+#include "core/base/status.h"
 
 namespace siesta {
 

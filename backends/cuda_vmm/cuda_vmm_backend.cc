@@ -36,8 +36,8 @@
 #include "backends/cuda_vmm/chunked_commit.h"
 #include "backends/cuda_vmm/cuda_driver_api.h"
 #include "backends/cuda_vmm/cuda_handles.h"
-#include "core/range_ledger.h"
-#include "core/staging_ring.h"
+#include "core/memory/range_ledger.h"
+#include "core/memory/staging_ring.h"
 
 namespace siesta {
 

@@ -25,8 +25,8 @@
 #include <memory>
 #include <string>
 
-#include "core/commit_fault_hook.h"
-#include "core/memory_backend.h"
+#include "core/memory/commit_fault_hook.h"
+#include "core/memory/memory_backend.h"
 
 namespace siesta {
 

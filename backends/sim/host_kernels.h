@@ -1,4 +1,4 @@
-// HostKernels: the Kernels seam (core/kernels.h) as plain C++ loops on the SimBackend's
+// HostKernels: the Kernels seam (compute/kernels.h) as plain C++ loops on the SimBackend's
 // simulated device stream, so the reference engine and every offload test run without a GPU.
 //
 // Execution: every operation becomes one job queued with SimBackend::enqueue_work(), after
@@ -53,7 +53,7 @@
 //   argmax     ascending scan, strictly greater replaces: ties keep the lowest index; a NaN
 //              never wins (unless at `first` and nothing compares greater).
 //
-// Thread rule: one thread at a time per object (core/kernels.h). The SimBackend must outlive
+// Thread rule: one thread at a time per object (compute/kernels.h). The SimBackend must outlive
 // this object and every job it queued.
 #pragma once
 
@@ -64,7 +64,7 @@
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
-#include "core/kernels.h"
+#include "compute/kernels.h"
 
 namespace siesta {
 

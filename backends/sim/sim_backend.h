@@ -29,8 +29,8 @@
 #include <functional>
 #include <memory>
 
-#include "core/commit_fault_hook.h"
-#include "core/memory_backend.h"
+#include "core/memory/commit_fault_hook.h"
+#include "core/memory/memory_backend.h"
 
 namespace siesta {
 

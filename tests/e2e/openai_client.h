@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "tests/e2e/server_process.h"
 
 namespace siesta::testing {

@@ -35,8 +35,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
-#include "core/unique_fd.h"
+#include "core/base/status.h"
+#include "core/base/unique_fd.h"
 
 namespace siesta::testing {
 

@@ -3,7 +3,7 @@
 // A seeded sweep then drives commit/copy/decommit cycles under one plan per seed and checks
 // the backend against a simple model after every step. Each test prints what it injects;
 // a failing seed is reproduced with --gtest_filter=*SeededSweep* (the seed is in the trace).
-#include "core/faulty_backend.h"
+#include "testing/faulty_backend.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // operation (once, or from then on when sticky), says "injected" and the plan, and leaves
 // the state the FileSystem contract promises; crash() drops exactly what was not made
 // durable (file bytes not synced, names not followed by a directory sync).
-#include "core/faulty_file_system.h"
+#include "testing/faulty_file_system.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/posix_file_system.h"
+#include "core/base/posix_file_system.h"
 #include "tests/support/temp_dir.h"
 
 namespace siesta {

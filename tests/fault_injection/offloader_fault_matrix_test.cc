@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/offloader.h"
+#include "core/offload/offloader.h"
 #include "tests/support/offloader_fixture.h"
 
 namespace siesta {

@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
-#include "core/clock.h"
-#include "core/faulty_file_system.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_reader.h"
-#include "core/snapshot_writer.h"
+#include "core/base/clock.h"
+#include "testing/faulty_file_system.h"
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_reader.h"
+#include "core/snapshot/snapshot_writer.h"
 #include "tests/support/backend_test_util.h"
 #include "tests/support/snapshot_test_util.h"
 #include "tests/support/temp_dir.h"

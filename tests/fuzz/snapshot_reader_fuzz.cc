@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_reader.h"
+#include "core/base/clock.h"
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_reader.h"
 #include "tests/support/snapshot_test_util.h"
 
 namespace {

@@ -16,8 +16,8 @@
 
 #include "backends/cuda_vmm/cuda_kernels.h"
 #include "backends/cuda_vmm/cuda_vmm_backend.h"
-#include "core/kernels.h"
-#include "core/memory_backend.h"
+#include "compute/kernels.h"
+#include "core/memory/memory_backend.h"
 
 namespace siesta::test_util {
 

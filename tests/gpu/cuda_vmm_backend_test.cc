@@ -19,7 +19,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/device_copy.h"
+#include "core/memory/device_copy.h"
 #include "tests/gpu/device_probe.h"
 
 namespace siesta {

@@ -13,7 +13,7 @@
 
 #include "backends/cuda_vmm/cuda_driver_api.h"
 #include "backends/cuda_vmm/cuda_handles.h"
-#include "core/memory_backend.h"
+#include "core/memory/memory_backend.h"
 
 namespace siesta::test_util {
 

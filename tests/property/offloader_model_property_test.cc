@@ -24,7 +24,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/offloader.h"
+#include "core/offload/offloader.h"
 #include "tests/support/offloader_fixture.h"
 #include "tests/support/rapidcheck_params.h"
 

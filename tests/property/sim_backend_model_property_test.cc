@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
-#include "core/host_address_space.h"
+#include "core/memory/host_address_space.h"
 #include "tests/support/rapidcheck_params.h"
 
 namespace siesta {

@@ -21,9 +21,9 @@
 #include <iostream>
 #include <string>
 
-#include "core/clock.h"
-#include "core/snapshot_reader.h"
-#include "core/snapshot_writer.h"
+#include "core/base/clock.h"
+#include "core/snapshot/snapshot_reader.h"
+#include "core/snapshot/snapshot_writer.h"
 #include "tests/support/snapshot_test_util.h"
 #include "tests/support/temp_dir.h"
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/memory_backend.h"
+#include "core/memory/memory_backend.h"
 #include "tests/support/backend_test_util.h"
 
 namespace siesta::conformance {

@@ -1,6 +1,6 @@
 // Small helpers for the memory tests: Status assertions that print the status, byte patterns
 // that differ per byte and per cycle, and whole-range device reads/writes through a
-// backend's staging ring (core/device_copy.h).
+// backend's staging ring (core/memory/device_copy.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,9 +12,9 @@
 #include <span>
 #include <vector>
 
-#include "core/device_copy.h"
-#include "core/memory_backend.h"
-#include "core/status.h"
+#include "core/memory/device_copy.h"
+#include "core/memory/memory_backend.h"
+#include "core/base/status.h"
 
 namespace siesta::test_util {
 

@@ -15,7 +15,7 @@
 
 #include "backends/sim/host_kernels.h"
 #include "backends/sim/sim_backend.h"
-#include "core/host_vmm.h"
+#include "core/memory/host_vmm.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
 #include "engine/session.h"

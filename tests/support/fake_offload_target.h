@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
-#include "core/host_vmm.h"
-#include "core/offload_target.h"
+#include "core/memory/host_vmm.h"
+#include "core/offload/offload_target.h"
 
 namespace siesta::test_util {
 

@@ -15,9 +15,9 @@
 
 #include "backends/sim/host_kernels.h"
 #include "backends/sim/sim_backend.h"
-#include "core/executor.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_store.h"
+#include "core/base/executor.h"
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_store.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
 #include "tests/support/temp_dir.h"

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
-#include "core/chunk_sealer.h"
-#include "core/executor.h"
-#include "core/faulty_backend.h"
-#include "core/faulty_file_system.h"
-#include "core/offloader.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_reader.h"
-#include "core/snapshot_store.h"
+#include "core/snapshot/chunk_sealer.h"
+#include "core/base/executor.h"
+#include "testing/faulty_backend.h"
+#include "testing/faulty_file_system.h"
+#include "core/offload/offloader.h"
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_reader.h"
+#include "core/snapshot/snapshot_store.h"
 #include "tests/support/fake_offload_target.h"
 #include "tests/support/temp_dir.h"
 

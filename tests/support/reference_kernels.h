@@ -1,9 +1,9 @@
-// Reference kernels: the Kernels operations (core/kernels.h) written the obvious way on
+// Reference kernels: the Kernels operations (compute/kernels.h) written the obvious way on
 // std::vector<float>, one loop per formula, accumulating in double, so the host and CUDA
 // kernel tests have one thing to compare against. Speed is no concern here.
 //
 // Exact parts (a backend must match them bit for bit): embed, add, kv_encode / kv_decode
-// (the storage formats, f16 via backends/sim/half_float.h and int8 per core/kernels.h),
+// (the storage formats, f16 via backends/sim/half_float.h and int8 per compute/kernels.h),
 // argmax, and rope_table (it is the formula documented in backends/sim/host_kernels.h, in
 // double; a GPU's double cos/sin may differ by an ulp before rounding to float).
 // Everything else is computed in double and rounded to float once at the end; the tests
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "backends/sim/half_float.h"
-#include "core/kernels.h"
+#include "compute/kernels.h"
 
 namespace siesta::ref {
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "core/chunk_sealer.h"
-#include "core/file_system.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_region.h"
+#include "core/snapshot/chunk_sealer.h"
+#include "core/base/file_system.h"
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_region.h"
 #include "tests/support/backend_test_util.h"
 
 namespace siesta::snapshot_test {

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/clock.h"
+#include "core/base/clock.h"
 #include "server/auth.h"
 #include "server/chat_template.h"
 #include "server/server_app.h"

@@ -1,6 +1,6 @@
 // Both sealers: a seal opens only with the same key, position and aad; AES-GCM hides the
 // plaintext, the digest leaves it as it is; process keys are random and wiped.
-#include "core/chunk_sealer.h"
+#include "core/snapshot/chunk_sealer.h"
 
 #include <gtest/gtest.h>
 

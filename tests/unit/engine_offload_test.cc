@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/snapshot_reader.h"
+#include "core/snapshot/snapshot_reader.h"
 #include "engine/engine.h"
 #include "tests/support/offload_engine_rig.h"
 #include "tests/unit/engine_test_rig.h"

@@ -12,9 +12,9 @@
 
 #include "backends/sim/host_kernels.h"
 #include "backends/sim/sim_backend.h"
-#include "core/clock.h"
-#include "core/host_vmm.h"
-#include "core/posix_file_system.h"
+#include "core/base/clock.h"
+#include "core/memory/host_vmm.h"
+#include "core/base/posix_file_system.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
 

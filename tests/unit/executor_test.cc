@@ -1,6 +1,6 @@
 // The Executor seam: ManualExecutor runs exactly what is due, in order; ThreadExecutor runs
 // posted tasks on its own thread, in order, and timers once the clock reaches them.
-#include "core/executor.h"
+#include "core/base/executor.h"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,13 @@
 // HostVmm: host checkpoint memory that really leaves the process while a session sleeps and
 // comes back, zeroed, at the same address.
-#include "core/host_vmm.h"
+#include "core/memory/host_vmm.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/host_address_space.h"
+#include "core/memory/host_address_space.h"
 #include "tests/support/backend_test_util.h"
 
 namespace siesta {

@@ -19,7 +19,7 @@
 #include <thread>
 #include <utility>
 
-#include "core/clock.h"
+#include "core/base/clock.h"
 #include "server/cache_dir.h"
 #include "server/server_app.h"
 #include "tests/support/temp_dir.h"

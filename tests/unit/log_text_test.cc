@@ -1,4 +1,4 @@
-#include "core/log_text.h"
+#include "core/base/log_text.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The offload flag rules of ANCHORS.md ("The seed"): integers 0..604800, expiry must exceed
 // idle, a directory is required when enabled; each message names the flag and the rule.
-#include "core/offload_config.h"
+#include "core/offload/offload_config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "core/offloader.h"
+#include "core/offload/offloader.h"
 #include "tests/support/offloader_fixture.h"
 
 namespace siesta {

@@ -1,7 +1,7 @@
 // One test per transition of the Offloader's state machine (DESIGN.md), on the simulator with
 // a ManualClock and a ManualExecutor: time moves only when a test says so, and timers and
 // saves run only inside pass().
-#include "core/offloader.h"
+#include "core/offload/offloader.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "core/posix_file_system.h"
+#include "core/base/posix_file_system.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

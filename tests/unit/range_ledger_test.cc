@@ -1,7 +1,7 @@
 // The bookkeeping both backends keep (SimBackend and CudaVmmBackend), without a device: every
 // REQUIRES of MemoryBackend that the ledger enforces, and that taking ranges out hands back
 // exactly what was put in.
-#include "core/range_ledger.h"
+#include "core/memory/range_ledger.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// RecordBufferPool (core/record_buffer_pool.h) alone, and as the snapshot writer and reader
+// RecordBufferPool (core/snapshot/record_buffer_pool.h) alone, and as the snapshot writer and reader
 // use it: they take their record buffers from it and give every one back, so that a second
 // save and restore allocate nothing new and still restore exactly the saved bytes.
-#include "core/record_buffer_pool.h"
+#include "core/snapshot/record_buffer_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <set>
 #include <vector>
 
-#include "core/clock.h"
-#include "core/snapshot_reader.h"
-#include "core/snapshot_writer.h"
+#include "core/base/clock.h"
+#include "core/snapshot/snapshot_reader.h"
+#include "core/snapshot/snapshot_writer.h"
 #include "tests/support/snapshot_test_util.h"
 #include "tests/support/temp_dir.h"
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/clock.h"
+#include "core/base/clock.h"
 #include "server/cache_dir.h"
 #include "tests/support/temp_dir.h"
 

@@ -14,7 +14,7 @@
 #include <set>
 #include <string>
 
-#include "core/device_copy.h"
+#include "core/memory/device_copy.h"
 #include "engine/session.h"
 #include "engine/session_layout.h"
 #include "tests/support/engine_test_util.h"

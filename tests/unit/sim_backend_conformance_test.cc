@@ -1,6 +1,6 @@
 // The MemoryBackend conformance suite on the simulator, bare and behind a FaultyBackend whose
 // plan never fires (the wrapper must be transparent).
-#include "core/faulty_backend.h"
+#include "testing/faulty_backend.h"
 #include "tests/support/backend_conformance.h"
 #include "tests/support/sim_backend_under_test.h"
 

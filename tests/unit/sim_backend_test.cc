@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/host_address_space.h"
+#include "core/memory/host_address_space.h"
 #include "tests/support/backend_test_util.h"
 
 namespace siesta {

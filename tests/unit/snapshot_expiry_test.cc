@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_reader.h"
-#include "core/snapshot_store.h"
-#include "core/snapshot_writer.h"
+#include "core/base/clock.h"
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_reader.h"
+#include "core/snapshot/snapshot_store.h"
+#include "core/snapshot/snapshot_writer.h"
 #include "tests/support/backend_test_util.h"
 #include "tests/support/snapshot_test_util.h"
 #include "tests/support/temp_dir.h"

@@ -2,7 +2,7 @@
 // the process that wrote them, refuse cache snapshots and other fingerprints (Foreign), refuse
 // unsafe names before touching storage, keep the previous export when a replacement fails,
 // and erase.
-#include "core/snapshot_export.h"
+#include "core/snapshot/snapshot_export.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
-#include "core/clock.h"
-#include "core/faulty_file_system.h"
-#include "core/posix_file_system.h"
-#include "core/snapshot_reader.h"
-#include "core/snapshot_writer.h"
+#include "core/base/clock.h"
+#include "testing/faulty_file_system.h"
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_reader.h"
+#include "core/snapshot/snapshot_writer.h"
 #include "tests/support/backend_test_util.h"
 #include "tests/support/snapshot_test_util.h"
 #include "tests/support/temp_dir.h"

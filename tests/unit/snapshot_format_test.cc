@@ -1,6 +1,6 @@
 // The snapshot header codec: byte positions and order of every fixed field, the bounds a
 // decoder enforces, and the chunk plan a header implies.
-#include "core/snapshot_format.h"
+#include "core/snapshot/snapshot_format.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // SnapshotStore: the directory rules, the naming rules, the owner lock, start-up cleanup of
 // dead owners' and expired files, shutdown removal and the bytes on disk; and, through a
 // FaultyFileSystem, that a failure during cleanup is counted rather than fatal.
-#include "core/snapshot_store.h"
+#include "core/snapshot/snapshot_store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "core/faulty_file_system.h"
-#include "core/posix_file_system.h"
+#include "testing/faulty_file_system.h"
+#include "core/base/posix_file_system.h"
 #include "tests/support/temp_dir.h"
 
 namespace siesta {

@@ -1,4 +1,4 @@
-#include "core/staging_ring.h"
+#include "core/memory/staging_ring.h"
 
 #include <gtest/gtest.h>
 

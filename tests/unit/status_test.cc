@@ -1,4 +1,4 @@
-#include "core/status.h"
+#include "core/base/status.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <memory>
 #include <set>
 
-#include "core/os_error.h"
+#include "core/base/os_error.h"
 
 namespace siesta {
 namespace {

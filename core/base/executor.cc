@@ -1,0 +1,83 @@
+#include "core/base/executor.h"
+
+#include <chrono>
+
+namespace siesta {
+
+ThreadExecutor::ThreadExecutor(const Clock& clock) : clock_(clock), worker_([this] { run(); }) {}
+
+ThreadExecutor::~ThreadExecutor() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  worker_.join();
+}
+
+void ThreadExecutor::post(Task task) { post_at(Clock::Duration::min(), std::move(task)); }
+
+void ThreadExecutor::post_at(Clock::Duration when, Task task) {
+  {
+    std::lock_guard lock(mutex_);
+    tasks_.emplace(std::make_pair(when, posted_++), std::move(task));
+  }
+  wake_.notify_all();
+}
+
+void ThreadExecutor::run() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    if (tasks_.empty()) {
+      wake_.wait(lock);
+      continue;
+    }
+    const Clock::Duration due = tasks_.begin()->first.first;
+    const Clock::Duration now = clock_.now();
+    if (due > now) {
+      // The clock is steady time; wait_for a relative span so that any Clock whose now() is
+      // steady time since some origin works.
+      wake_.wait_for(lock, due - now);
+      continue;
+    }
+    Task task = std::move(tasks_.begin()->second);
+    tasks_.erase(tasks_.begin());
+    lock.unlock();
+    task();
+    lock.lock();
+  }
+}
+
+void ManualExecutor::post(Task task) { post_at(Clock::Duration::min(), std::move(task)); }
+
+void ManualExecutor::post_at(Clock::Duration when, Task task) {
+  std::lock_guard lock(mutex_);
+  tasks_.emplace(std::make_pair(when, posted_++), std::move(task));
+}
+
+size_t ManualExecutor::run_due() {
+  size_t ran = 0;
+  for (;;) {
+    Task task;
+    {
+      std::lock_guard lock(mutex_);
+      if (tasks_.empty() || tasks_.begin()->first.first > clock_.now()) return ran;
+      task = std::move(tasks_.begin()->second);
+      tasks_.erase(tasks_.begin());
+    }
+    task();
+    ++ran;
+  }
+}
+
+size_t ManualExecutor::pending() const {
+  std::lock_guard lock(mutex_);
+  return tasks_.size();
+}
+
+Clock::Duration ManualExecutor::next_due() const {
+  std::lock_guard lock(mutex_);
+  return tasks_.empty() ? Clock::Duration::max() : tasks_.begin()->first.first;
+}
+
+}  // namespace siesta

@@ -1,0 +1,85 @@
+// Executor: where the Offloader's timers fire and its background saves run (DESIGN.md, the
+// fourth seam). The real one is a thread; tests use ManualExecutor, which runs nothing until
+// the test says so, so that every interleaving of a timer, a save and a command can be
+// chosen rather than hoped for.
+//
+// Thread rule: post/post_at may be called from any thread, including from inside a task.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "core/base/clock.h"
+
+namespace siesta {
+
+class Executor {
+ public:
+  using Task = std::function<void()>;
+  virtual ~Executor() = default;
+
+  // Runs `task` soon, after the tasks already due; tasks never run concurrently with each
+  // other.
+  virtual void post(Task task) = 0;
+
+  // Runs `task` once clock.now() >= `when` (the Clock the executor was made with). Tasks due
+  // at the same time run in the order they were posted.
+  virtual void post_at(Clock::Duration when, Task task) = 0;
+};
+
+// Runs tasks on one worker thread of its own, timers against the Clock it was given (which
+// must advance by itself: SystemClock). The destructor drops timers not yet due, waits for the
+// running task and joins the thread.
+class ThreadExecutor final : public Executor {
+ public:
+  explicit ThreadExecutor(const Clock& clock);
+  ~ThreadExecutor() override;
+  ThreadExecutor(const ThreadExecutor&) = delete;
+  ThreadExecutor& operator=(const ThreadExecutor&) = delete;
+
+  void post(Task task) override;
+  void post_at(Clock::Duration when, Task task) override;
+
+ private:
+  void run();
+
+  const Clock& clock_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  // Due time, then posting order: the key keeps same-time tasks first-in first-out.
+  std::multimap<std::pair<Clock::Duration, uint64_t>, Task> tasks_;
+  uint64_t posted_ = 0;
+  bool stopping_ = false;
+  std::thread worker_;  // last: started once everything above exists
+};
+
+// Runs tasks only inside run_due(), on the caller's thread, against a ManualClock the test
+// moves. Deterministic: the same calls run the same tasks in the same order.
+class ManualExecutor final : public Executor {
+ public:
+  explicit ManualExecutor(const Clock& clock) : clock_(clock) {}
+
+  void post(Task task) override;
+  void post_at(Clock::Duration when, Task task) override;
+
+  // Runs every task due at clock.now(), including tasks those tasks post for now, in due
+  // order. Returns how many ran.
+  size_t run_due();
+  // Tasks waiting (due or not).
+  size_t pending() const;
+  // The earliest due time of a waiting task; Clock::Duration::max() when none.
+  Clock::Duration next_due() const;
+
+ private:
+  const Clock& clock_;
+  mutable std::mutex mutex_;
+  std::multimap<std::pair<Clock::Duration, uint64_t>, Task> tasks_;
+  uint64_t posted_ = 0;
+};
+
+}  // namespace siesta

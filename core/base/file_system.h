@@ -1,0 +1,105 @@
+// FileSystem: the seam through which snapshots reach storage. The POSIX implementation
+// (core/base/posix_file_system.h) is the real one; FaultyFileSystem (tests) injects EIO, ENOSPC,
+// short writes, failed syncs and renames, and crashes that drop unsynced data.
+//
+// Paths are absolute or relative to the process's working directory. Every call reports
+// OS failures as named codes (core/base/os_error.h) with the path in the message.
+// Thread rule: a FileSystem may be used from any thread; a file handle by one at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/base/status.h"
+
+namespace siesta {
+
+// A file being written. Closing without sync() promises nothing about durability.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  // Writes all of `data` at `offset` (retrying short writes). Failure: IoError / NoSpace;
+  // an unspecified prefix may have been written.
+  virtual Status write_at(uint64_t offset, std::span<const std::byte> data) = 0;
+  // fdatasync: on success every byte written so far survives a crash.
+  virtual Status sync() = 0;
+  // Hints, promising nothing about durability (only sync() does), whose errors are ignored:
+  // start writing [offset, offset+length) back to the disk now, without waiting; and wait
+  // until that range's write-back is done. A writer that keeps its dirty bytes to a window
+  // this way never stalls long in the kernel's dirty-page throttling, and its final sync()
+  // has little left to do (Linux sync_file_range; a no-op where there is none).
+  virtual void start_writeback(uint64_t offset, uint64_t length) {
+    (void)offset;
+    (void)length;
+  }
+  virtual void wait_writeback(uint64_t offset, uint64_t length) {
+    (void)offset;
+    (void)length;
+  }
+  // Closes the descriptor now (also done by the destructor, ignoring errors).
+  virtual Status close() = 0;
+};
+
+class ReadableFile {
+ public:
+  virtual ~ReadableFile() = default;
+  // Reads up to data.size() bytes at `offset`; returns how many were read (fewer only at the
+  // end of the file). Failure: IoError. Safe to call from several threads at once (pread):
+  // the snapshot reader reads chunk records on its worker threads.
+  virtual Result<size_t> read_at(uint64_t offset, std::span<std::byte> data) = 0;
+  virtual Result<uint64_t> size() = 0;
+};
+
+// An advisory exclusive lock (flock) held for the life of the object.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
+struct PathInfo {
+  enum class Type { kRegular, kDirectory, kSymlink, kOther };
+  Type type = Type::kOther;
+  uint32_t owner_uid = 0;
+  uint32_t mode = 0;  // permission bits only (st_mode & 07777)
+  uint64_t size = 0;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // Creates a new file with O_CREAT|O_EXCL|O_NOFOLLOW and `mode`.
+  // Failure: FailedPrecondition if the path exists (even as a symlink).
+  virtual Result<std::unique_ptr<WritableFile>> create_exclusive(const std::string& path,
+                                                                 uint32_t mode) = 0;
+  // Opens an existing regular file for reading, refusing symlinks (O_NOFOLLOW).
+  // Failure: NotFound, FailedPrecondition for a symlink, IoError.
+  virtual Result<std::unique_ptr<ReadableFile>> open_readable(const std::string& path) = 0;
+  // rename(2): atomic replacement within one file system.
+  virtual Status rename(const std::string& from, const std::string& to) = 0;
+  // Removes a file. Failure: NotFound if it did not exist.
+  virtual Status remove(const std::string& path) = 0;
+  // fsync on the directory itself, so that creations, renames and removals in it survive.
+  virtual Status sync_directory(const std::string& path) = 0;
+  // mkdir(path, mode). Failure: FailedPrecondition if it exists.
+  virtual Status make_directory(const std::string& path, uint32_t mode) = 0;
+  // Names in a directory, without "." and "..", in no particular order.
+  virtual Result<std::vector<std::string>> list_directory(const std::string& path) = 0;
+  // lstat: describes the path itself, not what a symlink points to.
+  virtual Result<PathInfo> stat_no_follow(const std::string& path) = 0;
+  // Opens `path` as a directory (O_DIRECTORY|O_NOFOLLOW) and describes the opened descriptor
+  // (fstat), so that what is judged is the directory itself even if the name is swapped for a
+  // symlink or another file meanwhile. Failure: FailedPrecondition for a symlink or anything
+  // but a directory, NotFound, IoError.
+  virtual Result<PathInfo> stat_directory(const std::string& path) = 0;
+  // Bytes available to this user on the file system holding `path` (statvfs).
+  virtual Result<uint64_t> available_bytes(const std::string& path) = 0;
+  // Takes an exclusive flock on `path` (created 0600 if missing). With wait=false, a lock
+  // held by another open file description fails with FailedPrecondition at once.
+  virtual Result<std::unique_ptr<FileLock>> lock_file(const std::string& path, bool wait) = 0;
+};
+
+}  // namespace siesta

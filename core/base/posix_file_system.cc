@@ -1,0 +1,244 @@
+#include "core/base/posix_file_system.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/base/os_error.h"
+#include "core/base/unique_fd.h"
+
+namespace siesta {
+namespace {
+
+// Retries a system call interrupted by a signal.
+template <class Call>
+auto retry_on_eintr(Call call) {
+  decltype(call()) result;
+  do {
+    result = call();
+  } while (result < 0 && errno == EINTR);
+  return result;
+}
+
+PathInfo path_info_of(const struct stat& st) {
+  PathInfo info;
+  if (S_ISREG(st.st_mode)) {
+    info.type = PathInfo::Type::kRegular;
+  } else if (S_ISDIR(st.st_mode)) {
+    info.type = PathInfo::Type::kDirectory;
+  } else if (S_ISLNK(st.st_mode)) {
+    info.type = PathInfo::Type::kSymlink;
+  }
+  info.owner_uid = st.st_uid;
+  info.mode = st.st_mode & 07777;
+  info.size = static_cast<uint64_t>(st.st_size);
+  return info;
+}
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+
+  Status write_at(uint64_t offset, std::span<const std::byte> data) override {
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = retry_on_eintr([&] {
+        return ::pwrite(fd_.get(), data.data() + done, data.size() - done,
+                        static_cast<off_t>(offset + done));
+      });
+      if (n < 0) return status_from_errno(errno, "pwrite " + path_);
+      if (n == 0) return IoError("pwrite " + path_ + ": wrote nothing");
+      done += static_cast<size_t>(n);
+    }
+    return Status::Ok();
+  }
+
+  Status sync() override {
+    if (retry_on_eintr([&] { return ::fdatasync(fd_.get()); }) != 0) {
+      return status_from_errno(errno, "fdatasync " + path_);
+    }
+    return Status::Ok();
+  }
+
+  Status close() override {
+    if (fd_.valid() && fd_.reset() != 0) return status_from_errno(errno, "close " + path_);
+    return Status::Ok();
+  }
+
+  void start_writeback(uint64_t offset, uint64_t length) override {
+    (void)::sync_file_range(fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(length),
+                            SYNC_FILE_RANGE_WRITE);
+  }
+
+  void wait_writeback(uint64_t offset, uint64_t length) override {
+    (void)::sync_file_range(
+        fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(length),
+        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+  }
+
+ private:
+  UniqueFd fd_;
+  std::string path_;
+};
+
+class PosixReadableFile final : public ReadableFile {
+ public:
+  PosixReadableFile(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+
+  Result<size_t> read_at(uint64_t offset, std::span<std::byte> data) override {
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = retry_on_eintr([&] {
+        return ::pread(fd_.get(), data.data() + done, data.size() - done,
+                       static_cast<off_t>(offset + done));
+      });
+      if (n < 0) return status_from_errno(errno, "pread " + path_);
+      if (n == 0) break;  // end of file
+      done += static_cast<size_t>(n);
+    }
+    return done;
+  }
+
+  Result<uint64_t> size() override {
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) != 0) return status_from_errno(errno, "fstat " + path_);
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+ private:
+  UniqueFd fd_;
+  std::string path_;
+};
+
+class PosixFileLock final : public FileLock {
+ public:
+  explicit PosixFileLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  // Closing the descriptor releases the flock.
+
+ private:
+  UniqueFd fd_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<WritableFile>> PosixFileSystem::create_exclusive(const std::string& path,
+                                                                        uint32_t mode) {
+  int fd = retry_on_eintr([&] {
+    return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  });
+  if (fd < 0) return status_from_errno(errno, "create " + path);
+  UniqueFd owned(fd);
+  // The umask may have cleared bits of `mode`; the mode asked for is the mode we promise.
+  if (::fchmod(fd, mode) != 0) return status_from_errno(errno, "fchmod " + path);
+  return std::unique_ptr<WritableFile>(new PosixWritableFile(std::move(owned), path));
+}
+
+Result<std::unique_ptr<ReadableFile>> PosixFileSystem::open_readable(const std::string& path) {
+  int fd = retry_on_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC); });
+  if (fd < 0) return status_from_errno(errno, "open " + path);
+  UniqueFd owned(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return status_from_errno(errno, "fstat " + path);
+  if (!S_ISREG(st.st_mode)) return FailedPrecondition("open " + path + ": not a regular file");
+  return std::unique_ptr<ReadableFile>(new PosixReadableFile(std::move(owned), path));
+}
+
+Status PosixFileSystem::rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return status_from_errno(errno, "rename " + from + " -> " + to);
+  }
+  return Status::Ok();
+}
+
+Status PosixFileSystem::remove(const std::string& path) {
+  if (::unlink(path.c_str()) != 0) return status_from_errno(errno, "remove " + path);
+  return Status::Ok();
+}
+
+Status PosixFileSystem::sync_directory(const std::string& path) {
+  int fd = retry_on_eintr(
+      [&] { return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC); });
+  if (fd < 0) return status_from_errno(errno, "open directory " + path);
+  UniqueFd owned(fd);
+  if (retry_on_eintr([&] { return ::fsync(fd); }) != 0) {
+    return status_from_errno(errno, "fsync directory " + path);
+  }
+  return Status::Ok();
+}
+
+Status PosixFileSystem::make_directory(const std::string& path, uint32_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0) return status_from_errno(errno, "mkdir " + path);
+  // As with files: the umask must not weaken or change the mode asked for.
+  if (::chmod(path.c_str(), mode) != 0) return status_from_errno(errno, "chmod " + path);
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> PosixFileSystem::list_directory(const std::string& path) {
+  int fd = retry_on_eintr(
+      [&] { return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC); });
+  if (fd < 0) return status_from_errno(errno, "open directory " + path);
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    int err = errno;
+    ::close(fd);
+    return status_from_errno(err, "fdopendir " + path);
+  }
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* entry = ::readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(std::move(name));
+    errno = 0;
+  }
+  int err = errno;
+  ::closedir(dir);  // also closes fd
+  if (err != 0) return status_from_errno(err, "readdir " + path);
+  return names;
+}
+
+Result<PathInfo> PosixFileSystem::stat_no_follow(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return status_from_errno(errno, "lstat " + path);
+  return path_info_of(st);
+}
+
+Result<PathInfo> PosixFileSystem::stat_directory(const std::string& path) {
+  int fd = retry_on_eintr(
+      [&] { return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC); });
+  if (fd < 0) {
+    if (errno == ELOOP) return FailedPrecondition("open directory " + path + ": a symlink");
+    if (errno == ENOTDIR) return FailedPrecondition("open directory " + path + ": not a directory");
+    return status_from_errno(errno, "open directory " + path);
+  }
+  UniqueFd owned(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return status_from_errno(errno, "fstat " + path);
+  return path_info_of(st);
+}
+
+Result<uint64_t> PosixFileSystem::available_bytes(const std::string& path) {
+  struct statvfs vfs {};
+  if (::statvfs(path.c_str(), &vfs) != 0) return status_from_errno(errno, "statvfs " + path);
+  return static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+}
+
+Result<std::unique_ptr<FileLock>> PosixFileSystem::lock_file(const std::string& path, bool wait) {
+  int fd = retry_on_eintr(
+      [&] { return ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600); });
+  if (fd < 0) return status_from_errno(errno, "open lock file " + path);
+  UniqueFd owned(fd);
+  int operation = LOCK_EX | (wait ? 0 : LOCK_NB);
+  if (retry_on_eintr([&] { return ::flock(fd, operation); }) != 0) {
+    if (errno == EWOULDBLOCK) return FailedPrecondition("lock " + path + ": held by another owner");
+    return status_from_errno(errno, "flock " + path);
+  }
+  return std::unique_ptr<FileLock>(new PosixFileLock(std::move(owned)));
+}
+
+}  // namespace siesta

@@ -1,0 +1,64 @@
+// OffloadTarget: everything the offload logic sees of a session (DESIGN.md, "What the
+// Offloader sees of a session"). engine::Session implements it; core never learns what a
+// model is.
+//
+// A session's memory is a fixed set of reservations that never move for the session's life:
+// device ranges (MemoryBackend reservations) and host ranges (HostVmm). The Offloader
+// releases and re-commits them as whole units, and reads and writes the regions inside them
+// with SnapshotWriter / SnapshotReader.
+//
+// Thread rule: called on the thread that runs the session's commands, never while one runs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/memory/host_vmm.h"
+#include "core/memory/memory_backend.h"
+#include "core/snapshot/snapshot_format.h"
+#include "core/snapshot/snapshot_region.h"
+#include "core/base/status.h"
+
+namespace siesta {
+
+class OffloadTarget {
+ public:
+  virtual ~OffloadTarget() = default;
+
+  // Every region of the session, in a fixed order, with the extents used so far: a
+  // kContents region lists only the bytes the conversation has written (KV rows below the
+  // current length...), so a snapshot grows with the conversation, not with the allocated
+  // context; kReinit and kDiscard regions list none. Names, sizes, places and addresses never
+  // change for the session's life; extents change as the session runs.
+  // REQUIRES: the session's memory is committed (extents may be read from it).
+  virtual std::vector<SnapshotRegion> snapshot_regions() const = 0;
+
+  // The device ranges to decommit on release and commit again on restore: whole ranges as
+  // committed (MemoryBackend's unit of decommit), covering every device region.
+  virtual std::vector<DeviceRange> device_memory() const = 0;
+
+  // The host ranges to release and commit again, covering every host region.
+  virtual std::vector<HostRange*> host_memory() = 0;
+
+  // Model + configuration + region layout. A snapshot with another fingerprint is Foreign.
+  virtual snapshot::Fingerprint fingerprint() const = 0;
+
+  // Tokens of history the session holds (its KV length); kept in ordinary memory, so it may
+  // be read while the session's memory is released.
+  virtual uint64_t history_tokens() const = 0;
+
+  // After a restore has copied every saved extent back: re-reads the session's own state from
+  // the restored regions and checks it (lengths within the context...), then recomputes the
+  // kReinit regions. Failure: Corrupt when the restored state is impossible (the caller then
+  // discards the history); DeviceError from the kernels.
+  // REQUIRES: memory committed.
+  virtual Status adopt_restored_state() = 0;
+
+  // Missing, damaged, foreign or expired snapshot, or an explicit reset: forgets the history
+  // (length 0, no checkpoints), clears the kContents regions and recomputes the kReinit
+  // ones, so the next prompt is read from the start. Failure: DeviceError from the kernels.
+  // REQUIRES: memory committed.
+  virtual Status discard_history() = 0;
+};
+
+}  // namespace siesta

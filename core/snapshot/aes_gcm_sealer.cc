@@ -1,0 +1,171 @@
+// AES-256-GCM sealing and the process key (see chunk_sealer.h for the scheme).
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <cstring>
+#include <limits>
+#include <string_view>
+
+#include "core/snapshot/chunk_sealer.h"
+
+namespace siesta {
+namespace {
+
+struct CipherCtxDeleter {
+  void operator()(EVP_CIPHER_CTX* ctx) const { EVP_CIPHER_CTX_free(ctx); }
+};
+using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CipherCtxDeleter>;
+
+constexpr std::string_view kFileKeyLabel = "siesta-snapshot-file-key-v1";
+
+// EVP takes int lengths; chunks are bounded by kMaxChunkBytes and headers by kMaxHeaderBytes,
+// so a longer span is a caller bug, reported rather than truncated.
+bool fits_int(size_t n) { return n <= static_cast<size_t>(std::numeric_limits<int>::max()); }
+
+class AesGcmSealer final : public ChunkSealer {
+ public:
+  AesGcmSealer(CipherCtx ctx, const ProcessKey::KeyBytes& file_key)
+      : ctx_(std::move(ctx)), file_key_(file_key) {}
+  ~AesGcmSealer() override { OPENSSL_cleanse(file_key_.data(), file_key_.size()); }
+
+  bool encrypts() const override { return true; }
+
+  Status seal(SealDomain domain, uint64_t index, std::span<const uint8_t> aad,
+              std::span<const uint8_t> plaintext, std::span<uint8_t> ciphertext,
+              snapshot::Tag& tag) override {
+    if (ciphertext.size() != plaintext.size() || !fits_int(plaintext.size()) ||
+        !fits_int(aad.size())) {
+      return Internal("AES-GCM seal: bad buffer sizes");
+    }
+    SIESTA_RETURN_IF_ERROR(start(domain, index, /*encrypt=*/true, aad));
+    int n = 0;
+    if (!plaintext.empty() && EVP_EncryptUpdate(ctx_.get(), ciphertext.data(), &n, plaintext.data(),
+                                                static_cast<int>(plaintext.size())) != 1) {
+      return Internal("AES-GCM encrypt failed");
+    }
+    uint8_t unused[16];
+    if (EVP_EncryptFinal_ex(ctx_.get(), unused, &n) != 1 ||
+        EVP_CIPHER_CTX_ctrl(ctx_.get(), EVP_CTRL_GCM_GET_TAG, static_cast<int>(tag.size()),
+                            tag.data()) != 1) {
+      return Internal("AES-GCM tag failed");
+    }
+    return Status::Ok();
+  }
+
+  Status open(SealDomain domain, uint64_t index, std::span<const uint8_t> aad,
+              std::span<const uint8_t> ciphertext, const snapshot::Tag& tag,
+              std::span<uint8_t> plaintext) override {
+    if (ciphertext.size() != plaintext.size() || !fits_int(ciphertext.size()) ||
+        !fits_int(aad.size())) {
+      return Internal("AES-GCM open: bad buffer sizes");
+    }
+    SIESTA_RETURN_IF_ERROR(start(domain, index, /*encrypt=*/false, aad));
+    int n = 0;
+    if (!ciphertext.empty() &&
+        EVP_DecryptUpdate(ctx_.get(), plaintext.data(), &n, ciphertext.data(),
+                          static_cast<int>(ciphertext.size())) != 1) {
+      return Internal("AES-GCM decrypt failed");
+    }
+    snapshot::Tag expected = tag;  // the ctrl takes a non-const pointer
+    if (EVP_CIPHER_CTX_ctrl(ctx_.get(), EVP_CTRL_GCM_SET_TAG, static_cast<int>(expected.size()),
+                            expected.data()) != 1) {
+      return Internal("AES-GCM set tag failed");
+    }
+    uint8_t unused[16];
+    if (EVP_DecryptFinal_ex(ctx_.get(), unused, &n) != 1) {
+      return Corrupt("seal check failed (changed bytes, another key, or a misplaced chunk)");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status start(SealDomain domain, uint64_t index, bool encrypt, std::span<const uint8_t> aad) {
+    uint8_t iv[12];
+    snapshot::put_u32(iv, static_cast<uint32_t>(domain));
+    snapshot::put_u64(iv + 4, index);
+    const int ok =
+        encrypt ? EVP_EncryptInit_ex(ctx_.get(), EVP_aes_256_gcm(), nullptr, file_key_.data(), iv)
+                : EVP_DecryptInit_ex(ctx_.get(), EVP_aes_256_gcm(), nullptr, file_key_.data(), iv);
+    if (ok != 1) return Internal("AES-GCM init failed");
+    int n = 0;
+    if (!aad.empty()) {
+      const int added = encrypt ? EVP_EncryptUpdate(ctx_.get(), nullptr, &n, aad.data(),
+                                                    static_cast<int>(aad.size()))
+                                : EVP_DecryptUpdate(ctx_.get(), nullptr, &n, aad.data(),
+                                                    static_cast<int>(aad.size()));
+      if (added != 1) return Internal("AES-GCM aad failed");
+    }
+    return Status::Ok();
+  }
+
+  CipherCtx ctx_;
+  ProcessKey::KeyBytes file_key_;
+};
+
+}  // namespace
+
+Status random_bytes(std::span<uint8_t> out) {
+  if (out.empty()) return Status::Ok();
+  if (!fits_int(out.size()) || RAND_bytes(out.data(), static_cast<int>(out.size())) != 1) {
+    return Internal("OpenSSL RAND_bytes failed");
+  }
+  return Status::Ok();
+}
+
+Result<ProcessKey> ProcessKey::generate() {
+  ProcessKey key;
+  SIESTA_RETURN_IF_ERROR(random_bytes(key.key_));
+  SIESTA_RETURN_IF_ERROR(random_bytes(key.nonce_));
+  return key;
+}
+
+ProcessKey ProcessKey::from_bytes(const KeyBytes& key_bytes, const snapshot::ProcessNonce& nonce) {
+  ProcessKey key;
+  key.key_ = key_bytes;
+  key.nonce_ = nonce;
+  return key;
+}
+
+ProcessKey::ProcessKey(ProcessKey&& other) noexcept { *this = std::move(other); }
+
+ProcessKey& ProcessKey::operator=(ProcessKey&& other) noexcept {
+  if (this != &other) {
+    key_ = other.key_;
+    nonce_ = other.nonce_;
+    other.wipe();
+  }
+  return *this;
+}
+
+ProcessKey::~ProcessKey() { wipe(); }
+
+void ProcessKey::wipe() { OPENSSL_cleanse(key_.data(), key_.size()); }
+
+Result<std::unique_ptr<ChunkSealer>> make_aes_gcm_sealer(const ProcessKey& key,
+                                                         const snapshot::FileId& file_id) {
+  uint8_t input[kFileKeyLabel.size() + sizeof(snapshot::FileId)];
+  std::memcpy(input, kFileKeyLabel.data(), kFileKeyLabel.size());
+  std::memcpy(input + kFileKeyLabel.size(), file_id.data(), file_id.size());
+  ProcessKey::KeyBytes file_key{};
+  unsigned int length = 0;
+  if (HMAC(EVP_sha256(), key.key_bytes().data(), static_cast<int>(key.key_bytes().size()), input,
+           sizeof(input), file_key.data(), &length) == nullptr ||
+      length != file_key.size()) {
+    return Internal("HMAC-SHA256 file key derivation failed");
+  }
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  if (ctx == nullptr) return Internal("EVP_CIPHER_CTX_new failed");
+  auto sealer = std::make_unique<AesGcmSealer>(std::move(ctx), file_key);
+  OPENSSL_cleanse(file_key.data(), file_key.size());
+  return std::unique_ptr<ChunkSealer>(std::move(sealer));
+}
+
+Result<std::unique_ptr<ChunkSealer>> make_sealer(snapshot::SnapshotMode mode, const ProcessKey& key,
+                                                 const snapshot::FileId& file_id) {
+  if (mode == snapshot::SnapshotMode::kSessionEncrypted) return make_aes_gcm_sealer(key, file_id);
+  return make_digest_sealer();
+}
+
+}  // namespace siesta

@@ -1,0 +1,62 @@
+// The chunk stage of SnapshotReader::read (core/snapshot/snapshot_reader.h): reads and verifies
+// (decrypts) every chunk record on a ChunkPipeline's threads and restores them into their
+// regions, in file order.
+//
+// Threads and buffers:
+//   - the calling thread places each chunk (its record's offset, which the header fixes; its
+//     destination; a staging buffer lent for a device chunk) and submits it;
+//   - `threads` workers each read a record with one read_at at its offset (ReadableFile::read_at
+//     is safe from several threads), check its place (region, index, length) and open its seal
+//     with their own ChunkSealer, writing the plaintext straight into host memory or into the
+//     staging buffer. Reading on the workers spreads the copy out of the page cache over
+//     several cores: on the H200 one thread's copy was the restore's limit;
+//   - the calling thread retires chunks in file order and starts each device chunk's
+//     copy_from_staging; never more staging buffers are held (opening or copying) than the ring
+//     has, nor more than staging_buffer_count() when that is the tighter bound.
+//   - at most `threads + 1` records are in flight, raised to staging_buffer_count() when device
+//     regions are restored; each owns one record buffer.
+// A device chunk larger than a staging buffer (a file written with another backend) is a
+// barrier: everything before it is finished, then it is read, opened and copied on the calling
+// thread.
+//
+// Outcome: the first failure in file order -- a short read (Truncated), a read error, a chunk
+// out of place or failing its seal (Corrupt), a device copy -- is the one returned, whatever
+// the thread count and whichever read the file system saw first: every chunk's failure comes
+// back when it is retired, and chunks are retired in order.
+//
+// Internal to the snapshot reader; not a public interface.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/snapshot/chunk_sealer.h"
+#include "core/base/file_system.h"
+#include "core/memory/memory_backend.h"
+#include "core/snapshot/record_buffer_pool.h"
+#include "core/snapshot/snapshot_region.h"
+
+namespace siesta {
+
+struct ChunkReadJob {
+  const snapshot::SnapshotHeader& header;  // verified, and matching `regions`
+  const snapshot::HeaderDigest& header_digest;
+  std::span<const SnapshotRegion> regions;  // host regions with extents have memory
+  MemoryBackend* backend;                   // non-null when a device region has extents
+  const ProcessKey& key;
+  size_t threads;    // verifying threads, >= 1
+  std::string name;  // "snapshot '<path>'", for messages
+  RecordBufferPool* record_buffers;  // null: the read's own buffers
+};
+
+// Reads chunk 0 at `first_offset` and every later one right after the previous.
+// Success: every chunk verified and restored (device copies complete); returns the offset just
+// past the last one (where the trailer starts).
+// Failure: the first failure in file order (above); regions then hold an unspecified mix of old
+// and restored bytes. Every thread is joined, every copy waited for and every staging buffer
+// given back before it returns.
+Result<uint64_t> read_snapshot_chunks(const ChunkReadJob& job, ReadableFile& file,
+                                      uint64_t first_offset);
+
+}  // namespace siesta

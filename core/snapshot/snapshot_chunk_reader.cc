@@ -1,0 +1,237 @@
+#include "core/snapshot/internal/snapshot_chunk_reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/snapshot/internal/chunk_pipeline.h"
+#include "core/memory/device_copy.h"
+
+namespace siesta {
+namespace {
+
+using snapshot::ChunkSpan;
+using snapshot::kChunkHeaderBytes;
+using snapshot::kTagBytes;
+
+// One chunk in flight. The calling thread places it (offset, destination, staging buffer) and
+// submits it; from then until it retires it, only the worker reading and opening it touches
+// the slot.
+struct Slot {
+  uint64_t index = 0;
+  ChunkSpan span;
+  uint64_t offset = 0;  // of its record in the file
+  bool device = false;
+  std::vector<uint8_t> record;  // chunk header || ciphertext || tag (reused)
+  StagingBuffer staging;        // device chunks: where the plaintext goes
+  uint8_t* destination = nullptr;
+};
+
+// A device chunk on its way from its staging buffer to the device.
+struct Copy {
+  StagingBuffer staging;
+  CopyTicket ticket;
+};
+
+std::string chunk_name(const std::string& name, uint64_t index) {
+  return name + " chunk " + std::to_string(index);
+}
+
+class ChunkReader {
+ public:
+  ChunkReader(const ChunkReadJob& job, ReadableFile& file) : job_(job), file_(file) {}
+  ChunkReader(const ChunkReader&) = delete;
+  ChunkReader& operator=(const ChunkReader&) = delete;
+  ~ChunkReader() {
+    if (job_.record_buffers == nullptr) return;
+    for (Slot& slot : slots_) job_.record_buffers->give_back(std::move(slot.record));
+  }
+
+  Result<uint64_t> run(uint64_t offset) {
+    std::vector<std::unique_ptr<ChunkSealer>> sealers;
+    for (size_t i = 0; i <= job_.threads; ++i) {  // one per worker, and one for this thread
+      SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ChunkSealer> sealer,
+                              make_sealer(job_.header.mode, job_.key, job_.header.file_id));
+      sealers.push_back(std::move(sealer));
+    }
+    own_sealer_ = std::move(sealers.back());
+    sealers.pop_back();
+    size_t window = job_.threads + 1;
+    if (job_.backend != nullptr) {
+      staging_limit_ = std::max<size_t>(1, job_.backend->staging_buffer_count());
+      window = std::max(window, staging_limit_);
+    }
+    slots_.resize(window);
+    if (job_.record_buffers != nullptr) {
+      for (Slot& slot : slots_) slot.record = job_.record_buffers->take();
+    }
+    // Declared after slots_ and copies_ (members): destroyed first, so no opening outlives the
+    // memory it writes.
+    ChunkPipeline pipeline(std::move(sealers));
+    pipeline_ = &pipeline;
+
+    snapshot::ChunkWalker walker(job_.header);
+    ChunkSpan span;
+    for (uint64_t index = 0; walker.next(span); ++index) {
+      if (pipeline.pending() == slots_.size()) SIESTA_RETURN_IF_ERROR(retire_oldest());
+      // Slots go round in submission order (an oversized chunk is not submitted).
+      Slot& slot = slots_[submitted_ % slots_.size()];
+      slot.index = index;
+      slot.span = span;
+      slot.offset = offset;
+      const size_t record_size = kChunkHeaderBytes + span.length + kTagBytes;
+      slot.record.resize(record_size);
+      offset += record_size;
+      const SnapshotRegion& region = job_.regions[span.region];
+      slot.device = region.place == SnapshotRegion::Place::kDevice;
+      if (!slot.device) {
+        slot.destination = reinterpret_cast<uint8_t*>(region.host) + span.offset;
+      } else if (span.length > job_.backend->staging_buffer_bytes()) {
+        SIESTA_RETURN_IF_ERROR(restore_oversized(slot, region.device + span.offset));
+        continue;
+      } else {
+        SIESTA_RETURN_IF_ERROR(lend_staging(slot));
+      }
+      pipeline.submit([this, &slot](ChunkSealer& sealer) { return fetch_and_open(slot, sealer); });
+      ++submitted_;
+    }
+    SIESTA_RETURN_IF_ERROR(finish_all());
+    return offset;
+  }
+
+ private:
+  // Reads exactly the record; a short read means the file shrank under us.
+  Status read_exact(uint64_t offset, std::span<uint8_t> out, uint64_t index) const {
+    Result<size_t> read = file_.read_at(offset, std::as_writable_bytes(out));
+    if (!read.ok()) return read.status().with_context(chunk_name(job_.name, index));
+    const size_t got = *read;
+    if (got != out.size()) {
+      return Truncated(chunk_name(job_.name, index) + " ends at byte " +
+                       std::to_string(offset + got) + ", expected " +
+                       std::to_string(offset + out.size()));
+    }
+    return Status::Ok();
+  }
+
+  // Runs on a worker (or inline; or here, for an oversized chunk). Touches only `slot`, its
+  // destination, the file (read_at is safe from several threads) and what is immutable
+  // during the read.
+  Status fetch_and_open(Slot& slot, ChunkSealer& sealer) const {
+    SIESTA_RETURN_IF_ERROR(read_exact(slot.offset, slot.record, slot.index));
+    const auto expected = snapshot::encode_chunk_header(slot.index, slot.span);
+    if (std::memcmp(slot.record.data(), expected.data(), expected.size()) != 0) {
+      return Corrupt(chunk_name(job_.name, slot.index) +
+                     " is out of place (region, index or length differ)");
+    }
+    return open(slot, sealer);
+  }
+
+  Status open(const Slot& slot, ChunkSealer& sealer) const {
+    const uint32_t length = slot.span.length;
+    const std::span<const uint8_t> chunk_header(slot.record.data(), kChunkHeaderBytes);
+    const std::vector<uint8_t> aad =
+        snapshot::record_aad(job_.header.file_id, job_.header_digest, chunk_header);
+    snapshot::Tag tag{};
+    std::memcpy(tag.data(), slot.record.data() + kChunkHeaderBytes + length, kTagBytes);
+    Status opened = sealer.open(SealDomain::kChunk, slot.index, aad,
+                                {slot.record.data() + kChunkHeaderBytes, length}, tag,
+                                {slot.destination, length});
+    return opened.ok() ? opened : opened.with_context(chunk_name(job_.name, slot.index));
+  }
+
+  // Lends the slot a staging buffer for its plaintext. When this read holds as many as the
+  // ring has, or the ring is exhausted by another user, the oldest copies and chunks are
+  // finished first, which gives buffers back; with none left to finish, the ring's error.
+  Status lend_staging(Slot& slot) {
+    while (held_staging_ >= staging_limit_) {
+      SIESTA_ASSIGN_OR_RETURN(const bool freed, free_one());
+      if (!freed) break;
+    }
+    Result<StagingBuffer> buffer = job_.backend->acquire_staging();
+    while (!buffer.ok()) {
+      SIESTA_ASSIGN_OR_RETURN(const bool freed, free_one());
+      if (!freed) return buffer.status();
+      buffer = job_.backend->acquire_staging();
+    }
+    slot.staging = std::move(buffer).value();
+    ++held_staging_;
+    slot.destination = reinterpret_cast<uint8_t*>(slot.staging.bytes().data());
+    return Status::Ok();
+  }
+
+  // A device chunk larger than a staging buffer: after everything before it, opened here into
+  // a bounce buffer and copied through the ring with copy_host_to_device.
+  Status restore_oversized(Slot& slot, DeviceAddress destination) {
+    SIESTA_RETURN_IF_ERROR(finish_all());
+    bounce_.resize(slot.span.length);
+    slot.destination = bounce_.data();
+    SIESTA_RETURN_IF_ERROR(fetch_and_open(slot, *own_sealer_));
+    return copy_host_to_device(*job_.backend, std::as_bytes(std::span(bounce_)), destination);
+  }
+
+  // Waits for the oldest chunk's opening; a device chunk's copy to the device starts now.
+  Status retire_oldest() {
+    Slot& slot = slots_[retired_ % slots_.size()];
+    ++retired_;
+    SIESTA_RETURN_IF_ERROR(pipeline_->retire());
+    if (!slot.device) return Status::Ok();
+    SIESTA_ASSIGN_OR_RETURN(
+        const CopyTicket ticket,
+        job_.backend->copy_from_staging(slot.staging, slot.span.length,
+                                        job_.regions[slot.span.region].device + slot.span.offset));
+    copies_.push_back(Copy{std::move(slot.staging), ticket});
+    return Status::Ok();
+  }
+
+  // Waits for the oldest device copy and gives its staging buffer back.
+  Status drain_one() {
+    Status waited = job_.backend->wait(copies_.front().ticket);
+    copies_.pop_front();
+    --held_staging_;
+    return waited;
+  }
+
+  // Frees one staging buffer's worth of work: the oldest copy, else the oldest chunk (whose
+  // copy is then finished next time). Returns false when nothing is in flight.
+  Result<bool> free_one() {
+    if (!copies_.empty()) {
+      SIESTA_RETURN_IF_ERROR(drain_one());
+      return true;
+    }
+    if (pipeline_->pending() == 0) return false;
+    SIESTA_RETURN_IF_ERROR(retire_oldest());
+    return true;
+  }
+
+  Status finish_all() {
+    while (pipeline_->pending() > 0) SIESTA_RETURN_IF_ERROR(retire_oldest());
+    while (!copies_.empty()) SIESTA_RETURN_IF_ERROR(drain_one());
+    return Status::Ok();
+  }
+
+  const ChunkReadJob& job_;
+  ReadableFile& file_;
+  std::unique_ptr<ChunkSealer> own_sealer_;
+  size_t staging_limit_ = 0;
+  size_t held_staging_ = 0;
+  uint64_t submitted_ = 0;
+  uint64_t retired_ = 0;
+  std::vector<Slot> slots_;
+  std::deque<Copy> copies_;
+  std::vector<uint8_t> bounce_;
+  ChunkPipeline* pipeline_ = nullptr;  // run()'s, while it runs
+};
+
+}  // namespace
+
+Result<uint64_t> read_snapshot_chunks(const ChunkReadJob& job, ReadableFile& file,
+                                      uint64_t first_offset) {
+  if (job.threads == 0) return Internal("snapshot reader: no verifying thread");
+  ChunkReader reader(job, file);
+  return reader.run(first_offset);
+}
+
+}  // namespace siesta

@@ -1,0 +1,93 @@
+#include "core/snapshot/snapshot_export.h"
+
+#include "core/base/log_text.h"
+#include "core/snapshot/snapshot_store.h"
+
+namespace siesta {
+namespace {
+
+bool allowed_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+Status bad_name(std::string_view name, std::string_view why) {
+  return InvalidArgument("export name " + quote_for_log(name) + " " + std::string(why));
+}
+
+// Path joining only; the directory's rule is prepare_directory's, not repeated here.
+std::string without_trailing_slashes(std::string path) {
+  const size_t last = path.find_last_not_of('/');
+  if (last == std::string::npos) return path.empty() ? path : "/";
+  path.resize(last + 1);
+  return path;
+}
+
+}  // namespace
+
+Status validate_export_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxExportNameBytes) {
+    return bad_name(name, "must have 1.." + std::to_string(kMaxExportNameBytes) + " bytes");
+  }
+  for (char c : name) {
+    if (!allowed_char(c)) return bad_name(name, "may hold only A-Z a-z 0-9 . _ -");
+  }
+  // A leading '.' covers ".", ".." and hidden files; ".." anywhere is refused too so that no
+  // later joining or normalising can ever turn a name into a parent reference.
+  if (name.front() == '.') return bad_name(name, "must not start with '.'");
+  if (name.find("..") != std::string_view::npos) return bad_name(name, "must not contain \"..\"");
+  if (name.find(".tmp-") != std::string_view::npos) {
+    return bad_name(name, "must not contain \".tmp-\" (reserved for files being written)");
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<SnapshotExporter>> SnapshotExporter::open(FileSystem& fs, const Clock& clock,
+                                                                 MemoryBackend* backend,
+                                                                 std::string dir, Options options) {
+  SIESTA_RETURN_IF_ERROR(SnapshotStore::prepare_directory(fs, dir, options.label, options.owner_uid,
+                                                          /*created=*/nullptr));
+  SIESTA_ASSIGN_OR_RETURN(ProcessKey key, ProcessKey::generate());
+  return std::unique_ptr<SnapshotExporter>(
+      new SnapshotExporter(fs, clock, backend, without_trailing_slashes(std::move(dir)),
+                           std::move(options), std::move(key)));
+}
+
+Result<std::string> SnapshotExporter::path_of(std::string_view name) const {
+  SIESTA_RETURN_IF_ERROR(validate_export_name(name));
+  return (dir_ == "/" ? dir_ : dir_ + "/") + std::string(name);
+}
+
+Result<SnapshotWriteResult> SnapshotExporter::export_session(
+    std::string_view name, const snapshot::Fingerprint& fingerprint,
+    std::span<const SnapshotRegion> regions, const std::atomic<bool>* cancel) {
+  SIESTA_ASSIGN_OR_RETURN(std::string path, path_of(name));
+  SnapshotWriteOptions write;
+  write.path = std::move(path);
+  write.mode = snapshot::SnapshotMode::kDurableExport;
+  write.fingerprint = fingerprint;
+  write.expiry_unix = snapshot::kNeverExpires;
+  write.chunk_bytes = options_.chunk_bytes;
+  write.cancel = cancel;
+  SnapshotWriter writer(fs_, clock_, key_, backend_);
+  return writer.write(write, regions);
+}
+
+Result<SnapshotReadResult> SnapshotExporter::import_session(
+    std::string_view name, const snapshot::Fingerprint& expected_fingerprint,
+    std::span<const SnapshotRegion> regions) {
+  SIESTA_ASSIGN_OR_RETURN(std::string path, path_of(name));
+  SnapshotReader reader(fs_, clock_, key_, backend_);
+  // The expected mode is always durable export: a session file (encrypted or digest) put under
+  // an export's name is refused as Foreign before its seal is even looked at.
+  return reader.read(
+      {std::move(path), snapshot::SnapshotMode::kDurableExport, expected_fingerprint}, regions);
+}
+
+Status SnapshotExporter::erase(std::string_view name) {
+  SIESTA_ASSIGN_OR_RETURN(const std::string path, path_of(name));
+  SIESTA_RETURN_IF_ERROR(fs_.remove(path));
+  return fs_.sync_directory(dir_);
+}
+
+}  // namespace siesta

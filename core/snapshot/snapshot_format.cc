@@ -1,0 +1,321 @@
+#include "core/snapshot/snapshot_format.h"
+
+#include <cstring>
+
+namespace siesta::snapshot {
+namespace {
+
+// Appends little-endian fields to a byte vector.
+class ByteSink {
+ public:
+  explicit ByteSink(std::vector<uint8_t>& out) : out_(out) {}
+  void bytes(const void* data, size_t size) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    out_.insert(out_.end(), p, p + size);
+  }
+  void u8(uint8_t v) { out_.push_back(v); }
+  void u16(uint16_t v) {
+    u8(static_cast<uint8_t>(v));
+    u8(static_cast<uint8_t>(v >> 8));
+  }
+  void u32(uint32_t v) {
+    uint8_t b[4];
+    put_u32(b, v);
+    bytes(b, 4);
+  }
+  void u64(uint64_t v) {
+    uint8_t b[8];
+    put_u64(b, v);
+    bytes(b, 8);
+  }
+
+ private:
+  std::vector<uint8_t>& out_;
+};
+
+// Reads little-endian fields from a bounded span. Every read checks the bytes left first, so
+// no field can make the decoder look outside the span; `ok()` turns false at the first
+// overrun and every later read returns zeroes.
+class ByteSource {
+ public:
+  explicit ByteSource(std::span<const uint8_t> in) : in_(in) {}
+  bool ok() const { return ok_; }
+  size_t left() const { return in_.size() - pos_; }
+  const uint8_t* take(size_t n) {
+    if (!ok_ || left() < n) {
+      ok_ = false;
+      return nullptr;
+    }
+    const uint8_t* p = in_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+  template <size_t N>
+  void array(std::array<uint8_t, N>& out) {
+    const uint8_t* p = take(N);
+    if (p != nullptr) std::memcpy(out.data(), p, N);
+  }
+  uint8_t u8() {
+    const uint8_t* p = take(1);
+    return p != nullptr ? p[0] : 0;
+  }
+  uint16_t u16() {
+    const uint8_t* p = take(2);
+    return p != nullptr ? static_cast<uint16_t>(p[0] | (p[1] << 8)) : 0;
+  }
+  uint32_t u32() {
+    const uint8_t* p = take(4);
+    return p != nullptr ? get_u32(p) : 0;
+  }
+  uint64_t u64() {
+    const uint8_t* p = take(8);
+    return p != nullptr ? get_u64(p) : 0;
+  }
+
+ private:
+  std::span<const uint8_t> in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+Result<SnapshotMode> mode_from_flags(uint32_t flags) {
+  switch (flags) {
+    case 0: return SnapshotMode::kSessionEncrypted;
+    case kFlagDigest: return SnapshotMode::kSessionDigest;
+    case kFlagDigest | kFlagDurable: return SnapshotMode::kDurableExport;
+    default: return Corrupt("snapshot header has invalid flags " + std::to_string(flags));
+  }
+}
+
+bool all_zero(const ProcessNonce& nonce) {
+  for (uint8_t b : nonce) {
+    if (b != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void put_u32(uint8_t* out, uint32_t value) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(value >> (8 * i));
+}
+void put_u64(uint8_t* out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(value >> (8 * i));
+}
+uint32_t get_u32(const uint8_t* in) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | in[i];
+  return v;
+}
+uint64_t get_u64(const uint8_t* in) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | in[i];
+  return v;
+}
+
+std::string_view snapshot_mode_name(SnapshotMode mode) {
+  switch (mode) {
+    case SnapshotMode::kSessionEncrypted: return "session-encrypted";
+    case SnapshotMode::kSessionDigest: return "session-digest";
+    case SnapshotMode::kDurableExport: return "durable-export";
+  }
+  return "unknown";
+}
+
+uint32_t flags_for(SnapshotMode mode) {
+  switch (mode) {
+    case SnapshotMode::kSessionEncrypted: return 0;
+    case SnapshotMode::kSessionDigest: return kFlagDigest;
+    case SnapshotMode::kDurableExport: return kFlagDigest | kFlagDurable;
+  }
+  return 0;
+}
+
+Status validate_header(const SnapshotHeader& header) {
+  if (header.version != kFormatVersion) {
+    return InvalidArgument("snapshot version " + std::to_string(header.version) +
+                           " is not the version this build writes");
+  }
+  if (header.chunk_bytes == 0 || header.chunk_bytes > kMaxChunkBytes) {
+    return InvalidArgument("chunk size " + std::to_string(header.chunk_bytes) + " is outside 1.." +
+                           std::to_string(kMaxChunkBytes));
+  }
+  if ((header.mode == SnapshotMode::kDurableExport) != all_zero(header.process_nonce)) {
+    return InvalidArgument("the process nonce must be all zero exactly in durable export mode");
+  }
+  if (header.regions.size() > kMaxRegions) {
+    return InvalidArgument(std::to_string(header.regions.size()) + " regions; at most " +
+                           std::to_string(kMaxRegions));
+  }
+  uint64_t extents = 0;
+  for (size_t r = 0; r < header.regions.size(); ++r) {
+    const RegionLayout& region = header.regions[r];
+    const std::string where = "region " + std::to_string(r);
+    if (region.name.empty() || region.name.size() > kMaxNameBytes) {
+      return InvalidArgument(where + " name must have 1.." + std::to_string(kMaxNameBytes) +
+                             " bytes");
+    }
+    if (region.persist != PersistKind::kContents && region.persist != PersistKind::kReinit &&
+        region.persist != PersistKind::kDiscard) {
+      return InvalidArgument(where + " has an unknown persist kind");
+    }
+    if (region.persist != PersistKind::kContents && !region.extents.empty()) {
+      return InvalidArgument(where + " is not saved by contents but lists extents");
+    }
+    extents += region.extents.size();
+    if (extents > kMaxExtentsPerFile) {
+      return InvalidArgument("more than " + std::to_string(kMaxExtentsPerFile) + " extents");
+    }
+    uint64_t end_of_previous = 0;
+    for (const Extent& extent : region.extents) {
+      if (extent.length == 0) return InvalidArgument(where + " has an empty extent");
+      if (extent.offset < end_of_previous) {
+        return InvalidArgument(where + " extents are not sorted and disjoint");
+      }
+      if (extent.offset > region.size || extent.length > region.size - extent.offset) {
+        return InvalidArgument(where + " has an extent outside the region");
+      }
+      end_of_previous = extent.offset + extent.length;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> encode_header_body(const SnapshotHeader& header) {
+  SIESTA_RETURN_IF_ERROR(validate_header(header));
+  std::vector<uint8_t> out;
+  ByteSink sink(out);
+  sink.bytes(kMagic.data(), kMagic.size());
+  sink.u32(header.version);
+  sink.u32(flags_for(header.mode));
+  sink.u32(0);  // header_bytes, patched below
+  sink.bytes(header.file_id.data(), header.file_id.size());
+  sink.bytes(header.process_nonce.data(), header.process_nonce.size());
+  sink.bytes(header.fingerprint.data(), header.fingerprint.size());
+  sink.u64(static_cast<uint64_t>(header.created_unix));
+  sink.u64(static_cast<uint64_t>(header.expiry_unix));
+  sink.u32(header.chunk_bytes);
+  sink.u32(static_cast<uint32_t>(header.regions.size()));
+  for (const RegionLayout& region : header.regions) {
+    sink.u16(static_cast<uint16_t>(region.name.size()));
+    sink.bytes(region.name.data(), region.name.size());
+    sink.u8(static_cast<uint8_t>(region.persist));
+    sink.u64(region.size);
+    sink.u32(static_cast<uint32_t>(region.extents.size()));
+    for (const Extent& extent : region.extents) {
+      sink.u64(extent.offset);
+      sink.u64(extent.length);
+    }
+  }
+  const size_t total = out.size() + kTagBytes;
+  if (total > kMaxHeaderBytes) return InvalidArgument("snapshot header exceeds its bound");
+  put_u32(out.data() + 16, static_cast<uint32_t>(total));
+  return out;
+}
+
+Result<HeaderPrefix> decode_prefix(std::span<const uint8_t> bytes) {
+  const size_t magic_present = std::min(bytes.size(), kMagic.size());
+  if (magic_present > 0 && std::memcmp(bytes.data(), kMagic.data(), magic_present) != 0) {
+    return Corrupt("not a siesta snapshot (bad magic)");
+  }
+  if (bytes.size() < kPrefixBytes) {
+    return Truncated("snapshot is " + std::to_string(bytes.size()) +
+                     " bytes, shorter than its fixed prefix");
+  }
+  HeaderPrefix prefix;
+  prefix.version = get_u32(bytes.data() + 8);
+  prefix.flags = get_u32(bytes.data() + 12);
+  prefix.header_bytes = get_u32(bytes.data() + 16);
+  return prefix;
+}
+
+Result<SnapshotHeader> decode_header_body(std::span<const uint8_t> body) {
+  ByteSource in(body);
+  in.take(kMagic.size());
+  SnapshotHeader header;
+  header.version = in.u32();
+  SIESTA_ASSIGN_OR_RETURN(header.mode, mode_from_flags(in.u32()));
+  const uint32_t header_bytes = in.u32();
+  if (header_bytes != body.size() + kTagBytes) return Corrupt("header length mismatch");
+  in.array(header.file_id);
+  in.array(header.process_nonce);
+  in.array(header.fingerprint);
+  header.created_unix = static_cast<int64_t>(in.u64());
+  header.expiry_unix = static_cast<int64_t>(in.u64());
+  header.chunk_bytes = in.u32();
+  const uint32_t region_count = in.u32();
+  if (!in.ok()) return Corrupt("snapshot header ends inside its fixed fields");
+  if (region_count > kMaxRegions) {
+    return Corrupt("snapshot header lists " + std::to_string(region_count) + " regions");
+  }
+  uint64_t extents_seen = 0;
+  for (uint32_t r = 0; r < region_count && in.ok(); ++r) {
+    RegionLayout region;
+    const uint16_t name_bytes = in.u16();
+    if (name_bytes > kMaxNameBytes) return Corrupt("region name longer than its bound");
+    const uint8_t* name = in.take(name_bytes);
+    if (name != nullptr) region.name.assign(reinterpret_cast<const char*>(name), name_bytes);
+    const uint8_t persist = in.u8();
+    if (persist > static_cast<uint8_t>(PersistKind::kDiscard)) {
+      return Corrupt("region " + std::to_string(r) + " has unknown persist kind");
+    }
+    region.persist = static_cast<PersistKind>(persist);
+    region.size = in.u64();
+    const uint32_t extent_count = in.u32();
+    extents_seen += extent_count;
+    // Checked against what is left as well as the bound: no reservation larger than the input.
+    if (extents_seen > kMaxExtentsPerFile || uint64_t{extent_count} * 16 > in.left()) {
+      return Corrupt("region " + std::to_string(r) + " lists more extents than fit");
+    }
+    region.extents.resize(extent_count);
+    for (Extent& extent : region.extents) {
+      extent.offset = in.u64();
+      extent.length = in.u64();
+    }
+    header.regions.push_back(std::move(region));
+  }
+  if (!in.ok()) return Corrupt("snapshot header ends inside its region table");
+  if (in.left() != 0) return Corrupt("snapshot header has bytes after its region table");
+  Status valid = validate_header(header);
+  if (!valid.ok()) return Corrupt("malformed snapshot header: " + valid.message());
+  return header;
+}
+
+FileShape file_shape(const SnapshotHeader& header, uint64_t header_bytes) {
+  // A hostile header may describe more than 2^64 bytes in all (1024 regions of up to 2^64
+  // bytes each): the sums saturate, so such a file reads as longer than any real file.
+  auto add = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
+  auto mul = [](uint64_t a, uint64_t b) {
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+  };
+  FileShape shape;
+  shape.header_bytes = header_bytes;
+  for (const RegionLayout& region : header.regions) {
+    for (const Extent& extent : region.extents) {
+      shape.payload_bytes = add(shape.payload_bytes, extent.length);
+      shape.chunk_count = add(shape.chunk_count, extent.length / header.chunk_bytes +
+                                                     (extent.length % header.chunk_bytes != 0));
+    }
+  }
+  shape.file_bytes = add(add(header_bytes, shape.payload_bytes),
+                         add(mul(shape.chunk_count, kChunkHeaderBytes + kTagBytes), kTrailerBytes));
+  return shape;
+}
+
+std::array<uint8_t, kChunkHeaderBytes> encode_chunk_header(uint64_t index, const ChunkSpan& span) {
+  std::array<uint8_t, kChunkHeaderBytes> out{};
+  put_u32(out.data(), span.region);
+  put_u64(out.data() + 4, index);
+  put_u32(out.data() + 12, span.length);
+  return out;
+}
+
+std::vector<uint8_t> record_aad(const FileId& file_id, const HeaderDigest& header_digest,
+                                std::span<const uint8_t> record) {
+  std::vector<uint8_t> aad(file_id.begin(), file_id.end());
+  aad.insert(aad.end(), header_digest.begin(), header_digest.end());
+  aad.insert(aad.end(), record.begin(), record.end());
+  return aad;
+}
+
+}  // namespace siesta::snapshot

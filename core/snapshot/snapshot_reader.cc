@@ -1,0 +1,201 @@
+#include "core/snapshot/snapshot_reader.h"
+
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/snapshot/internal/chunk_pipeline.h"
+#include "core/base/hex.h"
+#include "core/base/log_text.h"
+#include "core/snapshot/internal/snapshot_chunk_reader.h"
+
+namespace siesta {
+namespace {
+
+using snapshot::ChunkSpan;
+using snapshot::kTagBytes;
+
+std::string hex_prefix(std::span<const uint8_t> bytes) {
+  return to_hex(bytes.first(std::min<size_t>(bytes.size(), 4)));
+}
+
+// Reads exactly out.size() bytes at `offset`; a short read means the file shrank under us.
+Status read_exact(ReadableFile& file, uint64_t offset, std::span<uint8_t> out,
+                  const std::string& what) {
+  SIESTA_ASSIGN_OR_RETURN(const size_t got, file.read_at(offset, std::as_writable_bytes(out)));
+  if (got != out.size()) {
+    return Truncated(what + " ends at byte " + std::to_string(offset + got) + ", expected " +
+                     std::to_string(offset + out.size()));
+  }
+  return Status::Ok();
+}
+
+Status check_layout(const snapshot::SnapshotHeader& header,
+                    std::span<const SnapshotRegion> regions) {
+  if (header.regions.size() != regions.size()) {
+    return Foreign("snapshot has " + std::to_string(header.regions.size()) +
+                   " regions, the session " + std::to_string(regions.size()));
+  }
+  for (size_t r = 0; r < regions.size(); ++r) {
+    const snapshot::RegionLayout& saved = header.regions[r];
+    const snapshot::RegionLayout& live = regions[r].layout;
+    if (saved.name != live.name || saved.persist != live.persist || saved.size != live.size) {
+      return Foreign("snapshot region " + std::to_string(r) + " " + quote_for_log(saved.name) +
+                     " (" + std::to_string(saved.size) + " bytes) is not the session's " +
+                     quote_for_log(live.name) + " (" + std::to_string(live.size) + " bytes)");
+    }
+  }
+  return Status::Ok();
+}
+
+// Reads and checks the fixed prefix (magic, version, flags, header length) of `file`: the
+// version is this build's, the header length is within bounds and the file holds it.
+Result<snapshot::HeaderPrefix> read_checked_prefix(ReadableFile& file, uint64_t file_size,
+                                                   const std::string& name) {
+  uint8_t prefix_bytes[snapshot::kPrefixBytes];
+  const size_t prefix_len =
+      static_cast<size_t>(std::min<uint64_t>(file_size, sizeof(prefix_bytes)));
+  SIESTA_RETURN_IF_ERROR(read_exact(file, 0, {prefix_bytes, prefix_len}, name));
+  Result<snapshot::HeaderPrefix> prefix = snapshot::decode_prefix({prefix_bytes, prefix_len});
+  if (!prefix.ok()) return prefix.status().with_context(name);
+  if (prefix->version != snapshot::kFormatVersion) {
+    return Unsupported(name + " has format version " + std::to_string(prefix->version) +
+                       "; this build reads version " + std::to_string(snapshot::kFormatVersion));
+  }
+  const uint32_t header_size = prefix->header_bytes;
+  if (header_size < snapshot::kFixedHeaderBytes + kTagBytes ||
+      header_size > snapshot::kMaxHeaderBytes) {
+    return Corrupt(name + " states a header of " + std::to_string(header_size) + " bytes");
+  }
+  if (file_size < header_size) {
+    return Truncated(name + " is " + std::to_string(file_size) + " bytes, its header " +
+                     std::to_string(header_size));
+  }
+  return prefix;
+}
+
+}  // namespace
+
+Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& options,
+                                                std::span<const SnapshotRegion> regions) {
+  const std::string name = "snapshot " + quote_for_log(options.path);
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, fs_.open_readable(options.path));
+  SIESTA_ASSIGN_OR_RETURN(const uint64_t file_size, file->size());
+
+  // ---- prefix: magic, version, flags, header length ----
+  SIESTA_ASSIGN_OR_RETURN(const snapshot::HeaderPrefix prefix,
+                          read_checked_prefix(*file, file_size, name));
+  const uint32_t header_size = prefix.header_bytes;
+
+  // ---- header: decoded untrusted, then attributed (mode, owner), then verified ----
+  std::vector<uint8_t> header_bytes(header_size);  // bounded by the file's size, checked above
+  SIESTA_RETURN_IF_ERROR(read_exact(*file, 0, header_bytes, name));
+  const std::span<const uint8_t> body(header_bytes.data(), header_size - kTagBytes);
+  Result<snapshot::SnapshotHeader> decoded = snapshot::decode_header_body(body);
+  if (!decoded.ok()) return decoded.status().with_context(name);
+  snapshot::SnapshotHeader& header = *decoded;
+  if (header.mode != options.mode) {
+    return Foreign(name + " was written in " + std::string(snapshot_mode_name(header.mode)) +
+                   " mode, expected " + std::string(snapshot_mode_name(options.mode)));
+  }
+  if (header.mode != snapshot::SnapshotMode::kDurableExport &&
+      CRYPTO_memcmp(header.process_nonce.data(), key_.nonce().data(), key_.nonce().size()) != 0) {
+    return Foreign(name + " belongs to another process (nonce " + hex_prefix(header.process_nonce) +
+                   "...)");
+  }
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ChunkSealer> sealer,
+                          make_sealer(header.mode, key_, header.file_id));
+  snapshot::Tag tag{};
+  std::memcpy(tag.data(), header_bytes.data() + body.size(), kTagBytes);
+  Status sealed = sealer->open(SealDomain::kHeader, 0, body, {}, tag, {});
+  if (!sealed.ok()) return sealed.with_context(name + " header");
+  SIESTA_ASSIGN_OR_RETURN(const snapshot::HeaderDigest header_digest, sha256(header_bytes));
+
+  // ---- size: exactly what the header promises ----
+  const snapshot::FileShape shape = snapshot::file_shape(header, header_size);
+  if (file_size < shape.file_bytes) {
+    return Truncated(name + " is " + std::to_string(file_size) + " bytes, its header promises " +
+                     std::to_string(shape.file_bytes));
+  }
+  if (file_size > shape.file_bytes) {
+    return Corrupt(name + " has " + std::to_string(file_size - shape.file_bytes) +
+                   " bytes after its trailer");
+  }
+
+  // ---- whose, and still valid? ----
+  if (CRYPTO_memcmp(header.fingerprint.data(), options.fingerprint.data(),
+                    header.fingerprint.size()) != 0) {
+    return Foreign(name + " was written for another session fingerprint (" +
+                   hex_prefix(header.fingerprint) + "...)");
+  }
+  SIESTA_RETURN_IF_ERROR(check_layout(header, regions));
+  const int64_t now = clock_.unix_seconds();
+  if (snapshot::is_expired(header, now)) {
+    return Expired(name + " expired at " + std::to_string(header.expiry_unix) + " (now " +
+                   std::to_string(now) + ")");
+  }
+
+  // ---- chunks: read here in file order, verified on the pipeline's threads ----
+  bool any_device = false;
+  SIESTA_RETURN_IF_ERROR(snapshot::for_each_chunk(header, [&](uint64_t, const ChunkSpan& span) {
+    any_device |= regions[span.region].place == SnapshotRegion::Place::kDevice;
+    if (regions[span.region].place == SnapshotRegion::Place::kHost &&
+        regions[span.region].host == nullptr) {
+      return InvalidArgument("host region " + quote_for_log(regions[span.region].layout.name) +
+                             " has no memory");
+    }
+    return Status::Ok();
+  }));
+  if (any_device && backend_ == nullptr) {
+    return InvalidArgument("a device region needs a memory backend");
+  }
+  const ChunkReadJob job{header,  header_digest,
+                         regions, any_device ? backend_ : nullptr,
+                         key_,    resolve_snapshot_threads(options.threads),
+                         name,    options.record_buffers};
+  SIESTA_ASSIGN_OR_RETURN(const uint64_t offset, read_snapshot_chunks(job, *file, header_size));
+
+  // ---- trailer ----
+  uint8_t trailer[snapshot::kTrailerBytes];
+  SIESTA_RETURN_IF_ERROR(read_exact(*file, offset, trailer, name + " trailer"));
+  uint8_t expected_trailer[snapshot::kTrailerBytes - kTagBytes];
+  std::memcpy(expected_trailer, snapshot::kTrailerMagic.data(), snapshot::kTrailerMagic.size());
+  snapshot::put_u64(expected_trailer + 8, shape.chunk_count);
+  snapshot::put_u64(expected_trailer + 16, shape.payload_bytes);
+  if (std::memcmp(trailer, expected_trailer, sizeof(expected_trailer)) != 0) {
+    return Corrupt(name + " trailer does not match its header");
+  }
+  std::memcpy(tag.data(), trailer + sizeof(expected_trailer), kTagBytes);
+  const std::vector<uint8_t> trailer_aad =
+      snapshot::record_aad(header.file_id, header_digest, expected_trailer);
+  Status trailer_ok = sealer->open(SealDomain::kTrailer, 0, trailer_aad, {}, tag, {});
+  if (!trailer_ok.ok()) return trailer_ok.with_context(name + " trailer");
+
+  return SnapshotReadResult{shape.file_bytes, shape.payload_bytes, std::move(header)};
+}
+
+Result<int64_t> read_snapshot_expiry(FileSystem& fs, const std::string& path) {
+  const std::string name = "snapshot " + quote_for_log(path);
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, fs.open_readable(path));
+  SIESTA_ASSIGN_OR_RETURN(const uint64_t file_size, file->size());
+  SIESTA_ASSIGN_OR_RETURN(const snapshot::HeaderPrefix prefix,
+                          read_checked_prefix(*file, file_size, name));
+  const uint32_t flags = prefix.flags;
+  if (flags != 0 && flags != snapshot::kFlagDigest &&
+      flags != (snapshot::kFlagDigest | snapshot::kFlagDurable)) {
+    return Corrupt(name + " has flags " + std::to_string(flags));
+  }
+  uint8_t fixed[snapshot::kFixedHeaderBytes];
+  SIESTA_RETURN_IF_ERROR(read_exact(*file, 0, fixed, name));
+  constexpr size_t kExpiryOffset = 92;  // docs/SNAPSHOT_FORMAT.md
+  const auto expiry = static_cast<int64_t>(snapshot::get_u64(fixed + kExpiryOffset));
+  if ((flags & snapshot::kFlagDurable) != 0 && expiry == snapshot::kNeverExpires) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return expiry;
+}
+
+}  // namespace siesta

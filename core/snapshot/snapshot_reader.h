@@ -1,0 +1,99 @@
+// SnapshotReader: validates a snapshot file before it trusts it, then restores its chunks
+// into the live session's regions (device regions through the backend's staging ring, host
+// regions directly).
+//
+// Checks, in this order; the first that fails decides the outcome:
+//   NotFound     no file (FailedPrecondition for a symlink, from the file system)
+//   Corrupt      bad magic
+//   Truncated    shorter than the fixed prefix or than the header says it is
+//   Unsupported  another format version (a file of another siesta build: discard it)
+//   Corrupt      header length out of bounds, malformed header (bounds, grammar)
+//   Foreign      written in another mode (encrypted / digest / export), or, in the session
+//                modes, by another process (its nonce is not ours, so its key is not ours)
+//   Corrupt      the header's seal does not verify
+//   Truncated    the file is shorter than the header's chunks and trailer need
+//   Corrupt      the file is longer than that (bytes after the trailer)
+//   Foreign      another session fingerprint, or a region table that is not the live one
+//                (count, names, persist kinds, sizes)
+//   Expired      clock.unix_seconds() >= the header's expiry (snapshot::is_expired: an
+//                export with expiry kNeverExpires never expires)
+//   Corrupt      any chunk out of place (region, index, length) or failing its seal, or a
+//                trailer that does not match
+// The file's size is read once; a file that shrinks while being read is Truncated. Nothing
+// is allocated beyond what the (size-checked) file holds, whatever its bytes say.
+//
+// Chunks are read, each with one read_at at the offset the header fixes, and verified
+// (decrypted) on `threads` worker threads straight into host regions or staging buffers, whose
+// copies to the device are started in file order (core/snapshot/internal/snapshot_chunk_reader.h).
+// With several threads the outcome is the same as with one: the first failing chunk in file
+// order decides it.
+//
+// Thread rule: one read() at a time per reader. Every thread a read starts is joined before it
+// returns, on every path.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/snapshot/chunk_sealer.h"
+#include "core/base/clock.h"
+#include "core/base/file_system.h"
+#include "core/memory/memory_backend.h"
+#include "core/snapshot/record_buffer_pool.h"
+#include "core/snapshot/snapshot_region.h"
+
+namespace siesta {
+
+struct SnapshotReadOptions {
+  std::string path;
+  snapshot::SnapshotMode mode = snapshot::SnapshotMode::kSessionEncrypted;  // expected mode
+  snapshot::Fingerprint fingerprint{};                                      // the live session's
+  // Threads that verify chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
+  uint32_t threads = 0;
+  // Where the chunk record buffers come from and go back to; null: allocated for this read
+  // alone (see core/snapshot/record_buffer_pool.h for why a caller that reads often passes one).
+  RecordBufferPool* record_buffers = nullptr;
+};
+
+struct SnapshotReadResult {
+  uint64_t file_bytes = 0;
+  uint64_t payload_bytes = 0;  // bytes restored into the regions
+  snapshot::SnapshotHeader header;
+};
+
+class SnapshotReader {
+ public:
+  // `backend` may be null when no region is on the device. All references must outlive the
+  // reader.
+  SnapshotReader(FileSystem& fs, const Clock& clock, const ProcessKey& key, MemoryBackend* backend)
+      : fs_(fs), clock_(clock), key_(key), backend_(backend) {}
+
+  // Validates the file (above) and copies each saved extent into `regions`, which must list
+  // the live session's regions in the order they were written. Only the extents the file
+  // saved are written; other bytes of the regions are left as they are.
+  // Success: every saved byte is in place (device copies complete), the whole file verified.
+  // Failure: the typed outcome above; once chunks are being restored, the regions hold an
+  // unspecified mix of old and restored bytes and the caller must discard the session state.
+  Result<SnapshotReadResult> read(const SnapshotReadOptions& options,
+                                  std::span<const SnapshotRegion> regions);
+
+ private:
+  FileSystem& fs_;
+  const Clock& clock_;
+  const ProcessKey& key_;
+  MemoryBackend* backend_;
+};
+
+// Reads only the fixed start of the file at `path` (prefix and fixed header, 108 bytes) and
+// returns its expiry_unix, for SnapshotStore::Options::read_expiry: the store asks about
+// files of any owner, dead ones included, whose key is gone, so the header seal cannot be
+// checked and the value is taken unauthenticated. That is enough for its one use, deciding
+// whether to delete a file in a directory only this user can write. A durable export whose
+// expiry_unix is 0 ("never") gives INT64_MAX, so that "expiry <= now" never holds for it.
+// Failure: NotFound (no file; FailedPrecondition for a symlink), Corrupt (bad magic, flags
+// or header length), Truncated (shorter than the fixed header or than its header length),
+// Unsupported (another format version), IoError.
+Result<int64_t> read_snapshot_expiry(FileSystem& fs, const std::string& path);
+
+}  // namespace siesta

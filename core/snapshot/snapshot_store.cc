@@ -1,0 +1,362 @@
+#include "core/snapshot/snapshot_store.h"
+
+#include <openssl/rand.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <map>
+#include <utility>
+
+#include "core/base/hex.h"
+#include "core/base/log_text.h"
+
+namespace siesta {
+namespace {
+
+constexpr uint32_t kPrivateMode = 0700;
+constexpr std::string_view kPrefix = "siesta-";
+constexpr std::string_view kLockSuffix = ".lock";
+constexpr std::string_view kSnapSuffix = ".snap";
+constexpr std::string_view kTempMarker = ".snap.tmp-";
+constexpr size_t kNonceHexDigits = 32;
+constexpr size_t kMaxSessionName = 64;
+
+// "0755": permission bits as chmod takes them.
+std::string octal(uint32_t mode) {
+  char digits[8];
+  const auto end = std::to_chars(digits, digits + sizeof digits, mode & 07777, 8).ptr;
+  std::string text(digits, end);
+  return std::string(text.size() < 4 ? 4 - text.size() : 0, '0') + text;
+}
+
+// "dir/" would make lstat() and O_NOFOLLOW follow a symlink named "dir".
+std::string without_trailing_slashes(const std::string& path) {
+  const size_t last = path.find_last_not_of('/');
+  if (last == std::string::npos) return path.empty() ? path : "/";
+  return path.substr(0, last + 1);
+}
+
+bool is_nonce(std::string_view text) {
+  if (text.size() != kNonceHexDigits) return false;
+  for (char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// A directory entry that follows the store's naming; anything else is not ours to touch.
+struct ParsedName {
+  enum class Kind { kLock, kSnapshot, kTemporary } kind;
+  std::string nonce;
+};
+
+std::optional<ParsedName> parse_name(std::string_view name) {
+  if (!name.starts_with(kPrefix)) return std::nullopt;
+  name.remove_prefix(kPrefix.size());
+  if (name.size() < kNonceHexDigits || !is_nonce(name.substr(0, kNonceHexDigits))) {
+    return std::nullopt;
+  }
+  std::string nonce(name.substr(0, kNonceHexDigits));
+  name.remove_prefix(kNonceHexDigits);
+  if (name == kLockSuffix) return ParsedName{ParsedName::Kind::kLock, std::move(nonce)};
+  if (!name.starts_with('-')) return std::nullopt;
+  name.remove_prefix(1);
+  ParsedName::Kind kind = ParsedName::Kind::kSnapshot;
+  std::string_view session;
+  if (const size_t temp = name.find(kTempMarker); temp != std::string_view::npos) {
+    kind = ParsedName::Kind::kTemporary;
+    session = name.substr(0, temp);
+  } else if (name.ends_with(kSnapSuffix)) {
+    session = name.substr(0, name.size() - kSnapSuffix.size());
+  } else {
+    return std::nullopt;
+  }
+  if (!SnapshotStore::valid_session_name(session)) return std::nullopt;
+  return ParsedName{kind, std::move(nonce)};
+}
+
+Result<std::string> random_nonce() {
+  std::array<unsigned char, kNonceHexDigits / 2> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+    return Internal("RAND_bytes could not make a process nonce");
+  }
+  snapshot::ProcessNonce nonce{};
+  static_assert(sizeof(nonce) == sizeof(bytes));
+  std::copy(bytes.begin(), bytes.end(), nonce.begin());
+  return SnapshotStore::nonce_hex(nonce);
+}
+
+void record_failure(SnapshotStore::CleanupReport& report, const Status& status) {
+  ++report.failures;
+  report.failure_messages.push_back(status.to_string());
+}
+
+}  // namespace
+
+std::string SnapshotStore::nonce_hex(const snapshot::ProcessNonce& nonce) {
+  return to_hex(nonce);
+}
+
+bool SnapshotStore::valid_session_name(std::string_view session) {
+  if (session.empty() || session.size() > kMaxSessionName) return false;
+  for (char c : session) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Status SnapshotStore::prepare_directory(FileSystem& fs, const std::string& dir,
+                                        std::string_view label, std::optional<uint32_t> owner_uid,
+                                        bool* created) {
+  if (created != nullptr) *created = false;
+  if (dir.empty()) return InvalidArgument(std::string(label) + " must not be empty");
+  const std::string what = std::string(label) + " " + quote_for_log(dir);
+  const std::string name = without_trailing_slashes(dir);
+
+  bool made = false;
+  Result<PathInfo> info = fs.stat_no_follow(name);
+  if (!info.ok()) {
+    if (info.status().code() != StatusCode::kNotFound) return info.status().with_context(what);
+    Status mkdir = fs.make_directory(name, kPrivateMode);
+    if (mkdir.code() == StatusCode::kNotFound) {
+      return NotFound(what + ": its parent directory does not exist");
+    }
+    made = mkdir.ok();
+    // FailedPrecondition may be EEXIST: another process made it meanwhile; it is judged below
+    // like any other. Anything else (or a refusal to create) shows in the second look.
+    if (!made && mkdir.code() != StatusCode::kFailedPrecondition) {
+      return mkdir.with_context(what + ": cannot create it");
+    }
+    info = fs.stat_no_follow(name);
+    if (!info.ok()) {
+      return (made ? info.status() : mkdir).with_context(what + ": cannot create it");
+    }
+  }
+  if (info->type == PathInfo::Type::kSymlink) {
+    return FailedPrecondition(what + " is a symlink; give the directory itself");
+  }
+  if (info->type != PathInfo::Type::kDirectory) {
+    return FailedPrecondition(what + " is not a directory");
+  }
+
+  // From here on the opened directory, not the name, is judged: a rename or a symlink swapped
+  // in after the first look cannot slip past.
+  info = fs.stat_directory(name);
+  if (!info.ok()) {
+    if (info.status().code() == StatusCode::kFailedPrecondition) {
+      return FailedPrecondition(what + " changed while it was checked: " + info.status().message());
+    }
+    return info.status().with_context(what);
+  }
+  if (info->type != PathInfo::Type::kDirectory) {
+    return FailedPrecondition(what + " is not a directory");
+  }
+  const uint32_t me = owner_uid.value_or(static_cast<uint32_t>(::geteuid()));
+  if (info->owner_uid != me) {
+    return FailedPrecondition(what + " is owned by uid " + std::to_string(info->owner_uid) +
+                              ", not by this user (uid " + std::to_string(me) + ")");
+  }
+  if ((info->mode & 022) != 0) {
+    return FailedPrecondition(what + " is writable by group or others (mode " + octal(info->mode) +
+                              "); chmod 700 it");
+  }
+  if ((info->mode & 0700) != 0700) {
+    return FailedPrecondition(what + " must be readable, writable and searchable by its owner" +
+                              " (mode " + octal(info->mode) + ")");
+  }
+  if (created != nullptr) *created = made;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<SnapshotStore>> SnapshotStore::open(FileSystem& fs, const Clock& clock,
+                                                           std::string dir, Options options) {
+  SIESTA_RETURN_IF_ERROR(
+      prepare_directory(fs, dir, options.label, options.owner_uid, /*created=*/nullptr));
+  dir = without_trailing_slashes(dir);
+  std::string nonce;
+  if (options.nonce) {
+    if (!is_nonce(*options.nonce)) {
+      return FailedPrecondition("snapshot store nonce " + quote_for_log(*options.nonce) +
+                                " is not 32 lower-case hex digits");
+    }
+    nonce = *options.nonce;
+  } else {
+    SIESTA_ASSIGN_OR_RETURN(nonce, random_nonce());
+  }
+  std::unique_ptr<SnapshotStore> store(
+      new SnapshotStore(fs, clock, std::move(dir), std::move(nonce), std::move(options)));
+  const std::string lock_path =
+      store->path_of(std::string(kPrefix) + store->nonce_ + std::string(kLockSuffix));
+  Result<std::unique_ptr<FileLock>> lock = fs.lock_file(lock_path, /*wait=*/false);
+  if (!lock.ok()) {
+    // Without the lock the destructor must not remove files that may be another owner's.
+    store->keep_files_ = true;
+    return lock.status().with_context("snapshot store owner lock " + quote_for_log(lock_path));
+  }
+  store->lock_ = std::move(lock).value();
+  store->lock_path_ = lock_path;
+  store->cleanup_at_start();
+  return store;
+}
+
+SnapshotStore::SnapshotStore(FileSystem& fs, const Clock& clock, std::string dir, std::string nonce,
+                             Options options)
+    : fs_(fs),
+      clock_(clock),
+      dir_(std::move(dir)),
+      nonce_(std::move(nonce)),
+      options_(std::move(options)),
+      keep_files_(options_.keep_files_on_close) {}
+
+SnapshotStore::~SnapshotStore() {
+  if (keep_files_ || lock_ == nullptr) return;
+  remove_own_files().ignore();
+  // The lock file goes while still held, so nobody can take it for a live owner meanwhile.
+  fs_.remove(lock_path_).ignore();
+  fs_.sync_directory(dir_).ignore();
+  lock_.reset();
+}
+
+Result<std::string> SnapshotStore::snapshot_path(std::string_view session) const {
+  if (!valid_session_name(session)) {
+    return InvalidArgument("session name " + quote_for_log(session) +
+                           " must be 1 to 64 characters from [A-Za-z0-9_-]");
+  }
+  return path_of(std::string(kPrefix) + nonce_ + "-" + std::string(session) +
+                 std::string(kSnapSuffix));
+}
+
+Result<std::string> SnapshotStore::temp_path(std::string_view session) const {
+  SIESTA_ASSIGN_OR_RETURN(std::string path, snapshot_path(session));
+  return path + ".tmp-" + std::to_string(next_temp_.fetch_add(1));
+}
+
+void SnapshotStore::cleanup_at_start() {
+  Result<std::vector<std::string>> names = fs_.list_directory(dir_);
+  if (!names.ok()) {
+    record_failure(cleanup_, names.status());
+    return;
+  }
+  // Group the files of other owners by nonce; files with this store's nonce (its process
+  // key's, unique to the process) are this store's own.
+  std::map<std::string, std::vector<std::pair<std::string, ParsedName::Kind>>> by_owner;
+  for (const std::string& name : *names) {
+    std::optional<ParsedName> parsed = parse_name(name);
+    if (!parsed || parsed->nonce == nonce_) continue;
+    by_owner[parsed->nonce].emplace_back(name, parsed->kind);
+  }
+  bool removed_any = false;
+  const int64_t now = clock_.unix_seconds();
+  for (const auto& [owner, files] : by_owner) {
+    const std::string lock_path = path_of(std::string(kPrefix) + owner + std::string(kLockSuffix));
+    // A live owner holds its lock; taking it means the owner is gone. (A missing lock file is
+    // created by the attempt, and removed below with the rest.)
+    Result<std::unique_ptr<FileLock>> lock = fs_.lock_file(lock_path, /*wait=*/false);
+    if (lock.ok()) {
+      for (const auto& [name, kind] : files) {
+        if (kind == ParsedName::Kind::kLock) continue;  // last, while still held
+        Status removed = fs_.remove(path_of(name));
+        if (removed.ok()) {
+          ++cleanup_.removed_dead_owner_files;
+          removed_any = true;
+        } else if (removed.code() != StatusCode::kNotFound) {
+          record_failure(cleanup_, removed);
+        }
+      }
+      Status removed = fs_.remove(lock_path);
+      if (removed.ok()) {
+        ++cleanup_.removed_dead_owner_files;
+        removed_any = true;
+      } else if (removed.code() != StatusCode::kNotFound) {
+        record_failure(cleanup_, removed);
+      }
+      continue;
+    }
+    if (lock.status().code() != StatusCode::kFailedPrecondition) {
+      // Cannot tell whether the owner lives: leave its files for a later start.
+      record_failure(cleanup_, lock.status());
+      continue;
+    }
+    // A live owner: only snapshots past their expiry go. Its temporaries are being written.
+    if (!options_.read_expiry) continue;
+    for (const auto& [name, kind] : files) {
+      if (kind != ParsedName::Kind::kSnapshot) continue;
+      const std::string path = path_of(name);
+      Result<int64_t> expiry = options_.read_expiry(path);
+      if (!expiry.ok() || *expiry > now) continue;
+      Status removed = fs_.remove(path);
+      if (removed.ok()) {
+        ++cleanup_.removed_expired_files;
+        removed_any = true;
+      } else if (removed.code() != StatusCode::kNotFound) {
+        record_failure(cleanup_, removed);
+      }
+    }
+  }
+  if (removed_any) {
+    Status synced = fs_.sync_directory(dir_);
+    if (!synced.ok()) record_failure(cleanup_, synced);
+  }
+}
+
+Result<std::vector<std::string>> SnapshotStore::own_file_names() const {
+  SIESTA_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_.list_directory(dir_));
+  std::vector<std::string> own;
+  for (std::string& name : names) {
+    std::optional<ParsedName> parsed = parse_name(name);
+    if (parsed && parsed->nonce == nonce_ && parsed->kind != ParsedName::Kind::kLock) {
+      own.push_back(std::move(name));
+    }
+  }
+  return own;
+}
+
+Status SnapshotStore::remove(std::string_view session) {
+  SIESTA_ASSIGN_OR_RETURN(const std::string path, snapshot_path(session));
+  const std::string final_name = path.substr(dir_.size() + 1);
+  return remove_own_files_where([&](const std::string& name) {
+    return name == final_name || name.starts_with(final_name + ".tmp-");
+  });
+}
+
+Status SnapshotStore::remove_own_files() {
+  return remove_own_files_where([](const std::string&) { return true; });
+}
+
+Status SnapshotStore::remove_own_files_where(
+    const std::function<bool(const std::string& name)>& selected) {
+  SIESTA_ASSIGN_OR_RETURN(std::vector<std::string> names, own_file_names());
+  Status first = Status::Ok();
+  bool removed_any = false;
+  for (const std::string& name : names) {
+    if (!selected(name)) continue;
+    Status removed = fs_.remove(path_of(name));
+    if (removed.ok()) {
+      removed_any = true;
+    } else if (removed.code() != StatusCode::kNotFound && first.ok()) {
+      first = removed;
+    }
+  }
+  if (removed_any) {
+    Status synced = fs_.sync_directory(dir_);
+    if (first.ok()) first = synced;
+  }
+  return first;
+}
+
+Result<uint64_t> SnapshotStore::disk_bytes() const {
+  SIESTA_ASSIGN_OR_RETURN(std::vector<std::string> names, own_file_names());
+  uint64_t total = 0;
+  for (const std::string& name : names) {
+    // A file removed between the listing and the stat simply holds no bytes any more.
+    Result<PathInfo> info = fs_.stat_no_follow(path_of(name));
+    if (info.ok() && info->type == PathInfo::Type::kRegular) total += info->size;
+  }
+  return total;
+}
+
+}  // namespace siesta

@@ -1,0 +1,155 @@
+// SnapshotStore: owns the snapshot directory (DESIGN.md, "Snapshot files"): makes sure it is
+// private, names this process's files, holds the lock that says this process is alive,
+// removes what dead processes and time left behind, and removes this process's files at a
+// normal shutdown. It writes and reads no snapshot bytes itself (core/snapshot_* do).
+//
+// Naming, in one flat directory:
+//   siesta-<nonce>.lock                 the owner lock, flock'ed for the store's life
+//   siesta-<nonce>-<session>.snap       a session's snapshot
+//   siesta-<nonce>-<session>.snap.tmp-* a snapshot being written (renamed when complete)
+// <nonce> is 32 lower-case hex digits: the process key's nonce (ProcessKey::nonce(), the one
+// SnapshotWriter puts in every header), passed as Options::nonce = nonce_hex(key.nonce()),
+// so that a file's name and its header name the same process. <session> matches
+// [A-Za-z0-9_-]{1,64}. Files not matching these patterns are never touched.
+//
+// Thread rule: open() and the destructor run on one thread; the other methods may be called
+// from any thread (the store keeps no mutable state after open()).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/file_system.h"
+#include "core/snapshot/snapshot_format.h"
+#include "core/base/status.h"
+
+namespace siesta {
+
+class SnapshotStore {
+ public:
+  struct Options {
+    // Reads the expiry (Unix seconds) written in a snapshot. Give it read_snapshot_expiry
+    // (core/snapshot/snapshot_reader.h) over the store's FileSystem:
+    //   [&fs](const std::string& path) { return read_snapshot_expiry(fs, path); }
+    // A snapshot is expired when its expiry <= clock.unix_seconds() (at, not after, its
+    // deadline). Unset: no file is removed for its age. A snapshot whose expiry cannot be read
+    // (damaged, half-written, unreadable) is removed only when its owner is dead: a live
+    // owner may be writing it right now.
+    std::function<Result<int64_t>(const std::string& path)> read_expiry;
+    // The destructor leaves this process's files (a test, or a caller that already removed
+    // them); by default it calls remove_own_files().
+    bool keep_files_on_close = false;
+    // How error messages name the directory (the server passes "--cache-disk-dir").
+    std::string label = "snapshot directory";
+    // The user the directory must belong to; unset: the effective user (geteuid()).
+    std::optional<uint32_t> owner_uid;
+    // This process's nonce, 32 lower-case hex digits: nonce_hex(process_key.nonce()). Every
+    // store whose files a SnapshotWriter writes sets it, so that names and headers agree.
+    // Unset: 16 fresh bytes from RAND_bytes, only for a store used without snapshot files of
+    // its own (tests of the store alone); its names then match no header.
+    std::optional<std::string> nonce;
+  };
+
+  // What start-up cleanup did. Failures do not stop open(): a file that could not be
+  // removed now is tried again at the next start.
+  struct CleanupReport {
+    uint64_t removed_dead_owner_files = 0;  // snapshots, temporaries and locks
+    uint64_t removed_expired_files = 0;
+    uint64_t failures = 0;
+    std::vector<std::string> failure_messages;  // one line each (Status::to_string())
+  };
+
+  // Makes sure `dir` is a private directory of `owner_uid` (the effective user if unset),
+  // creating the last component with mode 0700 when missing (the parent must exist).
+  // Success: `dir` is a directory, not a symlink, owned by that user, owner rwx, no write for
+  // group or others. *created (when not null) says whether this call made it.
+  // Failure (an existing directory is left as it was), the message naming `label`, the path
+  // (quote_for_log) and the rule:
+  //   InvalidArgument     dir is empty;
+  //   FailedPrecondition  a symlink, not a directory, another user's, writable by group or
+  //                       others, or not readable/writable/searchable by its owner;
+  //   NotFound            the parent does not exist;
+  //   other codes         the file system refused.
+  // The final checks are made on the opened directory (FileSystem::stat_directory), not on
+  // the name, so a symlink or file swapped in after the first look is refused too.
+  static Status prepare_directory(FileSystem& fs, const std::string& dir, std::string_view label,
+                                  std::optional<uint32_t> owner_uid, bool* created);
+
+  // prepare_directory(), then takes the owner lock and cleans up (see CleanupReport).
+  // Failure: prepare_directory()'s errors; FailedPrecondition if the nonce option is
+  // malformed or its lock is held by someone else; the file system's error if the lock
+  // cannot be taken or the directory cannot be listed.
+  // `fs` and `clock` must outlive the store.
+  static Result<std::unique_ptr<SnapshotStore>> open(FileSystem& fs, const Clock& clock,
+                                                     std::string dir, Options options);
+
+  // Unless keep_files_on_close: remove_own_files(), then the lock file (removed while still
+  // held), errors ignored (nothing sensible to do with them at this point). Releases the lock.
+  // With keep_files_on_close the lock file stays too, as a crashed process leaves it.
+  ~SnapshotStore();
+  SnapshotStore(const SnapshotStore&) = delete;
+  SnapshotStore& operator=(const SnapshotStore&) = delete;
+
+  const std::string& directory() const { return dir_; }
+  const std::string& nonce() const { return nonce_; }
+  const CleanupReport& startup_cleanup() const { return cleanup_; }
+
+  // "<dir>/siesta-<nonce>-<session>.snap". Failure: InvalidArgument unless session matches
+  // [A-Za-z0-9_-]{1,64} (so no '/', no "..", no empty name).
+  Result<std::string> snapshot_path(std::string_view session) const;
+  // A fresh temporary name for writing the snapshot of `session`:
+  // "<snapshot_path>.tmp-<counter>". Same failures as snapshot_path().
+  Result<std::string> temp_path(std::string_view session) const;
+
+  // Removes the session's snapshot and its temporaries; then syncs the directory.
+  // Success also when nothing existed. Failure: the first file system error (the other
+  // files are still tried).
+  Status remove(std::string_view session);
+
+  // Removes every snapshot and temporary file of this process (not the lock: the store still
+  // owns the directory), then syncs the directory. Failure: the first error; all files are
+  // tried.
+  Status remove_own_files();
+
+  // Total size in bytes of this process's snapshot files (temporaries included).
+  // Failure: the directory cannot be listed.
+  Result<uint64_t> disk_bytes() const;
+
+  // True when `session` is a valid session name.
+  static bool valid_session_name(std::string_view session);
+
+  // The 32 lower-case hex digits of a process nonce, for Options::nonce.
+  static std::string nonce_hex(const snapshot::ProcessNonce& nonce);
+
+ private:
+  SnapshotStore(FileSystem& fs, const Clock& clock, std::string dir, std::string nonce,
+                Options options);
+
+  void cleanup_at_start();
+  // Names in the directory that belong to this process's snapshots (not its lock).
+  Result<std::vector<std::string>> own_file_names() const;
+  // Removes this process's files whose names `selected` accepts (every one is tried), then
+  // syncs the directory if any went. Failure: the first error.
+  Status remove_own_files_where(const std::function<bool(const std::string& name)>& selected);
+  std::string path_of(const std::string& name) const { return dir_ + "/" + name; }
+
+  FileSystem& fs_;
+  const Clock& clock_;
+  const std::string dir_;
+  const std::string nonce_;
+  const Options options_;
+  bool keep_files_;  // set also when open() failed before the lock was held
+  std::string lock_path_;
+  std::unique_ptr<FileLock> lock_;
+  CleanupReport cleanup_;
+  mutable std::atomic<uint64_t> next_temp_{0};
+};
+
+}  // namespace siesta
