@@ -58,9 +58,9 @@ Status make_engine_rig(const std::string& backend_name, const engine::ModelConfi
     offload.executor = &rig.executor;
     options.offload = offload;
   }
-  SIESTA_ASSIGN_OR_RETURN(rig.engine,
-                          engine::Engine::start(std::move(options), *rig.backend, *rig.kernels,
-                                                rig.host, rig.fs, SystemClock::instance()));
+  SIESTA_ASSIGN_OR_RETURN(
+      rig.engine, engine::Engine::start(std::move(options), *rig.backend, *rig.kernels, rig.host,
+                                        rig.fs, SystemClock::instance()));
   return Status::Ok();
 }
 

@@ -23,16 +23,16 @@
 #include <vector>
 
 #include "bench/bench_store.h"
-#include "core/snapshot/chunk_sealer.h"
+#include "compute/kernels.h"
 #include "core/base/clock.h"
 #include "core/base/executor.h"
+#include "core/base/posix_file_system.h"
+#include "core/base/status.h"
 #include "core/memory/host_vmm.h"
-#include "compute/kernels.h"
 #include "core/memory/memory_backend.h"
 #include "core/offload/offloader.h"
-#include "core/base/posix_file_system.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_store.h"
-#include "core/base/status.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
 
@@ -45,8 +45,8 @@ struct EngineRig {
   PosixFileSystem fs;
   // Runs the Offloader's saves and timers only when run_due() is called (save_now()).
   ManualExecutor executor{SystemClock::instance()};
-  std::optional<ProcessKey> key;          // set when offload is on
-  std::unique_ptr<SnapshotStore> store;   // set when offload is on
+  std::optional<ProcessKey> key;           // set when offload is on
+  std::unique_ptr<SnapshotStore> store;    // set when offload is on
   std::unique_ptr<engine::Engine> engine;  // last: destroyed first
 };
 

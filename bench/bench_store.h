@@ -13,10 +13,10 @@
 #include <optional>
 #include <string>
 
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/file_system.h"
-#include "core/snapshot/snapshot_store.h"
 #include "core/base/status.h"
+#include "core/snapshot/chunk_sealer.h"
+#include "core/snapshot/snapshot_store.h"
 
 namespace siesta::bench {
 

@@ -39,8 +39,8 @@ Status make_rig(const std::string& backend_name, const std::string& spec, Rig& r
   SIESTA_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::model_config_from_spec(spec));
   SIESTA_RETURN_IF_ERROR(open_device(backend_name, rig.backend, rig.kernels));
   SIESTA_ASSIGN_OR_RETURN(rig.model, engine::Model::load(config, *rig.backend, *rig.kernels));
-  SIESTA_ASSIGN_OR_RETURN(rig.session,
-                          engine::Session::create(*rig.model, *rig.backend, *rig.kernels, rig.host));
+  SIESTA_ASSIGN_OR_RETURN(
+      rig.session, engine::Session::create(*rig.model, *rig.backend, *rig.kernels, rig.host));
   return Status::Ok();
 }
 
@@ -109,13 +109,12 @@ int main(int argc, char** argv) {
     uint32_t prefill_tokens;
     uint32_t decode_tokens;
   };
-  const Case cases[] = {{"synthetic:tiny", 128, 64},
-                        {"synthetic:small", 512, 64},
-                        {"synthetic:medium", 256, 32}};
+  const Case cases[] = {
+      {"synthetic:tiny", 128, 64}, {"synthetic:small", 512, 64}, {"synthetic:medium", 256, 32}};
   for (const std::string& backend : backends) {
     for (const Case& c : cases) {
-      benchmark::RegisterBenchmark(("prefill/" + backend + "/" + c.spec).c_str(), prefill,
-                                   backend, std::string(c.spec), c.prefill_tokens)
+      benchmark::RegisterBenchmark(("prefill/" + backend + "/" + c.spec).c_str(), prefill, backend,
+                                   std::string(c.spec), c.prefill_tokens)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
       benchmark::RegisterBenchmark(("decode/" + backend + "/" + c.spec).c_str(), decode, backend,

@@ -177,9 +177,10 @@ void ttft(benchmark::State& state, BenchConfig config, std::string backend, uint
       return fail(state, Internal("the request did not fall back"));
     }
     if (*fallback->result.admission.fallback != FallbackReason::kNotFound) {
-      return fail(state, Internal("fell back for " + std::string(fallback_reason_name(
-                                                         *fallback->result.admission.fallback)) +
-                                  ", not not_found"));
+      return fail(state,
+                  Internal("fell back for " +
+                           std::string(fallback_reason_name(*fallback->result.admission.fallback)) +
+                           ", not not_found"));
     }
     fallback_ms.push_back(fallback->ms);
   }
@@ -346,8 +347,8 @@ int main(int argc, char** argv) {
     for (uint32_t history : {1024u, 4096u, 16384u}) {
       if (history + kHeadroom > context) continue;
       benchmark::RegisterBenchmark(
-          ("ttft" + suffix + "/history:" + std::to_string(history)).c_str(), ttft, config,
-          backend, history)
+          ("ttft" + suffix + "/history:" + std::to_string(history)).c_str(), ttft, config, backend,
+          history)
           ->Unit(benchmark::kMillisecond)
           ->UseManualTime()
           ->Iterations(history >= 16384 ? 2 : 3);
@@ -369,8 +370,8 @@ int main(int argc, char** argv) {
     if (!sizes.empty()) series->last_tokens = sizes.back();
     for (uint32_t tokens : sizes) {
       benchmark::RegisterBenchmark(
-          ("snapshot_bytes" + suffix + "/tokens:" + std::to_string(tokens)).c_str(),
-          snapshot_bytes, series, tokens)
+          ("snapshot_bytes" + suffix + "/tokens:" + std::to_string(tokens)).c_str(), snapshot_bytes,
+          series, tokens)
           ->Unit(benchmark::kMillisecond)
           ->UseManualTime()
           ->Iterations(1);

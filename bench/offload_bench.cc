@@ -37,8 +37,8 @@ int run(const Args& args) {
   Result<engine::ModelConfig> config = engine::model_config_from_spec(args.model);
   if (!config.ok()) return fail(config.status());
   EngineRig rig;
-  if (Status made = make_engine_rig(args.backend, *config, /*offload_on=*/true, args.encrypt,
-                                    args.dir, rig);
+  if (Status made =
+          make_engine_rig(args.backend, *config, /*offload_on=*/true, args.encrypt, args.dir, rig);
       !made.ok()) {
     return fail(made);
   }
@@ -71,9 +71,9 @@ int run(const Args& args) {
     next.max_tokens = 1;
     const auto restore_start = std::chrono::steady_clock::now();
     Result<engine::GenerateResult> woke = engine.generate(next).get();
-    const double request_ms = std::chrono::duration<double, std::milli>(
-                                  std::chrono::steady_clock::now() - restore_start)
-                                  .count();
+    const double request_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - restore_start)
+            .count();
     if (!woke.ok()) return fail(woke.status());
     if (!woke->admission.restored) return fail(Internal("not restored"));
     const double restore_ms = engine.cache_status().last_restore_ms;  // commit, read, copy
@@ -87,8 +87,8 @@ int run(const Args& args) {
         "\"restore_ms\":%.2f,\"first_request_ms\":%.2f,\"save_gb_s\":%.3f,\"restore_gb_s\":%.3f}\n",
         args.backend.c_str(), args.model.c_str(), args.tokens, args.encrypt ? "true" : "false",
         cycle, static_cast<unsigned long long>(bytes),
-        static_cast<unsigned long long>(slept.released_vram_bytes), save_ms, restore_ms,
-        request_ms, bytes / save_ms / 1e6, bytes / restore_ms / 1e6);
+        static_cast<unsigned long long>(slept.released_vram_bytes), save_ms, restore_ms, request_ms,
+        bytes / save_ms / 1e6, bytes / restore_ms / 1e6);
   }
   std::fprintf(stderr,
                "offload_bench: %llu bytes: save %.1f ms (%.2f GB/s), restore %.1f ms (%.2f GB/s), "

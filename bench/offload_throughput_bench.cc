@@ -58,8 +58,8 @@
 #include "bench/bench_store.h"
 #include "bench/synthetic_session.h"
 #include "core/base/executor.h"
-#include "core/offload/offloader.h"
 #include "core/base/posix_file_system.h"
+#include "core/offload/offloader.h"
 #include "core/snapshot/snapshot_store.h"
 
 namespace siesta::bench {

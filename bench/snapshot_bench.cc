@@ -23,9 +23,9 @@
 
 #include "bench/bench_stats.h"
 #include "bench/bench_store.h"
-#include "core/snapshot/internal/chunk_pipeline.h"
 #include "core/base/clock.h"
 #include "core/base/posix_file_system.h"
+#include "core/snapshot/internal/chunk_pipeline.h"
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_writer.h"
 

@@ -81,8 +81,7 @@ void register_all() {
     for (Direction direction : {Direction::kToDevice, Direction::kToHost}) {
       std::string label = std::string("copy_512MiB/") + backend.name +
                           (direction == Direction::kToDevice ? "/to_device" : "/to_host");
-      benchmark::RegisterBenchmark(label.c_str(), copy_through_staging, backend.make,
-                                   direction)
+      benchmark::RegisterBenchmark(label.c_str(), copy_through_staging, backend.make, direction)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime()
           ->Iterations(8);

@@ -45,8 +45,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/memory/memory_backend.h"
 #include "core/base/status.h"
+#include "core/memory/memory_backend.h"
 
 namespace siesta {
 
@@ -147,8 +147,7 @@ class Kernels {
 
   // Greedy sampling: *out (int32) = the index in [first, last] of the largest logit, the
   // lowest index on ties. REQUIRES: first <= last.
-  virtual Status argmax(DeviceAddress logits, uint32_t first, uint32_t last,
-                        DeviceAddress out) = 0;
+  virtual Status argmax(DeviceAddress logits, uint32_t first, uint32_t last, DeviceAddress out) = 0;
 
   // ---- Transfers (refused while capturing) ----
 

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "compute/kernels.h"
-#include "core/memory/memory_backend.h"
 #include "core/base/status.h"
+#include "core/memory/memory_backend.h"
 #include "engine/model.h"
 #include "engine/session_layout.h"
 

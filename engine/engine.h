@@ -37,17 +37,17 @@
 #include <thread>
 #include <vector>
 
-#include "core/base/clock.h"
-#include "core/base/file_system.h"
-#include "core/memory/host_vmm.h"
 #include "compute/kernels.h"
-#include "core/memory/memory_backend.h"
-#include "core/snapshot/chunk_sealer.h"
+#include "core/base/clock.h"
 #include "core/base/executor.h"
+#include "core/base/file_system.h"
+#include "core/base/status.h"
+#include "core/memory/host_vmm.h"
+#include "core/memory/memory_backend.h"
 #include "core/offload/offloader.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_export.h"
 #include "core/snapshot/snapshot_store.h"
-#include "core/base/status.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
 #include "engine/session.h"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "compute/kernels.h"
-#include "core/memory/memory_backend.h"
 #include "core/base/status.h"
+#include "core/memory/memory_backend.h"
 #include "engine/model_config.h"
 
 namespace siesta::engine {

@@ -37,11 +37,11 @@
 #include <string_view>
 #include <vector>
 
-#include "core/memory/host_vmm.h"
 #include "compute/kernels.h"
+#include "core/base/status.h"
+#include "core/memory/host_vmm.h"
 #include "core/memory/memory_backend.h"
 #include "core/offload/offload_target.h"
-#include "core/base/status.h"
 #include "engine/model.h"
 
 namespace siesta::engine {

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "core/base/status.h"
 #include "core/snapshot/snapshot_format.h"
 #include "core/snapshot/snapshot_region.h"
-#include "core/base/status.h"
 #include "engine/model_config.h"
 
 namespace siesta::engine {

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "compute/kernels.h"
-#include "core/memory/memory_backend.h"
 #include "core/base/status.h"
+#include "core/memory/memory_backend.h"
 #include "server/backend_kind.h"
 
 namespace siesta::server {

@@ -29,15 +29,14 @@ httplib::Server::HandlerResponse fill_empty_error(uint64_t max_body_bytes,
   }
   // cpp-httplib 0.11 answers a POST without Content-Length (curl -X POST with no -d) with a
   // bare 400 before routing; say what is missing.
-  const bool unframed = (request.method == "POST" || request.method == "PUT" ||
-                         request.method == "PATCH") &&
-                        !request.has_header("Content-Length") &&
-                        !request.has_header("Transfer-Encoding");
-  const std::string reason =
-      response.status != 400 ? "HTTP error " + std::to_string(response.status)
-      : unframed ? "malformed request: a " + request.method +
-                       " needs a Content-Length header (0 for an empty body)"
-                 : "malformed request";
+  const bool unframed =
+      (request.method == "POST" || request.method == "PUT" || request.method == "PATCH") &&
+      !request.has_header("Content-Length") && !request.has_header("Transfer-Encoding");
+  const std::string reason = response.status != 400
+                                 ? "HTTP error " + std::to_string(response.status)
+                             : unframed ? "malformed request: a " + request.method +
+                                              " needs a Content-Length header (0 for an empty body)"
+                                        : "malformed request";
   set_api_error(response, response.status, reason,
                 response.status >= 500 ? "server_error" : "invalid_request_error",
                 response.status >= 500 ? "internal" : "bad_request");
@@ -81,7 +80,7 @@ HttpServer::HttpServer(ServerApp& app) : server_(std::make_unique<httplib::Serve
   server_->set_payload_max_length(app.config().max_body_bytes);
   server_->set_error_handler(httplib::Server::HandlerWithResponse(
       [limit = app.config().max_body_bytes](const httplib::Request& request,
-                                             httplib::Response& response) {
+                                            httplib::Response& response) {
         return fill_empty_error(limit, request, response);
       }));
   server_->set_exception_handler(answer_exception);

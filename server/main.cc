@@ -17,8 +17,8 @@
 #include <string_view>
 #include <utility>
 
-#include "core/base/clock.h"
 #include "compute/kernels.h"
+#include "core/base/clock.h"
 #include "core/base/status.h"
 #include "server/cache_dir.h"
 #include "server/http_server.h"
@@ -53,8 +53,8 @@ void log_configuration(const srv::ServerConfig& config, const srv::ServerApp& ap
   log_line("backend " + status.backend_name + " (kernels " + status.kernels_name +
            ", granularity " + std::to_string(status.granularity) + " bytes)");
   log_line("model " + model.name + ": context " + std::to_string(model.context) + ", KV " +
-           std::string(siesta::kv_type_name(model.kv_type)) + ", " +
-           std::to_string(model.layers) + " layers, dim " + std::to_string(model.dim));
+           std::string(siesta::kv_type_name(model.kv_type)) + ", " + std::to_string(model.layers) +
+           " layers, dim " + std::to_string(model.dim));
   if (config.offload.enabled()) {
     log_line("idle offload on: after " + std::to_string(config.offload.idle_seconds) +
              " idle seconds to " + config.offload.disk_dir + ", snapshots expire after " +

@@ -12,8 +12,8 @@
 namespace siesta::server {
 namespace {
 
-constexpr OffloadState kStates[] = {OffloadState::kDisabled, OffloadState::kResident,
-                                    OffloadState::kSaving,   OffloadState::kDisk,
+constexpr OffloadState kStates[] = {OffloadState::kDisabled,  OffloadState::kResident,
+                                    OffloadState::kSaving,    OffloadState::kDisk,
                                     OffloadState::kRestoring, OffloadState::kExpired};
 
 // A float as Prometheus parses it: the shortest text that reads back as the same double
@@ -42,8 +42,7 @@ class Writer {
     sample(name, labels, std::to_string(value));
   }
   // A family of one unlabelled series.
-  void single(std::string_view name, std::string_view type, std::string_view help,
-              uint64_t value) {
+  void single(std::string_view name, std::string_view type, std::string_view help, uint64_t value) {
     family(name, type, help);
     sample(name, "", value);
   }
@@ -83,8 +82,7 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
              cache.released_vram_bytes);
   out.single("cache_released_host_bytes", "gauge",
              "Host checkpoint memory the last offload gave back.", cache.released_host_bytes);
-  out.single("cache_tokens", "gauge", "History tokens held by the session's cache.",
-             cache.tokens);
+  out.single("cache_tokens", "gauge", "History tokens held by the session's cache.", cache.tokens);
 
   out.single("cache_saves_total", "counter", "Snapshots written and memory released.",
              counters.saves);
@@ -95,17 +93,17 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
   out.family("cache_fallbacks_total", "counter",
              "Restores that discarded the history, by the snapshot's problem.");
   for (size_t i = 0; i < kFallbackReasonCount; ++i) {
-    out.sample("cache_fallbacks_total",
-               "reason=\"" + std::string(fallback_reason_name(static_cast<FallbackReason>(i))) +
-                   "\"",
-               counters.fallbacks[i]);
+    out.sample(
+        "cache_fallbacks_total",
+        "reason=\"" + std::string(fallback_reason_name(static_cast<FallbackReason>(i))) + "\"",
+        counters.fallbacks[i]);
   }
   out.single("cache_expirations_total", "counter", "Snapshots deleted at expiry.",
              counters.expirations);
   out.single("cache_write_failures_total", "counter", "Snapshot writes that failed.",
              counters.write_failures);
-  out.single("cache_cancelled_saves_total", "counter",
-             "Saves stopped because a request arrived.", counters.cancelled_saves);
+  out.single("cache_cancelled_saves_total", "counter", "Saves stopped because a request arrived.",
+             counters.cancelled_saves);
   out.single("cache_out_of_memory_retries_total", "counter",
              "Restores refused for lack of memory (the request failed; retry later).",
              counters.out_of_memory_retries);

@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/clock.h"
 #include "core/base/posix_file_system.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_store.h"
 
 namespace siesta::server {

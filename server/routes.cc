@@ -8,13 +8,13 @@
 #include <string_view>
 #include <vector>
 
-#include "core/offload/offload_state.h"
 #include "core/base/status.h"
+#include "core/offload/offload_state.h"
 #include "server/api_error.h"
 #include "server/api_routes.h"
 #include "server/auth.h"
-#include "server/route.h"
 #include "server/metrics_text.h"
+#include "server/route.h"
 #include "server/status_json.h"
 
 namespace siesta::server {
@@ -24,7 +24,6 @@ namespace {
 // (It answers other methods with 400 before any handler runs.)
 constexpr std::string_view kRoutableMethods[] = {"GET",   "POST",   "PUT",
                                                  "PATCH", "DELETE", "OPTIONS"};
-
 
 void add_handler(httplib::Server& server, std::string_view method, const std::string& pattern,
                  httplib::Server::Handler handler) {

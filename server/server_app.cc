@@ -11,10 +11,9 @@ namespace {
 
 void log_cleanup(const SnapshotStore::CleanupReport& cleanup, const LogLine& log) {
   if (cleanup.removed_dead_owner_files + cleanup.removed_expired_files + cleanup.failures > 0) {
-    log("snapshot directory clean-up: removed " +
-        std::to_string(cleanup.removed_dead_owner_files) + " files of stopped servers, " +
-        std::to_string(cleanup.removed_expired_files) + " expired; " +
-        std::to_string(cleanup.failures) + " could not be removed");
+    log("snapshot directory clean-up: removed " + std::to_string(cleanup.removed_dead_owner_files) +
+        " files of stopped servers, " + std::to_string(cleanup.removed_expired_files) +
+        " expired; " + std::to_string(cleanup.failures) + " could not be removed");
   }
   for (const std::string& failure : cleanup.failure_messages) log(failure);
 }
@@ -67,8 +66,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const C
   Result<engine::ModelConfig> model =
       engine::model_config_from_spec(cfg.model, cfg.context, cfg.kv_type);
   if (!model.ok()) return model.status().with_context("--model");
-  engine::EngineOptions options{std::move(model).value(), cfg.slot_save_path,
-                                std::move(offload)};
+  engine::EngineOptions options{std::move(model).value(), cfg.slot_save_path, std::move(offload)};
   Result<std::unique_ptr<engine::Engine>> engine =
       engine::Engine::start(std::move(options), *app->device_.backend, *app->device_.kernels,
                             app->host_, app->fs_, clock);

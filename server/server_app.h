@@ -19,8 +19,8 @@
 
 #include "core/base/clock.h"
 #include "core/base/executor.h"
-#include "core/memory/host_vmm.h"
 #include "core/base/posix_file_system.h"
+#include "core/memory/host_vmm.h"
 #include "engine/engine.h"
 #include "server/backend_choice.h"
 #include "server/offload_storage.h"

@@ -26,8 +26,8 @@ struct ServerConfig {
   std::optional<uint32_t> context;
   std::optional<KvType> kv_type;
 
-  OffloadConfig offload;        // --cache-idle-seconds, --cache-expire-seconds, --cache-disk-dir
-  bool cache_encrypt = true;    // --cache-encrypt on|off (off: digests instead of AES-GCM)
+  OffloadConfig offload;      // --cache-idle-seconds, --cache-expire-seconds, --cache-disk-dir
+  bool cache_encrypt = true;  // --cache-encrypt on|off (off: digests instead of AES-GCM)
 
   // --slot-save-path DIR: where POST /slots/0?action=save|restore|erase keep their files;
   // empty: those actions answer 400 with a message naming the flag.

@@ -1,8 +1,8 @@
 #include "server/server_flags.h"
 
 #include <charconv>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -81,8 +81,7 @@ struct FlagSpec {
 
 const std::vector<FlagSpec>& flag_specs() {
   static const std::vector<FlagSpec> specs = {
-      {"--host", "HOST",
-       "address to listen on; without --api-key, keep it a loopback address",
+      {"--host", "HOST", "address to listen on; without --api-key, keep it a loopback address",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          if (value.empty()) return InvalidArgument(std::string(flag) + " must not be empty");
          config.host = std::string(value);
@@ -246,15 +245,15 @@ Status validate_scale_flags(const ServerConfig& config) {
   const Count counts[] = {
       {"--parallel", config.parallel, "idle offload keeps one sequence per session",
        "more than one sequence at once"},
-      {"--devices", config.devices,
-       "idle offload keeps a session's memory on one device", "splitting the model over devices"},
+      {"--devices", config.devices, "idle offload keeps a session's memory on one device",
+       "splitting the model over devices"},
   };
   for (const Count& count : counts) {
     if (count.value <= 1) continue;
     const std::string head = std::string(count.flag) + " " + std::to_string(count.value);
     if (config.offload.enabled()) {
-      return InvalidArgument(head + " cannot be used with --cache-idle-seconds: " +
-                             std::string(count.offload_reason));
+      return InvalidArgument(
+          head + " cannot be used with --cache-idle-seconds: " + std::string(count.offload_reason));
     }
     return InvalidArgument(head + ": " + std::string(count.what) +
                            " is not implemented by this engine (use 1)");

@@ -55,7 +55,7 @@ struct StatusSnapshot {
   MemoryStats memory;
   ModelSummary model;
   EngineSummary engine;
-  OffloadStatus cache;  // Engine::cache_status(): never wakes the session
+  OffloadStatus cache;        // Engine::cache_status(): never wakes the session
   uint64_t clients_gone = 0;  // requests whose client left before the answer (cancelled)
 };
 

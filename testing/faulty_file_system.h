@@ -129,7 +129,9 @@ class FaultyFileSystem final : public FileSystem {
   // the call proceeds (and before its fault, if one is planned): what lets a test act at an
   // exact step of a protocol, e.g. send a command in the middle of a save. An empty function
   // removes the hook. REQUIRES: no other call in flight.
-  void set_call_hook(std::function<void(FsOp op, uint64_t call)> hook) { call_hook_ = std::move(hook); }
+  void set_call_hook(std::function<void(FsOp op, uint64_t call)> hook) {
+    call_hook_ = std::move(hook);
+  }
   FileSystem& inner() const { return *inner_; }
 
   // Models the process dying right after call `nth_call` of `op` (counted as for plans, so

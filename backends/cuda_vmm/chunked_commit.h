@@ -11,9 +11,9 @@
 
 #include "backends/cuda_vmm/cuda_driver_api.h"
 #include "backends/cuda_vmm/cuda_handles.h"
+#include "core/base/status.h"
 #include "core/memory/commit_fault_hook.h"
 #include "core/memory/memory_backend.h"
-#include "core/base/status.h"
 
 namespace siesta::cuda {
 

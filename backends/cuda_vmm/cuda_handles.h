@@ -17,8 +17,8 @@
 #include <utility>
 
 #include "backends/cuda_vmm/cuda_driver_api.h"
-#include "core/memory/memory_backend.h"
 #include "core/base/status.h"
+#include "core/memory/memory_backend.h"
 
 namespace siesta::cuda {
 

@@ -12,8 +12,8 @@
 #include <string_view>
 
 #include "compute/kernels.h"
-#include "core/memory/memory_backend.h"
 #include "core/base/status.h"
+#include "core/memory/memory_backend.h"
 
 namespace siesta::cuda_checks {
 

@@ -32,8 +32,8 @@
 #include <string>
 
 #include "compute/kernels.h"
-#include "core/memory/memory_backend.h"
 #include "core/base/status.h"
+#include "core/memory/memory_backend.h"
 
 namespace siesta {
 

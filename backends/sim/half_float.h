@@ -33,7 +33,7 @@ constexpr uint16_t half_from_float(float value) {
     remainder = magnitude << 19;
     result = sign | ((magnitude - 0x38000000u) >> 13);  // rebias the exponent by 127 - 15
   } else if (magnitude < 0x33000001u) {  // <= 2^-25 (half the smallest subnormal): zero
-    remainder = magnitude;  // non-zero only below the tie, so never rounds up
+    remainder = magnitude;               // non-zero only below the tie, so never rounds up
     result = sign;
   } else {  // a subnormal half: shift the mantissa, its hidden bit included, into place
     const uint32_t exponent = magnitude >> 23;

@@ -107,8 +107,8 @@ void matmul_rows(const float* w, const float* x, uint32_t rows, size_t cols, flo
   const size_t whole = cols - cols % 8;
   uint32_t r = 0;
   for (; r + 4 <= rows; r += 4) {
-    const float* row[4] = {w + size_t{r} * cols, w + size_t{r + 1} * cols,
-                           w + size_t{r + 2} * cols, w + size_t{r + 3} * cols};
+    const float* row[4] = {w + size_t{r} * cols, w + size_t{r + 1} * cols, w + size_t{r + 2} * cols,
+                           w + size_t{r + 3} * cols};
     Sum8 s[4];
     for (size_t k = 0; k < whole; k += 8) {
       const F32x4 x_lo = load4(x + k);
@@ -128,9 +128,7 @@ void matmul_rows(const float* w, const float* x, uint32_t rows, size_t cols, flo
 
 void encode_row(KvType type, const float* x, uint32_t dim, std::byte* row) {
   switch (type) {
-    case KvType::kF32:
-      std::memcpy(row, x, size_t{dim} * 4);
-      return;
+    case KvType::kF32: std::memcpy(row, x, size_t{dim} * 4); return;
     case KvType::kF16:
       for (uint32_t i = 0; i < dim; ++i) {
         const uint16_t h = half_float::half_from_float(x[i]);
@@ -160,9 +158,7 @@ void encode_row(KvType type, const float* x, uint32_t dim, std::byte* row) {
 void decode_row(KvType type, const std::byte* row, uint32_t dim, uint32_t first, uint32_t count,
                 float* out) {
   switch (type) {
-    case KvType::kF32:
-      std::memcpy(out, row + size_t{first} * 4, size_t{count} * 4);
-      return;
+    case KvType::kF32: std::memcpy(out, row + size_t{first} * 4, size_t{count} * 4); return;
     case KvType::kF16:
       for (uint32_t i = 0; i < count; ++i) {
         uint16_t h;
@@ -181,9 +177,9 @@ void decode_row(KvType type, const std::byte* row, uint32_t dim, uint32_t first,
   }
 }
 
-void run_attention(const float* q, const std::byte* k_cache, const std::byte* v_cache,
-                   KvType type, uint32_t heads, uint32_t head_dim, uint32_t context,
-                   int32_t position, float* scores, float* out) {
+void run_attention(const float* q, const std::byte* k_cache, const std::byte* v_cache, KvType type,
+                   uint32_t heads, uint32_t head_dim, uint32_t context, int32_t position,
+                   float* scores, float* out) {
   const uint32_t dim = heads * head_dim;
   const size_t row_bytes = kv_row_bytes(type, dim);
   const size_t rows = static_cast<size_t>(position) + 1;
@@ -307,9 +303,7 @@ Status HostKernels::matmul(DeviceAddress w, DeviceAddress x, uint32_t rows, uint
     return require(!overlaps(out, size_t{rows} * 4, x, size_t{cols} * 4), "matmul",
                    "out overlaps x");
   }();
-  return launch(checked, [=] {
-    matmul_rows(f32(w), f32(x), rows, cols, f32(out));
-  });
+  return launch(checked, [=] { matmul_rows(f32(w), f32(x), rows, cols, f32(out)); });
 }
 
 Status HostKernels::add(DeviceAddress x, uint32_t n, DeviceAddress inout) {
@@ -355,8 +349,9 @@ Status HostKernels::rope_table(DeviceAddress table, uint32_t context, uint32_t h
     const uint32_t half = head_dim / 2;
     for (uint32_t p = 0; p < context; ++p) {
       for (uint32_t i = 0; i < half; ++i) {
-        const double inv_freq = std::pow(static_cast<double>(theta),
-                                         -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+        const double inv_freq =
+            std::pow(static_cast<double>(theta),
+                     -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
         const float a = static_cast<float>(static_cast<double>(p) * inv_freq);
         const size_t at = (size_t{p} * half + i) * 2;
         t[at] = static_cast<float>(std::cos(static_cast<double>(a)));
@@ -407,8 +402,8 @@ Status HostKernels::kv_store(DeviceAddress k, DeviceAddress v, KvType type, uint
     return check_address("kv_store", "params", params);
   }();
   return launch(checked, [=] {
-    const size_t row = static_cast<size_t>(static_cast<int64_t>(step(params).position)) *
-                       kv_row_bytes(type, dim);
+    const size_t row =
+        static_cast<size_t>(static_cast<int64_t>(step(params).position)) * kv_row_bytes(type, dim);
     encode_row(type, f32(k), dim, bytes(k_cache) + row);
     encode_row(type, f32(v), dim, bytes(v_cache) + row);
   });
@@ -457,12 +452,11 @@ Status HostKernels::recurrent_update(DeviceAddress input, DeviceAddress gate, ui
   });
 }
 
-Status HostKernels::argmax(DeviceAddress logits, uint32_t first, uint32_t last,
-                           DeviceAddress out) {
+Status HostKernels::argmax(DeviceAddress logits, uint32_t first, uint32_t last, DeviceAddress out) {
   Status checked = [&]() -> Status {
-    SIESTA_RETURN_IF_ERROR(require(first <= last, "argmax",
-                                   "first (" + std::to_string(first) + ") > last (" +
-                                       std::to_string(last) + ")"));
+    SIESTA_RETURN_IF_ERROR(
+        require(first <= last, "argmax",
+                "first (" + std::to_string(first) + ") > last (" + std::to_string(last) + ")"));
     SIESTA_RETURN_IF_ERROR(require(last <= INT32_MAX, "argmax", "last does not fit an int32"));
     SIESTA_RETURN_IF_ERROR(check_address("argmax", "logits", logits));
     return check_address("argmax", "out", out);

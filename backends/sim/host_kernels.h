@@ -75,16 +75,14 @@ class HostKernels final : public Kernels {
 
   std::string name() const override { return "host"; }
 
-  Status embed(DeviceAddress table, uint32_t dim, DeviceAddress params,
-               DeviceAddress out) override;
+  Status embed(DeviceAddress table, uint32_t dim, DeviceAddress params, DeviceAddress out) override;
   Status rms_norm(DeviceAddress x, DeviceAddress weight, uint32_t dim, float eps,
                   DeviceAddress out) override;
   Status matmul(DeviceAddress w, DeviceAddress x, uint32_t rows, uint32_t cols,
                 DeviceAddress out) override;
   Status add(DeviceAddress x, uint32_t n, DeviceAddress inout) override;
   Status swiglu(DeviceAddress gate, DeviceAddress up, uint32_t n, DeviceAddress out) override;
-  Status rope_table(DeviceAddress table, uint32_t context, uint32_t head_dim,
-                    float theta) override;
+  Status rope_table(DeviceAddress table, uint32_t context, uint32_t head_dim, float theta) override;
   Status rope(DeviceAddress vec, uint32_t heads, uint32_t head_dim, DeviceAddress table,
               DeviceAddress params) override;
   Status kv_store(DeviceAddress k, DeviceAddress v, KvType type, uint32_t dim,

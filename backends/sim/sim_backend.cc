@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "backends/sim/sim_device_stream.h"
-#include "core/memory/host_address_space.h"
 #include "core/base/os_error.h"
+#include "core/base/unique_fd.h"
+#include "core/memory/host_address_space.h"
 #include "core/memory/range_ledger.h"
 #include "core/memory/staging_ring.h"
-#include "core/base/unique_fd.h"
 
 namespace siesta {
 namespace {

@@ -15,8 +15,8 @@
 #include <mutex>
 #include <thread>
 
-#include "core/memory/memory_backend.h"
 #include "core/base/status.h"
+#include "core/memory/memory_backend.h"
 
 namespace siesta {
 

@@ -3,8 +3,7 @@
 namespace siesta {
 
 Clock::Duration SystemClock::now() const {
-  return std::chrono::duration_cast<Duration>(
-      std::chrono::steady_clock::now().time_since_epoch());
+  return std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch());
 }
 
 int64_t SystemClock::unix_seconds() const {

@@ -93,7 +93,8 @@ class [[nodiscard]] Result {
   Result(T value) : state_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   // REQUIRES: !status.ok(). An OK status without a value becomes kInternal.
   Result(Status status)  // NOLINT(google-explicit-constructor)
-      : state_(status.ok() ? Internal("Result constructed from an OK status") : std::move(status)) {}
+      : state_(status.ok() ? Internal("Result constructed from an OK status") : std::move(status)) {
+  }
 
   bool ok() const { return std::holds_alternative<T>(state_); }
 
@@ -130,10 +131,10 @@ T& Result<T>::checked() {
 #define SIESTA_CONCAT_(a, b) SIESTA_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function when `expr` is not OK.
-#define SIESTA_RETURN_IF_ERROR(expr)                  \
-  do {                                                \
-    ::siesta::Status siesta_status_ = (expr);         \
-    if (!siesta_status_.ok()) return siesta_status_;  \
+#define SIESTA_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::siesta::Status siesta_status_ = (expr);        \
+    if (!siesta_status_.ok()) return siesta_status_; \
   } while (0)
 
 // `SIESTA_ASSIGN_OR_RETURN(auto x, make_x());` declares x from a Result, or returns its error.

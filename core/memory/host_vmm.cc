@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <string>
 
-#include "core/memory/host_address_space.h"
 #include "core/base/os_error.h"
+#include "core/memory/host_address_space.h"
 
 namespace siesta {
 

@@ -53,7 +53,8 @@ class HostRange {
 
  private:
   friend class HostVmm;
-  HostRange(HostVmm* owner, std::byte* base, size_t size) : owner_(owner), base_(base), size_(size) {}
+  HostRange(HostVmm* owner, std::byte* base, size_t size)
+      : owner_(owner), base_(base), size_(size) {}
   void reset();
 
   HostVmm* owner_ = nullptr;

@@ -13,11 +13,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/base/status.h"
 #include "core/memory/host_vmm.h"
 #include "core/memory/memory_backend.h"
 #include "core/snapshot/snapshot_format.h"
 #include "core/snapshot/snapshot_region.h"
-#include "core/base/status.h"
 
 namespace siesta {
 

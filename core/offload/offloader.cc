@@ -1,7 +1,5 @@
 #include "core/offload/offloader.h"
 
-#include "core/offload/internal/offloader_impl.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/offload/internal/offloader_impl.h"
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_writer.h"
 
@@ -123,8 +122,9 @@ void Offloader::Impl::delete_snapshot(const char* why) {
   }
   ++st.counters.delete_failures;
   st.last_error = removed.to_string();
-  log_change_locked("delete", removed, std::string("could not delete the ") + why + " snapshot: " +
-                    removed.to_string());
+  log_change_locked(
+      "delete", removed,
+      std::string("could not delete the ") + why + " snapshot: " + removed.to_string());
   if (state == OffloadState::kExpired && !shutting_down) {
     arm_timer_at(deps.clock.now() + options.backoff_initial);
   }
@@ -210,7 +210,8 @@ void Offloader::Impl::run_save() {
         options.backoff_max, options.backoff_initial * (1u << std::min(failures_in_a_row, 20u)));
     ++failures_in_a_row;
     retry_at = now + backoff;
-    log_change_locked("write", written.status(), "snapshot write failed (memory kept, retrying): " + st.last_error);
+    log_change_locked("write", written.status(),
+                      "snapshot write failed (memory kept, retrying): " + st.last_error);
     if (!shutting_down) arm_timer_at(retry_at);
   }
   if (state == OffloadState::kDisk) {

@@ -47,16 +47,16 @@
 #include <optional>
 #include <string>
 
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/clock.h"
 #include "core/base/executor.h"
 #include "core/base/file_system.h"
+#include "core/base/status.h"
 #include "core/memory/host_vmm.h"
 #include "core/memory/memory_backend.h"
 #include "core/offload/offload_state.h"
 #include "core/offload/offload_target.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_store.h"
-#include "core/base/status.h"
 
 namespace siesta {
 
@@ -82,8 +82,8 @@ std::string_view fallback_reason_name(FallbackReason reason);
 struct OffloaderOptions {
   int64_t idle_seconds = 0;  // 0: disabled
   int64_t expire_seconds = 3600;
-  bool encrypt = true;          // AES-256-GCM seals; false: digests (--cache-encrypt off)
-  std::string session = "0";    // the store's session name: siesta-<nonce>-<session>.snap
+  bool encrypt = true;        // AES-256-GCM seals; false: digests (--cache-encrypt off)
+  std::string session = "0";  // the store's session name: siesta-<nonce>-<session>.snap
   uint32_t chunk_bytes = 4u << 20;
   // Write failures are retried after backoff_initial, doubling up to backoff_max.
   Clock::Duration backoff_initial = std::chrono::seconds(1);
@@ -116,13 +116,13 @@ struct DurationHistogram {
 };
 
 struct OffloadCounters {
-  uint64_t saves = 0;            // snapshots written and memory released
-  uint64_t restores = 0;         // restores attempted (hits + fallbacks)
-  uint64_t restore_hits = 0;     // history restored from the snapshot
+  uint64_t saves = 0;         // snapshots written and memory released
+  uint64_t restores = 0;      // restores attempted (hits + fallbacks)
+  uint64_t restore_hits = 0;  // history restored from the snapshot
   uint64_t fallbacks[kFallbackReasonCount] = {};
-  uint64_t expirations = 0;      // snapshots deleted at expiry (fresh session at next command)
+  uint64_t expirations = 0;  // snapshots deleted at expiry (fresh session at next command)
   uint64_t write_failures = 0;
-  uint64_t cancelled_saves = 0;  // a command arrived during the save
+  uint64_t cancelled_saves = 0;        // a command arrived during the save
   uint64_t out_of_memory_retries = 0;  // restores refused for lack of memory (command failed)
   uint64_t delete_failures = 0;
   DurationHistogram save_seconds;     // successful saves, from synchronize to release
@@ -148,11 +148,11 @@ struct OffloadStatus {
 
 // What acquire() did before the command may run.
 struct Admission {
-  bool restored = false;  // history read back from the snapshot
+  bool restored = false;                   // history read back from the snapshot
   std::optional<FallbackReason> fallback;  // history discarded (snapshot unusable)
-  bool fresh_after_expiry = false;          // the snapshot had expired: fresh session
-  bool cancelled_save = false;              // a save was running and was stopped
-  double wait_ms = 0;                       // time spent before the command could run
+  bool fresh_after_expiry = false;         // the snapshot had expired: fresh session
+  bool cancelled_save = false;             // a save was running and was stopped
+  double wait_ms = 0;                      // time spent before the command could run
 };
 
 class Offloader {
@@ -164,8 +164,8 @@ class Offloader {
     FileSystem& fs;
     const Clock& clock;
     Executor& executor;
-    SnapshotStore* store = nullptr;    // required when enabled
-    const ProcessKey* key = nullptr;   // required when enabled
+    SnapshotStore* store = nullptr;   // required when enabled
+    const ProcessKey* key = nullptr;  // required when enabled
   };
 
   // Failure: InvalidArgument for negative durations, expire <= idle when enabled, or a

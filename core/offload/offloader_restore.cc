@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/offload/offloader.h"
 #include "core/offload/internal/offloader_impl.h"
+#include "core/offload/offloader.h"
 #include "core/snapshot/snapshot_reader.h"
 
 namespace siesta {
@@ -100,8 +100,8 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
     st.last_error = committed.to_string();
     if (committed.code() == StatusCode::kOutOfMemory) {
       ++st.counters.out_of_memory_retries;
-      log_change_locked("restore", committed, "restore postponed, not enough memory (snapshot kept): " +
-                        st.last_error);
+      log_change_locked("restore", committed,
+                        "restore postponed, not enough memory (snapshot kept): " + st.last_error);
       return committed;
     }
     lock.unlock();
@@ -142,8 +142,9 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
       given_up = deps.target.discard_history();
       std::lock_guard relock(mu);
       st.last_error = adopted.to_string();
-      log_change_locked("fallback", adopted, "snapshot not usable, history discarded (" +
-                        std::string(fallback_reason_name(*fallback)) + "): " + st.last_error);
+      log_change_locked("fallback", adopted,
+                        "snapshot not usable, history discarded (" +
+                            std::string(fallback_reason_name(*fallback)) + "): " + st.last_error);
     }
   }
   const double read_ms = ms_since(read_start);
@@ -168,8 +169,8 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
   st.counters.restore_seconds.observe(st.last_restore_ms / 1000.0);
   const std::string ms = std::to_string(static_cast<int64_t>(st.last_restore_ms));
   if (admission.restored) {
-    log("offload: restored " + std::to_string(deps.target.history_tokens()) + " tokens in " +
-        ms + " ms (" + restore_breakdown(commit_ms, read_ms, read_bytes, retire_ms) +
+    log("offload: restored " + std::to_string(deps.target.history_tokens()) + " tokens in " + ms +
+        " ms (" + restore_breakdown(commit_ms, read_ms, read_bytes, retire_ms) +
         "); state resident");
   } else if (fallback) {
     log("offload: snapshot " + std::string(fallback_reason_name(*fallback)) +

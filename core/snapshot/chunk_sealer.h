@@ -25,8 +25,8 @@
 #include <memory>
 #include <span>
 
-#include "core/snapshot/snapshot_format.h"
 #include "core/base/status.h"
+#include "core/snapshot/snapshot_format.h"
 
 namespace siesta {
 

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/snapshot/internal/chunk_pipeline.h"
 #include "core/memory/device_copy.h"
+#include "core/snapshot/internal/chunk_pipeline.h"
 
 namespace siesta {
 namespace {

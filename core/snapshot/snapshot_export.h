@@ -31,14 +31,14 @@
 #include <string>
 #include <string_view>
 
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/clock.h"
 #include "core/base/file_system.h"
+#include "core/base/status.h"
 #include "core/memory/memory_backend.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_region.h"
 #include "core/snapshot/snapshot_writer.h"
-#include "core/base/status.h"
 
 namespace siesta {
 

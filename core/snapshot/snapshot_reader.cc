@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
-#include "core/snapshot/internal/chunk_pipeline.h"
 #include "core/base/hex.h"
 #include "core/base/log_text.h"
+#include "core/snapshot/internal/chunk_pipeline.h"
 #include "core/snapshot/internal/snapshot_chunk_reader.h"
 
 namespace siesta {

@@ -36,10 +36,10 @@
 #include <span>
 #include <string>
 
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/clock.h"
 #include "core/base/file_system.h"
 #include "core/memory/memory_backend.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/record_buffer_pool.h"
 #include "core/snapshot/snapshot_region.h"
 

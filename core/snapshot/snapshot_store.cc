@@ -95,9 +95,7 @@ void record_failure(SnapshotStore::CleanupReport& report, const Status& status) 
 
 }  // namespace
 
-std::string SnapshotStore::nonce_hex(const snapshot::ProcessNonce& nonce) {
-  return to_hex(nonce);
-}
+std::string SnapshotStore::nonce_hex(const snapshot::ProcessNonce& nonce) { return to_hex(nonce); }
 
 bool SnapshotStore::valid_session_name(std::string_view session) {
   if (session.empty() || session.size() > kMaxSessionName) return false;

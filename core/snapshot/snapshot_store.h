@@ -27,8 +27,8 @@
 
 #include "core/base/clock.h"
 #include "core/base/file_system.h"
-#include "core/snapshot/snapshot_format.h"
 #include "core/base/status.h"
+#include "core/snapshot/snapshot_format.h"
 
 namespace siesta {
 

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <vector>
 
-#include "core/snapshot/internal/chunk_pipeline.h"
 #include "core/base/hex.h"
 #include "core/base/log_text.h"
+#include "core/snapshot/internal/chunk_pipeline.h"
 #include "core/snapshot/internal/snapshot_chunk_writer.h"
 
 namespace siesta {
@@ -122,7 +122,8 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
                           "snapshot " + quoted,
                           std::max<uint64_t>(1, options.writeback_window_bytes),
                           options.record_buffers};
-  Result<uint64_t> chunks = write_snapshot_chunks(job, file, header_bytes.size(), shape.chunk_count);
+  Result<uint64_t> chunks =
+      write_snapshot_chunks(job, file, header_bytes.size(), shape.chunk_count);
   // Whether the chunk stage completed or stopped, its copies and seals are over: the regions
   // are not read again. Said before anything else, above all before the guard unlinks a
   // cancelled file (~0.2 s per GiB of cached data), which a waiting command must not pay.
@@ -134,8 +135,8 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   std::memcpy(trailer, snapshot::kTrailerMagic.data(), snapshot::kTrailerMagic.size());
   snapshot::put_u64(trailer + 8, shape.chunk_count);
   snapshot::put_u64(trailer + 16, shape.payload_bytes);
-  const std::vector<uint8_t> trailer_aad =
-      snapshot::record_aad(header.file_id, header_digest, {trailer, snapshot::kTrailerBytes - kTagBytes});
+  const std::vector<uint8_t> trailer_aad = snapshot::record_aad(
+      header.file_id, header_digest, {trailer, snapshot::kTrailerBytes - kTagBytes});
   SIESTA_RETURN_IF_ERROR(sealer->seal(SealDomain::kTrailer, 0, trailer_aad, {}, {}, tag));
   std::memcpy(trailer + snapshot::kTrailerBytes - kTagBytes, tag.data(), kTagBytes);
   SIESTA_RETURN_IF_ERROR(file.write_at(offset, as_bytes(std::span<const uint8_t>(trailer))));

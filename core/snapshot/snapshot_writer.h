@@ -11,9 +11,9 @@
 // Chunks are sealed on `threads` worker threads started for each write (every worker with
 // its own sealer) while the calling thread starts device copies through the backend's staging
 // ring (up to staging_buffer_count() in flight ahead) and writes the sealed chunks in file
-// order, each at the offset the header fixes (core/snapshot/internal/snapshot_chunk_writer.h). Each chunk is
-// sealed straight from its staging buffer or host memory. The bytes on disk do not depend on
-// the thread count. Only the listed extents of kContents regions are written.
+// order, each at the offset the header fixes (core/snapshot/internal/snapshot_chunk_writer.h). Each
+// chunk is sealed straight from its staging buffer or host memory. The bytes on disk do not depend
+// on the thread count. Only the listed extents of kContents regions are written.
 //
 // Thread rule: one write() at a time per writer; the regions' bytes must not change during
 // it (the caller has synchronized the device and stopped the session's work). Every thread a
@@ -21,15 +21,15 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/clock.h"
 #include "core/base/file_system.h"
 #include "core/memory/memory_backend.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/record_buffer_pool.h"
 #include "core/snapshot/snapshot_region.h"
 

@@ -1,10 +1,9 @@
 // The real binary on a loopback port: /health, /v1/status (cache state from the very first
 // request), the error shapes, and a clean exit on SIGTERM and SIGINT.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -131,13 +130,13 @@ TEST(ServerStatusE2eTest, OwnsTheSnapshotDirectoryFromStartToStop) {
   // A stopped server's leftovers: its lock file (no one holds it), a snapshot and a
   // temporary. And a file that is not siesta's, which must never be touched.
   const std::string dead = "siesta-00000000000000000000000000000001";
-  for (const std::string& name : {dead + ".lock", dead + "-main.snap", dead + "-main.snap.tmp-1",
-                                 std::string("notes.txt")}) {
+  for (const std::string& name :
+       {dead + ".lock", dead + "-main.snap", dead + "-main.snap.tmp-1", std::string("notes.txt")}) {
     ASSERT_EQ(::close(::creat((dir + "/" + name).c_str(), 0600)), 0) << name;
   }
 
-  auto server = start_or_die({"--backend", "sim", "--cache-idle-seconds", "30",
-                              "--cache-disk-dir", dir});
+  auto server =
+      start_or_die({"--backend", "sim", "--cache-idle-seconds", "30", "--cache-disk-dir", dir});
   ASSERT_NE(server, nullptr);
   EXPECT_THAT(server->stderr_text(), HasSubstr("removed 3 files of stopped servers"));
   std::vector<std::string> running = list_names(dir);

@@ -43,7 +43,7 @@ struct Tally {
   int wrong_bytes = 0;  // verify() failed
   int leaked_fds = 0;
   int leaked_memory = 0;
-  int unexpected = 0;   // an outcome other than the row's
+  int unexpected = 0;  // an outcome other than the row's
 };
 
 std::map<std::string, std::pair<Expect, Tally>>& table() {
@@ -138,11 +138,8 @@ void run_restore_case(const std::string& row, Expect expect,
       as_expected = admitted.status().code() == StatusCode::kOutOfMemory &&
                     f.state() == OffloadState::kDisk && f.snapshot_exists();
       break;
-    case Expect::kFatal:
-      as_expected = !admitted.ok() && f.fatal_.size() == 1;
-      break;
-    case Expect::kKept:
-      break;
+    case Expect::kFatal: as_expected = !admitted.ok() && f.fatal_.size() == 1; break;
+    case Expect::kKept: break;
   }
   if (admitted.ok()) {
     wrong = !f.target_->verify().empty();
@@ -251,8 +248,9 @@ TEST(OffloaderFaultMatrixTest, RestoreBackendFaults) {
 
 // Runs last (gtest runs tests in definition order): prints the table.
 TEST(OffloaderFaultMatrixTest, PrintTable) {
-  std::printf("| fault | expected | cases | sessions lost | wrong bytes | leaked fds | "
-              "leaked memory | unexpected |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| fault | expected | cases | sessions lost | wrong bytes | leaked fds | "
+      "leaked memory | unexpected |\n|---|---|---|---|---|---|---|---|\n");
   int total = 0;
   for (const auto& [row, entry] : table()) {
     const auto& [expect, t] = entry;

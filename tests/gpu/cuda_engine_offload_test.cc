@@ -15,8 +15,8 @@
 #include "backends/cuda_vmm/cuda_kernels.h"
 #include "backends/cuda_vmm/cuda_vmm_backend.h"
 #include "core/base/executor.h"
-#include "core/memory/host_vmm.h"
 #include "core/base/posix_file_system.h"
+#include "core/memory/host_vmm.h"
 #include "core/snapshot/snapshot_store.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
@@ -59,8 +59,8 @@ struct GpuEngine {
       o.executor = &executor;
       options.offload = o;
     }
-    SIESTA_ASSIGN_OR_RETURN(engine, Engine::start(std::move(options), *backend, *kernels, host,
-                                                  fs, clock));
+    SIESTA_ASSIGN_OR_RETURN(engine,
+                            Engine::start(std::move(options), *backend, *kernels, host, fs, clock));
     return Status::Ok();
   }
   Result<GenerateResult> generate(const std::string& prompt) {
@@ -114,7 +114,8 @@ TEST_P(CudaEngineOffloadTest, TwentyCyclesGiveTheBytesOfOffloadOffAtTheSameAddre
     ASSERT_EQ(slept.state, OffloadState::kDisk) << slept.last_error;
     const uint64_t free_after = probe.free_bytes();
     // Free device memory rises by the released bytes (within one 2 MiB granule).
-    EXPECT_GE(free_after + (2u << 20), free_before + slept.released_vram_bytes) << "cycle " << cycle;
+    EXPECT_GE(free_after + (2u << 20), free_before + slept.released_vram_bytes)
+        << "cycle " << cycle;
     EXPECT_GT(slept.released_vram_bytes, 0u);
   }
   EXPECT_EQ(on.engine->cache_status().counters.restore_hits, 19u);

@@ -26,15 +26,15 @@
 
 #include "backends/cuda_vmm/cuda_kernels.h"
 #include "backends/cuda_vmm/cuda_vmm_backend.h"
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/clock.h"
 #include "core/base/executor.h"
+#include "core/base/posix_file_system.h"
+#include "core/base/status.h"
 #include "core/memory/host_vmm.h"
 #include "core/offload/offloader.h"
-#include "core/base/posix_file_system.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_region.h"
 #include "core/snapshot/snapshot_store.h"
-#include "core/base/status.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
 #include "engine/session.h"
@@ -73,7 +73,7 @@ struct RegionCopy {
   SnapshotRegion::Place place = SnapshotRegion::Place::kHost;
   std::byte* host = nullptr;
   DeviceAddress device = 0;
-  DeviceAddress range_start = 0;            // device regions: the driver's range start
+  DeviceAddress range_start = 0;             // device regions: the driver's range start
   std::vector<std::vector<std::byte>> used;  // kContents: one copy per used extent
 };
 
@@ -288,8 +288,7 @@ TEST_P(CudaSessionOffloadTest, TwentyCyclesRestoreEveryByteAtTheSameAddresses) {
     take_copy(rig, probe, &after);
     EXPECT_EQ(rig.session->device_memory(), memory_before) << when;
     // Scratch (the logits) is kDiscard: not brought back by a restore.
-    EXPECT_EQ(rig.session->next_logits().status().code(), StatusCode::kFailedPrecondition)
-        << when;
+    EXPECT_EQ(rig.session->next_logits().status().code(), StatusCode::kFailedPrecondition) << when;
     rig.offloader->release();
     ASSERT_FALSE(HasFatalFailure()) << when;
     ASSERT_NO_FATAL_FAILURE(expect_same_copies(before, after, when));
@@ -407,7 +406,8 @@ TEST_P(CudaSessionOffloadTest, DeviceHealthyAfterManyCycles) {
   std::vector<float> w(kRows * kCols);
   std::vector<float> x(kCols);
   for (uint32_t c = 0; c < kCols; ++c) x[c] = static_cast<float>(static_cast<int>(c % 5) - 2);
-  for (uint32_t i = 0; i < kRows * kCols; ++i) w[i] = static_cast<float>(static_cast<int>(i % 7) - 3);
+  for (uint32_t i = 0; i < kRows * kCols; ++i)
+    w[i] = static_cast<float>(static_cast<int>(i % 7) - 3);
   std::vector<float> want(kRows, 0.0f);
   for (uint32_t r = 0; r < kRows; ++r) {
     for (uint32_t c = 0; c < kCols; ++c) want[r] += w[r * kCols + c] * x[c];

@@ -68,7 +68,8 @@ std::string next_prompt(const Model& model, int how, int arg) {
   const std::string whole = model.last_prompt + model.last_answer;
   switch (how % 3) {
     case 0: return whole + suffix_of(arg);
-    case 1: return whole.substr(0, whole.size() * static_cast<size_t>(arg % 10) / 10) + suffix_of(arg);
+    case 1:
+      return whole.substr(0, whole.size() * static_cast<size_t>(arg % 10) / 10) + suffix_of(arg);
     default: return suffix_of(arg);
   }
 }
@@ -82,23 +83,23 @@ bool history_will_be_lost(Side& on, const Model& model) {
 }
 
 RC_GTEST_PROP(EngineOffloadProperty, OffloadNeverChangesTheBytes, ()) {
-  const auto steps = *rc::gen::container<std::vector<std::tuple<int, int, int>>>(rc::gen::tuple(
-      rc::gen::weightedElement<int>({{6, kGenerate},
-                                     {4, kPass},
-                                     {1, kClockOnly},
-                                     {2, kDamage},
-                                     {1, kDeviceFull},
-                                     {1, kExport},
-                                     {1, kImport}}),
-      rc::gen::inRange(0, 1000), rc::gen::inRange(0, 1000)));
+  const auto steps = *rc::gen::container<std::vector<std::tuple<int, int, int>>>(
+      rc::gen::tuple(rc::gen::weightedElement<int>({{6, kGenerate},
+                                                    {4, kPass},
+                                                    {1, kClockOnly},
+                                                    {2, kDamage},
+                                                    {1, kDeviceFull},
+                                                    {1, kExport},
+                                                    {1, kImport}}),
+                     rc::gen::inRange(0, 1000), rc::gen::inRange(0, 1000)));
   Side on(true), off(false);
   Model model;
   bool device_full = false;
   for (const auto& [kind, a, b] : steps) {
     const OffloadState state = on.engine->cache_status().state;
     const bool asleep = state == OffloadState::kDisk || state == OffloadState::kExpired;
-    RC_LOG() << "step " << kind << " " << a << " " << b << " (state "
-             << offload_state_name(state) << ")\n";
+    RC_LOG() << "step " << kind << " " << a << " " << b << " (state " << offload_state_name(state)
+             << ")\n";
     if (kind == kPass || kind == kClockOnly) {
       static const int64_t choices[] = {1, kIdle - 1, kIdle, kExpire / 2, kExpire};
       on.clock.advance(std::chrono::seconds(choices[a % 5]));

@@ -35,19 +35,19 @@ using test_util::OffloaderFixture;
 
 enum Kind : int {
   kCommand,
-  kPass,           // time passes and due timers run
-  kClockOnly,      // time passes, timers do not run (an executor that is late)
-  kDamage,         // arg % 4: delete, truncate, flip a byte, another session's file
-  kFailWrites,     // arg odd: NoSpace, even: IoError; every write fails until kHeal
+  kPass,        // time passes and due timers run
+  kClockOnly,   // time passes, timers do not run (an executor that is late)
+  kDamage,      // arg % 4: delete, truncate, flip a byte, another session's file
+  kFailWrites,  // arg odd: NoSpace, even: IoError; every write fails until kHeal
   kHeal,
-  kDeviceFull,     // arg odd: another process takes the device memory; even: gives it back
+  kDeviceFull,  // arg odd: another process takes the device memory; even: gives it back
   kOffloadNow,
   kKindCount
 };
 
 const char* kind_name(int kind) {
-  static const char* const names[] = {"command", "pass", "clock_only", "damage", "fail_writes",
-                                      "heal", "device_full", "offload_now"};
+  static const char* const names[] = {"command",     "pass", "clock_only",  "damage",
+                                      "fail_writes", "heal", "device_full", "offload_now"};
   return names[kind];
 }
 
@@ -169,12 +169,10 @@ RC_GTEST_PROP(OffloaderModelProperty, TheSessionHoldsWhatTheModelSays, ()) {
   bool device_full = false;
   int restores = 0, fallbacks = 0;
   for (const auto& [kind, arg] : steps) {
-    RC_LOG() << kind_name(kind) << " " << arg << " (state "
-             << offload_state_name(f.state()) << ")\n";
+    RC_LOG() << kind_name(kind) << " " << arg << " (state " << offload_state_name(f.state())
+             << ")\n";
     switch (kind) {
-      case kCommand:
-        run_command(f, model, device_full, static_cast<uint32_t>(arg % 4));
-        break;
+      case kCommand: run_command(f, model, device_full, static_cast<uint32_t>(arg % 4)); break;
       case kPass:
       case kClockOnly: {
         static const int64_t choices[] = {1, OffloaderFixture::kIdle - 1, OffloaderFixture::kIdle,
@@ -187,16 +185,12 @@ RC_GTEST_PROP(OffloaderModelProperty, TheSessionHoldsWhatTheModelSays, ()) {
         }
         break;
       }
-      case kDamage:
-        damage_file(f, arg, model);
-        break;
+      case kDamage: damage_file(f, arg, model); break;
       case kFailWrites:
-        f.fs_.set_plan({FsOp::kWrite, 1, arg % 2 ? FsFaultKind::kNoSpace : FsFaultKind::kIoError,
-                        true});
+        f.fs_.set_plan(
+            {FsOp::kWrite, 1, arg % 2 ? FsFaultKind::kNoSpace : FsFaultKind::kIoError, true});
         break;
-      case kHeal:
-        f.fs_.set_plan(FsFaultPlan::none());
-        break;
+      case kHeal: f.fs_.set_plan(FsFaultPlan::none()); break;
       case kDeviceFull:
         device_full = arg % 2 == 1;
         f.sim_->set_external_usage(device_full ? f.sim_->stats().device_total_bytes : 0);
@@ -205,8 +199,7 @@ RC_GTEST_PROP(OffloaderModelProperty, TheSessionHoldsWhatTheModelSays, ()) {
         (void)f.offloader_->offload_now();
         f.executor_.run_due();
         break;
-      default:
-        break;
+      default: break;
     }
     check_released_invariants(f);
   }

@@ -12,9 +12,9 @@
 #include <span>
 #include <vector>
 
+#include "core/base/status.h"
 #include "core/memory/device_copy.h"
 #include "core/memory/memory_backend.h"
-#include "core/base/status.h"
 
 namespace siesta::test_util {
 

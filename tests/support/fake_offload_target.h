@@ -80,8 +80,8 @@ class FakeOffloadTarget final : public OffloadTarget {
   std::vector<SnapshotRegion> snapshot_regions() const override {
     using snapshot::PersistKind;
     std::vector<SnapshotRegion> out(5);
-    auto device_region = [&](SnapshotRegion& r, const char* name, PersistKind kind,
-                             uint8_t* at, uint64_t size, uint64_t used) {
+    auto device_region = [&](SnapshotRegion& r, const char* name, PersistKind kind, uint8_t* at,
+                             uint64_t size, uint64_t used) {
       r.layout = {name, kind, size, {}};
       if (used > 0) r.layout.extents.push_back({0, used});
       r.place = SnapshotRegion::Place::kDevice;

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/executor.h"
-#include "testing/faulty_backend.h"
-#include "testing/faulty_file_system.h"
-#include "core/offload/offloader.h"
 #include "core/base/posix_file_system.h"
+#include "core/offload/offloader.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_store.h"
+#include "testing/faulty_backend.h"
+#include "testing/faulty_file_system.h"
 #include "tests/support/fake_offload_target.h"
 #include "tests/support/temp_dir.h"
 
@@ -42,8 +42,8 @@ struct OffloaderSetup {
   int64_t expire_seconds = 600;
   bool encrypt = true;
   FaultPlan backend_faults = FaultPlan::none();  // on the Offloader's commits/decommits
-  bool real_fatal_handler = false;  // true: the default handler (log line, exit 70)
-  uint32_t chunk_bytes = 4096;  // many chunks: many cancellation points
+  bool real_fatal_handler = false;               // true: the default handler (log line, exit 70)
+  uint32_t chunk_bytes = 4096;                   // many chunks: many cancellation points
 };
 
 class OffloaderFixture {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "backends/sim/sim_backend.h"
-#include "testing/faulty_backend.h"
 #include "core/memory/host_address_space.h"
+#include "testing/faulty_backend.h"
 #include "tests/support/backend_conformance.h"
 
 namespace siesta::conformance {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/file_system.h"
 #include "core/base/posix_file_system.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_region.h"
 #include "tests/support/backend_test_util.h"
 
@@ -82,9 +82,8 @@ class TestFileSystem final : public FileSystem {
     ++creates;
     auto file = posix_.create_exclusive(path, mode);
     if (!file.ok()) return file;
-    return std::unique_ptr<WritableFile>(
-        std::make_unique<WrappedFile>(std::move(file).value(), skip_syncs_, after_write, syncs,
-                                      writeback));
+    return std::unique_ptr<WritableFile>(std::make_unique<WrappedFile>(
+        std::move(file).value(), skip_syncs_, after_write, syncs, writeback));
   }
   Result<std::unique_ptr<ReadableFile>> open_readable(const std::string& path) override {
     auto file = posix_.open_readable(path);
@@ -119,10 +118,10 @@ class TestFileSystem final : public FileSystem {
   int syncs = 0;  // WritableFile::sync calls on files created here
   // What the write-back hints of files created here covered.
   struct Writeback {
-    uint64_t written_end = 0;   // end of the furthest write
-    uint64_t started_end = 0;   // end of the furthest start_writeback
-    uint64_t waited_end = 0;    // end of the furthest wait_writeback
-    uint64_t max_unwaited = 0;  // largest written_end - waited_end seen after a write
+    uint64_t written_end = 0;      // end of the furthest write
+    uint64_t started_end = 0;      // end of the furthest start_writeback
+    uint64_t waited_end = 0;       // end of the furthest wait_writeback
+    uint64_t max_unwaited = 0;     // largest written_end - waited_end seen after a write
     bool started_in_order = true;  // each start_writeback began where the previous ended
   } writeback;
   // Called after every successful write_at of a file created from now on (tests cancel a write

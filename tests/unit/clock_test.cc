@@ -22,9 +22,9 @@ TEST(SystemClockTest, MonotonicAndNearWallTime) {
   Clock::Duration a = clock.now();
   Clock::Duration b = clock.now();
   EXPECT_LE(a, b);
-  int64_t wall = std::chrono::duration_cast<seconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count();
+  int64_t wall =
+      std::chrono::duration_cast<seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   EXPECT_LE(std::abs(clock.unix_seconds() - wall), 1);
 }
 

@@ -13,8 +13,8 @@
 #include "backends/sim/host_kernels.h"
 #include "backends/sim/sim_backend.h"
 #include "core/base/clock.h"
-#include "core/memory/host_vmm.h"
 #include "core/base/posix_file_system.h"
+#include "core/memory/host_vmm.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
 

@@ -15,8 +15,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -417,7 +417,8 @@ TEST_F(HostKernelsTest, KvStoreWritesExactlyTheEncodedRowAtThePosition) {
     auto k = rng.floats(dim, -4, 4), v = rng.floats(dim, -4, 4);
     std::fill(v.begin() + 32, v.end(), 0.0f);  // an all-zero int8 block: scale 0, q 0
     const int32_t position = 3;
-    SIESTA_ASSERT_OK(kernels_->kv_store(put(k), put(v), type, dim, kc, vc, put_params(9, position)));
+    SIESTA_ASSERT_OK(
+        kernels_->kv_store(put(k), put(v), type, dim, kc, vc, put_params(9, position)));
     for (auto [cache, values] : {std::pair{kc, &k}, std::pair{vc, &v}}) {
       std::vector<std::byte> want = before;
       const auto encoded = ref::kv_encode(type, *values);
@@ -487,8 +488,8 @@ class HostKernelsAccess : public HostKernelsTest {
 void attention_case(HostKernelsTest& fixture, KvType type, uint32_t heads, uint32_t head_dim,
                     uint32_t context, uint64_t salt) {
   auto& t = static_cast<HostKernelsAccess&>(fixture);
-  SCOPED_TRACE(std::string(kv_type_name(type)) + " heads " + std::to_string(heads) +
-               " head_dim " + std::to_string(head_dim));
+  SCOPED_TRACE(std::string(kv_type_name(type)) + " heads " + std::to_string(heads) + " head_dim " +
+               std::to_string(head_dim));
   Random rng(salt);
   const uint32_t dim = heads * head_dim;
   std::vector<std::byte> k_cache, v_cache;
@@ -625,7 +626,7 @@ TEST_F(HostKernelsTest, AnOperationRefusedWhileRecordingFailsEndCaptureAndEndsIt
   SIESTA_EXPECT_CODE(kernels_->matmul(a, a + 64, 0, 4, a + 128), StatusCode::kInvalidArgument);
   SIESTA_ASSERT_OK(kernels_->add(a, 8, a));
   SIESTA_EXPECT_CODE(kernels_->end_capture(), StatusCode::kInvalidArgument);
-  SIESTA_EXPECT_OK(kernels_->synchronize());  // no longer capturing
+  SIESTA_EXPECT_OK(kernels_->synchronize());    // no longer capturing
   SIESTA_ASSERT_OK(kernels_->begin_capture());  // and a new capture starts clean
   SIESTA_ASSERT_OK(kernels_->add(a, 8, a));
   SIESTA_ASSERT_OK_AND_ASSIGN(auto graph, kernels_->end_capture());
@@ -692,12 +693,12 @@ MiniStep make_mini_step(KvType type, DeviceAddress base, uint64_t salt) {
     s.cache_bytes.insert(s.cache_bytes.end(), row.begin(), row.end());
   }
   input(size_t{M::kVocab} * M::kDim, -1, 1);  // embedding table: inputs[0]
-  input(M::kDim, 0.5f, 1.5f);                  // norm weight: inputs[1]
+  input(M::kDim, 0.5f, 1.5f);                 // norm weight: inputs[1]
   for (int i = 0; i < 3; ++i) input(size_t{M::kDim} * M::kDim, -0.3f, 0.3f);  // wq wk wv
-  input(size_t{M::kHidden} * M::kDim, -0.3f, 0.3f);                          // w_gate
-  input(size_t{M::kHidden} * M::kDim, -0.3f, 0.3f);                          // w_up
-  input(M::kHidden, -1, 1);                                                  // state
-  input(size_t{M::kVocab} * M::kHidden, -0.5f, 0.5f);                        // w_out
+  input(size_t{M::kHidden} * M::kDim, -0.3f, 0.3f);                           // w_gate
+  input(size_t{M::kHidden} * M::kDim, -0.3f, 0.3f);                           // w_up
+  input(M::kHidden, -1, 1);                                                   // state
+  input(size_t{M::kVocab} * M::kHidden, -0.5f, 0.5f);                         // w_out
   s.end = next;
   return s;
 }
@@ -711,10 +712,10 @@ Status record_mini_step(Kernels& k, const MiniStep& s, DeviceAddress scratch) {
     next += test_util::round_up(bytes, 256);
     return at;
   };
-  const DeviceAddress table = s.inputs[0].first, norm = s.inputs[1].first,
-                      wq = s.inputs[2].first, wk = s.inputs[3].first, wv = s.inputs[4].first,
-                      w_gate = s.inputs[5].first, w_up = s.inputs[6].first,
-                      state = s.inputs[7].first, w_out = s.inputs[8].first;
+  const DeviceAddress table = s.inputs[0].first, norm = s.inputs[1].first, wq = s.inputs[2].first,
+                      wk = s.inputs[3].first, wv = s.inputs[4].first, w_gate = s.inputs[5].first,
+                      w_up = s.inputs[6].first, state = s.inputs[7].first,
+                      w_out = s.inputs[8].first;
   const DeviceAddress x = alloc(M::kDim * 4), xn = alloc(M::kDim * 4), q = alloc(M::kDim * 4),
                       kk = alloc(M::kDim * 4), vv = alloc(M::kDim * 4),
                       scores = alloc(M::kHeads * M::kContext * 4), att = alloc(M::kDim * 4),

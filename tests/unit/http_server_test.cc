@@ -3,14 +3,13 @@
 #include "server/http_server.h"
 
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <chrono>
 #include <future>
@@ -27,9 +26,9 @@
 namespace siesta::server {
 namespace {
 
+using ::siesta::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using ::siesta::testing::TempDir;
 
 std::unique_ptr<ServerApp> make_app(const ManualClock& clock, ServerConfig config = {}) {
   config.backend = BackendKind::kSim;
@@ -303,12 +302,12 @@ TEST(HttpServerTest, OversizedBodyIs413OpenAiShaped) {
   auto app = make_app(clock, config);
   ASSERT_NE(app, nullptr);
   Served served(*app);
-  httplib::Result small = served.client().Post("/v1/cache/offload", std::string(1024, 'x'),
-                                               "application/json");
+  httplib::Result small =
+      served.client().Post("/v1/cache/offload", std::string(1024, 'x'), "application/json");
   ASSERT_TRUE(small);
   EXPECT_EQ(small->status, 400) << "at the limit the handler runs (offload is off)";
-  httplib::Result big = served.client().Post("/v1/cache/offload", std::string(1025, 'x'),
-                                             "application/json");
+  httplib::Result big =
+      served.client().Post("/v1/cache/offload", std::string(1025, 'x'), "application/json");
   ASSERT_TRUE(big);
   EXPECT_EQ(big->status, 413);
   const nlohmann::json body = nlohmann::json::parse(big->body);

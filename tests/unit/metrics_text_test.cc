@@ -140,7 +140,8 @@ TEST(MetricsTextTest, GaugesAndCountersCarryTheSnapshot) {
     EXPECT_EQ(samples.at(key), value) << key;
   }
   size_t reasons = 0;
-  for (const auto& [key, value] : samples) reasons += key.starts_with("siesta_cache_fallbacks_total{");
+  for (const auto& [key, value] : samples)
+    reasons += key.starts_with("siesta_cache_fallbacks_total{");
   EXPECT_EQ(reasons, kFallbackReasonCount);
 }
 

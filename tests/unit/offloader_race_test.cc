@@ -60,8 +60,8 @@ TEST(OffloaderRaceTest, ACommandArrivingAtEveryStepOfASaveRunsOnIntactMemory) {
     if (op == FsOp::kWrite) last_write_call = std::max(last_write_call, call);
   }
   for (const auto& [step_op, step_call] : steps) {
-    SCOPED_TRACE(std::string("command arrives at ") + std::string(fs_op_name(step_op)) +
-                 " call " + std::to_string(step_call));
+    SCOPED_TRACE(std::string("command arrives at ") + std::string(fs_op_name(step_op)) + " call " +
+                 std::to_string(step_call));
     OffloaderFixture f;
     ASSERT_TRUE(f.command(40).ok());
     std::thread command;
@@ -157,8 +157,8 @@ TEST(OffloaderConcurrencyTest, CommandsAroundTheIdleDeadlineNeverHangCrashOrLose
   options.chunk_bytes = setup.chunk_bytes;
   options.log = [](const std::string&) {};
   f.offloader_.reset();
-  f.offloader_ = Offloader::create({*f.target_, *f.faulty_backend_, f.host_, f.fs_, clock,
-                                    executor, f.store_.get(), f.key_.get()},
+  f.offloader_ = Offloader::create({*f.target_, *f.faulty_backend_, f.host_, f.fs_, clock, executor,
+                                    f.store_.get(), f.key_.get()},
                                    options)
                      .value();
   const int kRounds = 1000;
@@ -174,8 +174,8 @@ TEST(OffloaderConcurrencyTest, CommandsAroundTheIdleDeadlineNeverHangCrashOrLose
     ASSERT_FALSE(admitted->fallback.has_value()) << "round " << round;
     ASSERT_EQ(f.target_->length(), expected_length) << "round " << round;
     f.target_->advance(1);
-    expected_length = (expected_length + 1 < setup.positions) ? expected_length + 1
-                                                              : setup.positions;
+    expected_length =
+        (expected_length + 1 < setup.positions) ? expected_length + 1 : setup.positions;
     ASSERT_EQ(f.target_->verify(), "") << "round " << round;
     f.offloader_->release();
     if (f.target_->length() == setup.positions) {

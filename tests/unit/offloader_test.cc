@@ -36,9 +36,9 @@ TEST(OffloaderTest, RejectsExpiryNotAfterIdle) {
   OffloaderOptions options;
   options.idle_seconds = 60;
   options.expire_seconds = 60;
-  auto made = Offloader::create({*f.target_, *f.sim_, f.host_, f.fs_, f.clock_, f.executor_,
-                                 f.store_.get(), f.key_.get()},
-                                options);
+  auto made = Offloader::create(
+      {*f.target_, *f.sim_, f.host_, f.fs_, f.clock_, f.executor_, f.store_.get(), f.key_.get()},
+      options);
   EXPECT_EQ(made.status().code(), StatusCode::kInvalidArgument);
 }
 
@@ -124,7 +124,7 @@ TEST(OffloaderTest, AnOffloaderDestroyedBeforeTheRemovalLeavesTheFileToTheStore)
   f.pass(OffloaderFixture::kIdle);
   ASSERT_TRUE(f.offloader_->acquire().ok());
   f.offloader_->release();
-  f.offloader_.reset();  // the removal is still queued on the executor
+  f.offloader_.reset();   // the removal is still queued on the executor
   f.executor_.run_due();  // runs nothing of the destroyed offloader
   EXPECT_GT(f.store_->disk_bytes().value(), 0u);
   EXPECT_TRUE(f.store_->remove_own_files().ok());  // what a normal shutdown does
@@ -172,11 +172,13 @@ struct Damage {
 
 void remove_file(OffloaderFixture& f) { std::filesystem::remove(f.snapshot_path()); }
 void truncate_file(OffloaderFixture& f) {
-  std::filesystem::resize_file(f.snapshot_path(), std::filesystem::file_size(f.snapshot_path()) / 2);
+  std::filesystem::resize_file(f.snapshot_path(),
+                               std::filesystem::file_size(f.snapshot_path()) / 2);
 }
 void flip_a_payload_byte(OffloaderFixture& f) {
   std::fstream file(f.snapshot_path(), std::ios::in | std::ios::out | std::ios::binary);
-  const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(f.snapshot_path()) / 2);
+  const auto middle =
+      static_cast<std::streamoff>(std::filesystem::file_size(f.snapshot_path()) / 2);
   file.seekg(middle);
   char byte = 0;
   file.read(&byte, 1);
@@ -257,7 +259,9 @@ TEST(OffloaderTest, OutOfMemoryOnRestoreKeepsTheSnapshotAndALaterCommandSucceeds
 
 TEST(OffloaderTest, ACommitFailureOtherThanOutOfMemoryIsFatal) {
   // Injected: the Offloader's first commit (the restore) fails with a device error.
-  OffloaderFixture f(setup_with([](test_util::OffloaderSetup& s) { s.backend_faults = {FaultKind::kCommitDeviceError, 1, false}; }));
+  OffloaderFixture f(setup_with([](test_util::OffloaderSetup& s) {
+    s.backend_faults = {FaultKind::kCommitDeviceError, 1, false};
+  }));
   ASSERT_TRUE(f.command(3).ok());
   f.pass(OffloaderFixture::kIdle);
   ASSERT_EQ(f.state(), OffloadState::kDisk);

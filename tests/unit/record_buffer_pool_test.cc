@@ -1,5 +1,5 @@
-// RecordBufferPool (core/snapshot/record_buffer_pool.h) alone, and as the snapshot writer and reader
-// use it: they take their record buffers from it and give every one back, so that a second
+// RecordBufferPool (core/snapshot/record_buffer_pool.h) alone, and as the snapshot writer and
+// reader use it: they take their record buffers from it and give every one back, so that a second
 // save and restore allocate nothing new and still restore exactly the saved bytes.
 #include "core/snapshot/record_buffer_pool.h"
 

@@ -279,7 +279,8 @@ TEST(ServerFlagsTest, ModelContextAndKvType) {
   EXPECT_EQ(error_of({"--ctx", "1048577"}), "--ctx (1048577) must be between 1 and 1048576");
   EXPECT_EQ(run_config({"--ctx", "1"}).context, 1u);  // the interval shrinks to the context
   // --ctx and --kv-type are judged with the model they apply to, and named in the message.
-  const std::string odd = error_of({"--model", "synthetic:nope", "--ctx", "64", "--kv-type", "f16"});
+  const std::string odd =
+      error_of({"--model", "synthetic:nope", "--ctx", "64", "--kv-type", "f16"});
   EXPECT_THAT(odd, HasSubstr("--model \"synthetic:nope\" --ctx 64 --kv-type f16: "));
 }
 

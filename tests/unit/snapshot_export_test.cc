@@ -15,10 +15,10 @@
 
 #include "backends/sim/sim_backend.h"
 #include "core/base/clock.h"
-#include "testing/faulty_file_system.h"
 #include "core/base/posix_file_system.h"
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_writer.h"
+#include "testing/faulty_file_system.h"
 #include "tests/support/backend_test_util.h"
 #include "tests/support/snapshot_test_util.h"
 #include "tests/support/temp_dir.h"

@@ -1,6 +1,6 @@
-// SnapshotWriter and SnapshotReader on several threads (core/snapshot/internal/chunk_pipeline.h): the thread
-// count changes neither the file nor what a read restores or reports. Round trips with 1, 2
-// and 4 threads agree (host and device regions, every mode), the first failure in file order
+// SnapshotWriter and SnapshotReader on several threads (core/snapshot/internal/chunk_pipeline.h):
+// the thread count changes neither the file nor what a read restores or reports. Round trips with
+// 1, 2 and 4 threads agree (host and device regions, every mode), the first failure in file order
 // decides a read's outcome however the work is spread, a fault on any write leaves no file,
 // and a cancelled write stops within a chunk or two.
 #include <gtest/gtest.h>
@@ -16,10 +16,10 @@
 
 #include "backends/sim/sim_backend.h"
 #include "core/base/clock.h"
-#include "testing/faulty_file_system.h"
 #include "core/base/posix_file_system.h"
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_writer.h"
+#include "testing/faulty_file_system.h"
 #include "tests/support/backend_test_util.h"
 #include "tests/support/snapshot_test_util.h"
 #include "tests/support/temp_dir.h"

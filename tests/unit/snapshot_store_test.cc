@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "testing/faulty_file_system.h"
 #include "core/base/posix_file_system.h"
+#include "testing/faulty_file_system.h"
 #include "tests/support/temp_dir.h"
 
 namespace siesta {

@@ -22,8 +22,8 @@ StatusSnapshot sample_snapshot() {
   snapshot.granularity = 2u << 20;
   snapshot.memory = {
       .reserved_bytes = 1, .committed_bytes = 2, .device_total_bytes = 3, .device_free_bytes = 4};
-  snapshot.model = {.name = "synthetic:small", .context = 2048, .kv_type = KvType::kF16,
-                    .layers = 4, .dim = 128};
+  snapshot.model = {
+      .name = "synthetic:small", .context = 2048, .kv_type = KvType::kF16, .layers = 4, .dim = 128};
   snapshot.engine = {.busy = true, .queued = 2, .commands_run = 5, .history_tokens = 77};
   snapshot.cache.expire_seconds = 3600;
   return snapshot;
@@ -77,9 +77,8 @@ void expect_shape(const json& body) {
   ASSERT_TRUE(cache.contains("counters") && cache["counters"].is_object());
   const json& counters = cache["counters"];
   EXPECT_EQ(counters.size(), 9u);
-  expect_integers(counters, {"saves", "restores", "restore_hits", "expirations",
-                             "write_failures", "cancelled_saves", "out_of_memory_retries",
-                             "delete_failures"});
+  expect_integers(counters, {"saves", "restores", "restore_hits", "expirations", "write_failures",
+                             "cancelled_saves", "out_of_memory_retries", "delete_failures"});
   ASSERT_TRUE(counters.contains("fallbacks") && counters["fallbacks"].is_object());
   EXPECT_EQ(counters["fallbacks"].size(), kFallbackReasonCount);
   for (size_t i = 0; i < kFallbackReasonCount; ++i) {
@@ -131,10 +130,13 @@ TEST(StatusJsonTest, CarriesTheNumbersItIsGiven) {
   EXPECT_EQ(body["backend"]["committed_bytes"], 2);
   EXPECT_EQ(body["backend"]["device_total_bytes"], 3);
   EXPECT_EQ(body["backend"]["device_free_bytes"], 4);
-  EXPECT_EQ(body["model"], json({{"name", "synthetic:small"}, {"context", 2048},
-                                 {"kv_type", "f16"}, {"layers", 4}, {"dim", 128}}));
-  EXPECT_EQ(body["engine"], json({{"busy", true}, {"queued", 2}, {"commands_run", 5},
-                                  {"history_tokens", 77}}));
+  EXPECT_EQ(body["model"], json({{"name", "synthetic:small"},
+                                 {"context", 2048},
+                                 {"kv_type", "f16"},
+                                 {"layers", 4},
+                                 {"dim", 128}}));
+  EXPECT_EQ(body["engine"],
+            json({{"busy", true}, {"queued", 2}, {"commands_run", 5}, {"history_tokens", 77}}));
   EXPECT_EQ(body["cache"]["state"], "disk");
   EXPECT_EQ(body["cache"]["idle_seconds"], 30);
   EXPECT_EQ(body["cache"]["disk_bytes"], 309197048u);

@@ -24,8 +24,8 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   Deps deps;
   OffloaderOptions options;
   std::string path;  // the snapshot file
-  // Every save's and restore's chunk record buffers (core/snapshot/record_buffer_pool.h): kept between
-  // them, so that no restore pays to fault fresh pages in.
+  // Every save's and restore's chunk record buffers (core/snapshot/record_buffer_pool.h): kept
+  // between them, so that no restore pays to fault fresh pages in.
   RecordBufferPool record_buffers;
 
   mutable std::mutex mu;

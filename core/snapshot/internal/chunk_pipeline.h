@@ -29,8 +29,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/status.h"
+#include "core/snapshot/chunk_sealer.h"
 
 namespace siesta {
 

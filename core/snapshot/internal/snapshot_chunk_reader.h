@@ -31,9 +31,9 @@
 #include <span>
 #include <string>
 
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/file_system.h"
 #include "core/memory/memory_backend.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/record_buffer_pool.h"
 #include "core/snapshot/snapshot_region.h"
 
@@ -45,8 +45,8 @@ struct ChunkReadJob {
   std::span<const SnapshotRegion> regions;  // host regions with extents have memory
   MemoryBackend* backend;                   // non-null when a device region has extents
   const ProcessKey& key;
-  size_t threads;    // verifying threads, >= 1
-  std::string name;  // "snapshot '<path>'", for messages
+  size_t threads;                    // verifying threads, >= 1
+  std::string name;                  // "snapshot '<path>'", for messages
   RecordBufferPool* record_buffers;  // null: the read's own buffers
 };
 

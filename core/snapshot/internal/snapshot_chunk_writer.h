@@ -1,5 +1,5 @@
-// The chunk stage of SnapshotWriter::write (core/snapshot/snapshot_writer.h): seals every chunk on a
-// ChunkPipeline and writes each at its offset, in file order, from the calling thread.
+// The chunk stage of SnapshotWriter::write (core/snapshot/snapshot_writer.h): seals every chunk on
+// a ChunkPipeline and writes each at its offset, in file order, from the calling thread.
 //
 // Threads and buffers:
 //   - `threads` workers seal, each with its own ChunkSealer for this file (chunk_pipeline.h);
@@ -22,9 +22,9 @@
 #include <span>
 #include <string>
 
-#include "core/snapshot/chunk_sealer.h"
 #include "core/base/file_system.h"
 #include "core/memory/memory_backend.h"
+#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/record_buffer_pool.h"
 #include "core/snapshot/snapshot_region.h"
 
@@ -36,10 +36,10 @@ struct ChunkWriteJob {
   std::span<const SnapshotRegion> regions;  // as validated by the writer
   MemoryBackend* backend;                   // non-null when a device region has extents
   const ProcessKey& key;
-  const std::atomic<bool>* cancel;  // may be null
-  size_t threads;                   // sealing threads, >= 1
-  std::string name;                 // "snapshot '<path>'", for messages
-  uint64_t writeback_window;        // dirty bytes allowed behind the last write (> 0)
+  const std::atomic<bool>* cancel;   // may be null
+  size_t threads;                    // sealing threads, >= 1
+  std::string name;                  // "snapshot '<path>'", for messages
+  uint64_t writeback_window;         // dirty bytes allowed behind the last write (> 0)
   RecordBufferPool* record_buffers;  // null: the write's own buffers
 };
 
