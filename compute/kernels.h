@@ -2,8 +2,9 @@
 // this interface; each backend folder implements it beside its MemoryBackend:
 //   HostKernels (backends/sim)      plain C++ loops, run on the SimBackend's device stream
 //   CudaKernels (backends/cuda_vmm) CUDA kernels on a stream of the device's primary context
-// It lives in core, below the backends, because a backend may not include the engine; it
-// names operations (matmul, attention...), never a model.
+// It lives in compute/, below the backends and beside core/memory (whose DeviceAddress it
+// computes on), because a backend may not include the engine; it names operations (matmul,
+// attention...), never a model.
 //
 // Execution model, the same on both backends:
 //   - Every operation is enqueued, in call order, on one in-order stream, as a CUDA launch
@@ -18,7 +19,7 @@
 //     position < the context the caches and the scores scratch were sized for
 //     (engine::Session checks both before every step).
 //   - The exact arithmetic (summation orders, the rope angle's rounding, the softmax) is
-//     written down once, in backends/sim/host_kernels.h; CudaKernels follows it where the
+//     written down once, in compute/kernel_contract.h; CudaKernels follows it where the
 //     hardware allows and states its tolerances.
 //   - Values that change from token to token (the token id, the position) are read at run
 //     time from a StepParams block in device memory, never baked into a launch: that is what

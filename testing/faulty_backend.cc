@@ -2,8 +2,6 @@
 
 #include <utility>
 
-#include "testing/seeded_draws.h"
-
 namespace siesta {
 namespace {
 
@@ -32,30 +30,25 @@ std::string_view fault_kind_name(FaultKind kind) {
 }
 
 FaultPlan FaultPlan::from_seed(uint64_t seed, uint64_t max_nth_call) {
-  if (max_nth_call == 0) max_nth_call = 1;
   SeededDraws draws(seed);
   FaultPlan plan;
   plan.kind = static_cast<FaultKind>(draws.below(kFaultKindCount));
-  plan.nth_call = 1 + draws.below(max_nth_call);
-  plan.sticky = draws.one_in(4);
+  plan.when = FaultSchedule::draw(draws, max_nth_call);
   return plan;
 }
 
 std::string FaultPlan::describe() const {
-  if (nth_call == 0) return "no fault";
-  const std::string operation(operation_of(kind));
-  std::string text =
-      std::string(fault_kind_name(kind)) + " on " + operation + " call " + std::to_string(nth_call);
-  if (sticky) text += " and every later one";
-  return text;
+  if (when.never()) return "no fault";
+  return std::string(fault_kind_name(kind)) + " " + when.describe(operation_of(kind));
 }
 
-FaultyBackend::FaultyBackend(MemoryBackend& inner, FaultPlan plan) : inner_(&inner), plan_(plan) {}
+FaultyBackend::FaultyBackend(MemoryBackend& inner, FaultPlan plan)
+    : MemoryBackendWrapper(inner), plan_(plan) {}
 
 FaultyBackend::FaultyBackend(std::unique_ptr<MemoryBackend> inner, FaultPlan plan)
-    : owned_(std::move(inner)), inner_(owned_.get()), plan_(plan) {}
+    : MemoryBackendWrapper(std::move(inner)), plan_(plan) {}
 
-std::string FaultyBackend::name() const { return "faulty(" + inner_->name() + ")"; }
+std::string FaultyBackend::name() const { return "faulty(" + target().name() + ")"; }
 
 void FaultyBackend::set_plan(FaultPlan plan) {
   plan_ = plan;
@@ -79,7 +72,7 @@ Status FaultyBackend::injected(StatusCode code, const std::string& what) {
 
 Status FaultyBackend::commit(DeviceRange range) {
   const uint64_t call = commit_calls_.fetch_add(1) + 1;
-  if (!is_commit_fault(plan_.kind) || !plan_.fires_on(call)) return inner_->commit(range);
+  if (!is_commit_fault(plan_.kind) || !plan_.fires_on(call)) return target().commit(range);
   const std::string what =
       "on commit call " + std::to_string(call) + " of " + std::to_string(range.size) + " bytes";
   if (plan_.kind == FaultKind::kCommitOutOfMemory) {
@@ -90,9 +83,9 @@ Status FaultyBackend::commit(DeviceRange range) {
   }
   // kPartialCommit: the memory is mapped, then setting its access "fails". A commit the inner
   // backend refuses by itself never got as far as access setup, so its own error stands.
-  SIESTA_RETURN_IF_ERROR(inner_->commit(range));
+  SIESTA_RETURN_IF_ERROR(target().commit(range));
   // Undo the mapping as a backend's own rollback would: the caller sees it decommitted.
-  Status undone = inner_->decommit(range);
+  Status undone = target().decommit(range);
   if (!undone.ok()) {
     faults_fired_.fetch_add(1);
     return Internal("injected partial commit " + what + " could not be rolled back (" +
@@ -103,7 +96,7 @@ Status FaultyBackend::commit(DeviceRange range) {
 
 Status FaultyBackend::decommit(DeviceRange range) {
   const uint64_t call = decommit_calls_.fetch_add(1) + 1;
-  if (!fires(FaultKind::kDecommitFails, call)) return inner_->decommit(range);
+  if (!fires(FaultKind::kDecommitFails, call)) return target().decommit(range);
   return injected(StatusCode::kDeviceError, "driver error on decommit call " +
                                                 std::to_string(call) + " of " +
                                                 std::to_string(range.size) + " bytes");
@@ -116,7 +109,7 @@ Result<CopyTicket> FaultyBackend::copy_to_staging(DeviceAddress source, size_t b
     return injected(StatusCode::kDeviceError,
                     "copy failure on copy call " + std::to_string(call) + " (to staging)");
   }
-  return inner_->copy_to_staging(source, bytes, buffer);
+  return target().copy_to_staging(source, bytes, buffer);
 }
 
 Result<CopyTicket> FaultyBackend::copy_from_staging(const StagingBuffer& buffer, size_t bytes,
@@ -126,7 +119,7 @@ Result<CopyTicket> FaultyBackend::copy_from_staging(const StagingBuffer& buffer,
     return injected(StatusCode::kDeviceError,
                     "copy failure on copy call " + std::to_string(call) + " (from staging)");
   }
-  return inner_->copy_from_staging(buffer, bytes, destination);
+  return target().copy_from_staging(buffer, bytes, destination);
 }
 
 }  // namespace siesta

@@ -2,7 +2,8 @@
 // fail on its Nth use, so that tests can drive the offload logic through every failure the
 // contract allows and check what state each one leaves behind (DESIGN.md, "The seams").
 //
-// Every call is forwarded to the inner backend except the one a fault fires on. What each
+// Every call is forwarded to the inner backend (MemoryBackendWrapper) except the one a fault
+// fires on. What each
 // fault does, and the state it leaves, which is what the real backends promise:
 //   kCommitOutOfMemory  commit() returns OutOfMemory without calling the inner backend:
 //                       nothing of the range is committed; a later commit may succeed.
@@ -24,8 +25,8 @@
 // Every injected error's message contains "injected" and the plan's describe().
 //
 // Ownership: the wrapper either borrows the inner backend (which must outlive it) or owns it
-// (the unique_ptr constructor). Staging buffers are the inner backend's own: they are
-// returned to it directly, never through the wrapper.
+// (the unique_ptr constructor); target() is the inner backend. Staging buffers are the inner
+// backend's own: they are returned to it directly, never through the wrapper.
 //
 // Thread rule: every method may be called from any thread (counters are atomic; the plan is
 // fixed at construction).
@@ -37,7 +38,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/memory/memory_backend.h"
+#include "core/memory/memory_backend_wrapper.h"
+#include "testing/fault_schedule.h"
 
 namespace siesta {
 
@@ -56,20 +58,21 @@ std::string_view fault_kind_name(FaultKind kind);
 
 struct FaultPlan {
   FaultKind kind = FaultKind::kCommitOutOfMemory;
-  uint64_t nth_call = 0;  // 1-based; 0: the plan never fires
-  bool sticky = false;    // also fire on every later call of the operation
+  FaultSchedule when;  // which calls of the kind's operation fail
+
+  FaultPlan() = default;
+  FaultPlan(FaultKind fault, uint64_t nth_call, bool sticky)
+      : kind(fault), when{nth_call, sticky} {}
 
   // A plan that never fires: the wrapper is transparent.
   static FaultPlan none() { return {}; }
 
-  // Picks kind, nth_call in [1, max_nth_call] and sticky (one time in four) from `seed`
+  // Picks kind, then nth_call in [1, max_nth_call] and sticky (one time in four) from `seed`
   // with std::mt19937_64, so the same seed gives the same plan on every machine.
   // REQUIRES: max_nth_call >= 1 (0 is treated as 1).
   static FaultPlan from_seed(uint64_t seed, uint64_t max_nth_call = 8);
 
-  bool fires_on(uint64_t call) const {
-    return nth_call != 0 && (call == nth_call || (sticky && call > nth_call));
-  }
+  bool fires_on(uint64_t call) const { return when.fires_on(call); }
 
   // One line, e.g. "decommit_fails on decommit call 3 and every later one" or "no fault".
   std::string describe() const;
@@ -84,7 +87,7 @@ struct FaultCounters {
   uint64_t faults_fired = 0;
 };
 
-class FaultyBackend final : public MemoryBackend {
+class FaultyBackend final : public MemoryBackendWrapper {
  public:
   // Borrows `inner`, which must outlive the wrapper.
   FaultyBackend(MemoryBackend& inner, FaultPlan plan);
@@ -96,38 +99,21 @@ class FaultyBackend final : public MemoryBackend {
   // one phase (e.g. the restore after a save). REQUIRES: no other call in flight.
   void set_plan(FaultPlan plan);
   FaultCounters counters() const;
-  MemoryBackend& inner() const { return *inner_; }
 
   std::string name() const override;  // "faulty(<inner name>)"
-  size_t granularity() const override { return inner_->granularity(); }
-  Result<DeviceRange> reserve(size_t bytes) override { return inner_->reserve(bytes); }
   Status commit(DeviceRange range) override;
   Status decommit(DeviceRange range) override;
-  void unreserve(DeviceRange range) override { inner_->unreserve(range); }
-  Status synchronize() override { return inner_->synchronize(); }
-  Status zero(DeviceRange range) override { return inner_->zero(range); }
-  size_t staging_buffer_bytes() const override { return inner_->staging_buffer_bytes(); }
-  size_t staging_buffer_count() const override { return inner_->staging_buffer_count(); }
-  Result<StagingBuffer> acquire_staging() override { return inner_->acquire_staging(); }
   Result<CopyTicket> copy_to_staging(DeviceAddress source, size_t bytes,
                                      StagingBuffer& buffer) override;
   Result<CopyTicket> copy_from_staging(const StagingBuffer& buffer, size_t bytes,
                                        DeviceAddress destination) override;
-  Status wait(CopyTicket ticket) override { return inner_->wait(ticket); }
-  MemoryStats stats() const override { return inner_->stats(); }
 
  private:
-  // Buffers come from the inner backend's ring and go back to it directly (StagingBuffer
-  // remembers its owner), so the wrapper never receives one.
-  void release_staging(uint32_t /*slot*/) override {}
-
   // True when the plan is of `kind` and fires on call number `call` of its operation.
   bool fires(FaultKind kind, uint64_t call) const;
   // The injected error (counted in faults_fired): "injected <what> (fault plan: <plan>)".
   Status injected(StatusCode code, const std::string& what);
 
-  std::unique_ptr<MemoryBackend> owned_;
-  MemoryBackend* inner_;
   FaultPlan plan_;
   std::atomic<uint64_t> commit_calls_{0};
   std::atomic<uint64_t> decommit_calls_{0};

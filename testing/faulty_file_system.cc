@@ -4,8 +4,6 @@
 #include <cstring>
 #include <utility>
 
-#include "testing/seeded_draws.h"
-
 namespace siesta {
 namespace {
 
@@ -58,36 +56,33 @@ std::string_view fs_fault_kind_name(FsFaultKind kind) {
 }
 
 FsFaultPlan FsFaultPlan::from_seed(uint64_t seed, uint64_t max_nth_call) {
-  if (max_nth_call == 0) max_nth_call = 1;
   SeededDraws draws(seed);
   FsFaultPlan plan;
   plan.op = static_cast<FsOp>(draws.below(kFsOpCount));
-  plan.nth_call = 1 + draws.below(max_nth_call);
   std::vector<FsFaultKind> kinds = {FsFaultKind::kIoError};
   if (may_run_out_of_space(plan.op)) kinds.push_back(FsFaultKind::kNoSpace);
   if (plan.op == FsOp::kWrite) kinds.push_back(FsFaultKind::kShortWrite);
   plan.kind = kinds[draws.below(kinds.size())];
-  plan.sticky = draws.one_in(4);
+  plan.when = FaultSchedule::draw(draws, max_nth_call);
   return plan;
 }
 
 std::string FsFaultPlan::describe() const {
-  if (nth_call == 0) return "no fault";
-  std::string text = std::string(fs_fault_kind_name(kind)) + " on " + std::string(fs_op_name(op)) +
-                     " call " + std::to_string(nth_call);
-  if (sticky) text += " and every later one";
-  return text;
+  if (when.never()) return "no fault";
+  return std::string(fs_fault_kind_name(kind)) + " " + when.describe(fs_op_name(op));
 }
 
 // ---------------------------------------------------------------------------------------------
 // Wrapped handles.
 
-class FaultyFileSystem::Writable final : public WritableFile {
+// The write-back hints are forwarded (WritableFileWrapper): they change no durability, so there
+// is nothing to mirror or inject.
+class FaultyFileSystem::Writable final : public WritableFileWrapper {
  public:
   Writable(FaultyFileSystem& fs, std::unique_ptr<WritableFile> inner, uint64_t node,
            std::string path)
-      : fs_(fs),
-        inner_(std::move(inner)),
+      : WritableFileWrapper(std::move(inner)),
+        fs_(fs),
         node_(node),
         generation_(fs.generation()),
         path_(std::move(path)) {
@@ -107,24 +102,16 @@ class FaultyFileSystem::Writable final : public WritableFile {
       }
       const std::span<const std::byte> prefix = data.first(data.size() / 2);
       if (!prefix.empty()) {
-        SIESTA_RETURN_IF_ERROR(inner_->write_at(offset, prefix));
+        SIESTA_RETURN_IF_ERROR(target().write_at(offset, prefix));
         mirror(offset, prefix);
       }
       return fs_.injected(FsOp::kWrite, call, path_,
                           ": wrote " + std::to_string(prefix.size()) + " of " +
                               std::to_string(data.size()) + " bytes");
     }
-    SIESTA_RETURN_IF_ERROR(inner_->write_at(offset, data));
+    SIESTA_RETURN_IF_ERROR(target().write_at(offset, data));
     mirror(offset, data);
     return Status::Ok();
-  }
-
-  // Hints: no durability changes, so nothing to mirror and nothing to inject.
-  void start_writeback(uint64_t offset, uint64_t length) override {
-    inner_->start_writeback(offset, length);
-  }
-  void wait_writeback(uint64_t offset, uint64_t length) override {
-    inner_->wait_writeback(offset, length);
   }
 
   Status sync() override {
@@ -132,7 +119,7 @@ class FaultyFileSystem::Writable final : public WritableFile {
     if (fs_.halted(FsOp::kSync, call)) return fs_.halted_error(FsOp::kSync, call, path_);
     SIESTA_RETURN_IF_ERROR(check_alive("sync"));
     if (fs_.fires(FsOp::kSync, call)) return fs_.injected(FsOp::kSync, call, path_);
-    SIESTA_RETURN_IF_ERROR(inner_->sync());
+    SIESTA_RETURN_IF_ERROR(target().sync());
     std::lock_guard lock(fs_.mutex_);
     auto node = fs_.nodes_.find(node_);
     if (node != fs_.nodes_.end()) node->second.synced = node->second.live;
@@ -143,7 +130,7 @@ class FaultyFileSystem::Writable final : public WritableFile {
     if (closed_) return Status::Ok();
     closed_ = true;
     fs_.open_files_.fetch_sub(1);
-    return inner_->close();
+    return target().close();
   }
 
  private:
@@ -165,17 +152,19 @@ class FaultyFileSystem::Writable final : public WritableFile {
   }
 
   FaultyFileSystem& fs_;
-  std::unique_ptr<WritableFile> inner_;
   const uint64_t node_;
   const uint64_t generation_;
   const std::string path_;
   bool closed_ = false;
 };
 
-class FaultyFileSystem::Readable final : public ReadableFile {
+class FaultyFileSystem::Readable final : public ReadableFileWrapper {
  public:
   Readable(FaultyFileSystem& fs, std::unique_ptr<ReadableFile> inner, std::string path)
-      : fs_(fs), inner_(std::move(inner)), generation_(fs.generation()), path_(std::move(path)) {
+      : ReadableFileWrapper(std::move(inner)),
+        fs_(fs),
+        generation_(fs.generation()),
+        path_(std::move(path)) {
     fs_.open_files_.fetch_add(1);
   }
   ~Readable() override { fs_.open_files_.fetch_sub(1); }
@@ -187,13 +176,11 @@ class FaultyFileSystem::Readable final : public ReadableFile {
       return FailedPrecondition("read " + path_ + ": handle opened before a crash");
     }
     if (fs_.fires(FsOp::kRead, call)) return fs_.injected(FsOp::kRead, call, path_);
-    return inner_->read_at(offset, data);
+    return target().read_at(offset, data);
   }
-  Result<uint64_t> size() override { return inner_->size(); }
 
  private:
   FaultyFileSystem& fs_;
-  std::unique_ptr<ReadableFile> inner_;
   const uint64_t generation_;
   const std::string path_;
 };
@@ -214,7 +201,7 @@ class FaultyFileSystem::Lock final : public FileLock {
 // The file system.
 
 FaultyFileSystem::FaultyFileSystem(FileSystem& inner, FsFaultPlan plan)
-    : inner_(&inner), plan_(plan) {}
+    : FileSystemWrapper(inner), plan_(plan) {}
 
 FaultyFileSystem::~FaultyFileSystem() = default;
 
@@ -254,7 +241,8 @@ Result<std::unique_ptr<WritableFile>> FaultyFileSystem::create_exclusive(const s
   const uint64_t call = count(FsOp::kCreate);
   if (halted(FsOp::kCreate, call)) return halted_error(FsOp::kCreate, call, path);
   if (fires(FsOp::kCreate, call)) return injected(FsOp::kCreate, call, path);
-  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, inner_->create_exclusive(path, mode));
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
+                          target().create_exclusive(path, mode));
   uint64_t node = 0;
   {
     std::lock_guard lock(mutex_);
@@ -270,7 +258,7 @@ Result<std::unique_ptr<ReadableFile>> FaultyFileSystem::open_readable(const std:
   const uint64_t call = count(FsOp::kOpen);
   if (halted(FsOp::kOpen, call)) return halted_error(FsOp::kOpen, call, path);
   if (fires(FsOp::kOpen, call)) return injected(FsOp::kOpen, call, path);
-  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, inner_->open_readable(path));
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, target().open_readable(path));
   return std::unique_ptr<ReadableFile>(new Readable(*this, std::move(file), path));
 }
 
@@ -282,7 +270,7 @@ Status FaultyFileSystem::rename(const std::string& from, const std::string& to) 
   // Both names are known before the rename, so that a crash can put back what it replaced.
   const std::optional<uint64_t> moved = node_for_locked(from);
   const std::optional<uint64_t> replaced = node_for_locked(to);
-  SIESTA_RETURN_IF_ERROR(inner_->rename(from, to));
+  SIESTA_RETURN_IF_ERROR(target().rename(from, to));
   names_.erase(from);
   names_.erase(to);
   if (moved) names_[to] = *moved;
@@ -297,7 +285,7 @@ Status FaultyFileSystem::remove(const std::string& path) {
   if (fires(FsOp::kRemove, call)) return injected(FsOp::kRemove, call, path);
   std::lock_guard lock(mutex_);
   const std::optional<uint64_t> node = node_for_locked(path);
-  SIESTA_RETURN_IF_ERROR(inner_->remove(path));
+  SIESTA_RETURN_IF_ERROR(target().remove(path));
   names_.erase(path);
   pending_.push_back(
       {PendingOp::Type::kRemove, directory_of(path), path, "", node.value_or(0), {}});
@@ -308,7 +296,7 @@ Status FaultyFileSystem::sync_directory(const std::string& path) {
   const uint64_t call = count(FsOp::kSyncDirectory);
   if (halted(FsOp::kSyncDirectory, call)) return halted_error(FsOp::kSyncDirectory, call, path);
   if (fires(FsOp::kSyncDirectory, call)) return injected(FsOp::kSyncDirectory, call, path);
-  SIESTA_RETURN_IF_ERROR(inner_->sync_directory(path));
+  SIESTA_RETURN_IF_ERROR(target().sync_directory(path));
   const std::string directory = without_trailing_slashes(path);
   std::lock_guard lock(mutex_);
   std::erase_if(pending_, [&](const PendingOp& op) { return op.directory == directory; });
@@ -319,7 +307,7 @@ Result<std::unique_ptr<FileLock>> FaultyFileSystem::lock_file(const std::string&
   const uint64_t call = count(FsOp::kLock);
   if (halted(FsOp::kLock, call)) return halted_error(FsOp::kLock, call, path);
   if (fires(FsOp::kLock, call)) return injected(FsOp::kLock, call, path);
-  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<FileLock> held, inner_->lock_file(path, wait));
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<FileLock> held, target().lock_file(path, wait));
   return std::unique_ptr<FileLock>(new Lock(*this, std::move(held)));
 }
 
@@ -327,9 +315,9 @@ std::optional<uint64_t> FaultyFileSystem::node_for_locked(const std::string& pat
   if (auto known = names_.find(path); known != names_.end()) return known->second;
   // A file from outside the wrapper: durable as it is now, so read it once to be able to
   // recreate it. Anything unreadable (a directory, a vanished name) is not modelled.
-  Result<PathInfo> info = inner_->stat_no_follow(path);
+  Result<PathInfo> info = target().stat_no_follow(path);
   if (!info.ok() || info->type != PathInfo::Type::kRegular) return std::nullopt;
-  Result<std::unique_ptr<ReadableFile>> file = inner_->open_readable(path);
+  Result<std::unique_ptr<ReadableFile>> file = target().open_readable(path);
   if (!file.ok()) return std::nullopt;
   Node node;
   node.mode = info->mode;
@@ -345,10 +333,10 @@ std::optional<uint64_t> FaultyFileSystem::node_for_locked(const std::string& pat
 }
 
 Status FaultyFileSystem::restore_locked(const std::string& path, const Node& node) {
-  Status removed = inner_->remove(path);
+  Status removed = target().remove(path);
   if (!removed.ok() && removed.code() != StatusCode::kNotFound) return removed;
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
-                          inner_->create_exclusive(path, node.mode));
+                          target().create_exclusive(path, node.mode));
   if (!node.synced.empty()) SIESTA_RETURN_IF_ERROR(file->write_at(0, node.synced));
   SIESTA_RETURN_IF_ERROR(file->sync());
   return file->close();
@@ -382,7 +370,7 @@ Status FaultyFileSystem::crash() {
   for (auto op = pending_.rbegin(); op != pending_.rend(); ++op) {
     switch (op->type) {
       case PendingOp::Type::kCreate: {
-        Status removed = inner_->remove(op->path);
+        Status removed = target().remove(op->path);
         if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
           return removed.with_context("crash: undo create");
         }
@@ -391,7 +379,7 @@ Status FaultyFileSystem::crash() {
       }
       case PendingOp::Type::kRename: {
         SIESTA_RETURN_IF_ERROR(
-            inner_->rename(op->path, op->from).with_context("crash: undo rename"));
+            target().rename(op->path, op->from).with_context("crash: undo rename"));
         names_.erase(op->path);
         if (op->node != 0) names_[op->from] = op->node;
         if (op->replaced) {

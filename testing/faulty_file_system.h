@@ -2,8 +2,9 @@
 // simulates a crash by dropping whatever was not made durable, so that tests can drive the
 // snapshot write protocol through every failure storage allows (DESIGN.md, "The seams").
 //
-// Everything is forwarded to the inner file system; files and locks it returns are wrapped so
-// their calls are counted and can fail too. What each fault does when it fires:
+// Everything is forwarded to the inner file system (FileSystemWrapper; target() is the inner
+// one); files and locks it returns are wrapped so their calls are counted and can fail too. What
+// each fault does when it fires:
 //   kIoError     the call returns IoError without reaching the inner file system (a failed
 //                sync syncs nothing, a failed rename renames nothing, a failed create
 //                creates nothing).
@@ -50,7 +51,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/file_system.h"
+#include "core/base/file_system_wrapper.h"
+#include "testing/fault_schedule.h"
 
 namespace siesta {
 
@@ -78,21 +80,22 @@ std::string_view fs_fault_kind_name(FsFaultKind kind);
 
 struct FsFaultPlan {
   FsOp op = FsOp::kCreate;
-  uint64_t nth_call = 0;  // 1-based; 0: the plan never fires
   FsFaultKind kind = FsFaultKind::kIoError;
-  bool sticky = false;  // also fire on every later call of the operation
+  FaultSchedule when;  // which calls of `op` fail
+
+  FsFaultPlan() = default;
+  FsFaultPlan(FsOp operation, uint64_t nth_call, FsFaultKind fault, bool sticky)
+      : op(operation), kind(fault), when{nth_call, sticky} {}
 
   static FsFaultPlan none() { return {}; }
 
-  // Picks op, nth_call in [1, max_nth_call], a kind that makes sense for the op (short
-  // writes only on kWrite, NoSpace on create / write / sync / rename / sync_directory) and
+  // Picks op, a kind that makes sense for the op (short writes only on kWrite, NoSpace on
+  // create / write / sync / rename / sync_directory), then nth_call in [1, max_nth_call] and
   // sticky (one time in four) from `seed` with std::mt19937_64 and explicit arithmetic, so
   // the same seed gives the same plan on every machine. max_nth_call 0 is taken as 1.
   static FsFaultPlan from_seed(uint64_t seed, uint64_t max_nth_call = 8);
 
-  bool fires_on(uint64_t call) const {
-    return nth_call != 0 && (call == nth_call || (sticky && call > nth_call));
-  }
+  bool fires_on(uint64_t call) const { return when.fires_on(call); }
 
   // One line, e.g. "no_space on write call 3 and every later one" or "no fault".
   std::string describe() const;
@@ -111,7 +114,7 @@ struct FsCounters {
   uint64_t of(FsOp op) const { return calls[static_cast<size_t>(op)]; }
 };
 
-class FaultyFileSystem final : public FileSystem {
+class FaultyFileSystem final : public FileSystemWrapper {
  public:
   // Borrows `inner`, which must outlive the wrapper.
   explicit FaultyFileSystem(FileSystem& inner, FsFaultPlan plan = FsFaultPlan::none());
@@ -132,7 +135,6 @@ class FaultyFileSystem final : public FileSystem {
   void set_call_hook(std::function<void(FsOp op, uint64_t call)> hook) {
     call_hook_ = std::move(hook);
   }
-  FileSystem& inner() const { return *inner_; }
 
   // Models the process dying right after call `nth_call` of `op` (counted as for plans, so
   // set_plan restarts the count): that call runs as usual (its fault, if planned, included),
@@ -154,21 +156,8 @@ class FaultyFileSystem final : public FileSystem {
   Status rename(const std::string& from, const std::string& to) override;
   Status remove(const std::string& path) override;
   Status sync_directory(const std::string& path) override;
-  Status make_directory(const std::string& path, uint32_t mode) override {
-    return inner_->make_directory(path, mode);
-  }
-  Result<std::vector<std::string>> list_directory(const std::string& path) override {
-    return inner_->list_directory(path);
-  }
-  Result<PathInfo> stat_no_follow(const std::string& path) override {
-    return inner_->stat_no_follow(path);
-  }
-  Result<PathInfo> stat_directory(const std::string& path) override {
-    return inner_->stat_directory(path);
-  }
-  Result<uint64_t> available_bytes(const std::string& path) override {
-    return inner_->available_bytes(path);
-  }
+  // Directory creation, listing, stats and free space are forwarded (FileSystemWrapper):
+  // nothing is injected there.
   Result<std::unique_ptr<FileLock>> lock_file(const std::string& path, bool wait) override;
 
  private:
@@ -215,7 +204,6 @@ class FaultyFileSystem final : public FileSystem {
   // REQUIRES: mutex_ held. Replaces the file at `path` with `node`'s synced bytes.
   Status restore_locked(const std::string& path, const Node& node);
 
-  FileSystem* inner_;
   FsFaultPlan plan_;
   std::function<void(FsOp, uint64_t)> call_hook_;
   std::array<std::atomic<uint64_t>, kFsOpCount> calls_{};

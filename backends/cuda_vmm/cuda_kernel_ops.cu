@@ -61,7 +61,7 @@ __device__ float block_max(float value, float* shared) {
   return result;
 }
 
-// The host's fixed-order dot product ("dot8", backends/sim/host_kernels.h) on a group of
+// The host's fixed-order dot product ("dot8", compute/kernel_contract.h) on a group of
 // eight lanes: lane j of the group sums the products of k = j, j + 8, j + 16... in ascending
 // order (the host's partial j), then three butterfly steps give every lane
 // ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)), the host's combining tree (float
@@ -132,7 +132,7 @@ __global__ void swiglu_kernel(const float* gate, const float* up, uint32_t n, fl
   }
 }
 
-// The host's formula exactly (backends/sim/host_kernels.h): frequency in double, the angle
+// The host's formula exactly (compute/kernel_contract.h): frequency in double, the angle
 // rounded to float, cos/sin in double, rounded to float. CUDA's double cos/sin are within an
 // ulp of glibc's, so entries match the host's or differ by an ulp after rounding.
 __global__ void rope_table_kernel(float* table, uint32_t context, uint32_t head_dim, float theta) {

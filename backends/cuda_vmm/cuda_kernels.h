@@ -13,7 +13,7 @@
 //
 // Numerics: deterministic (every reduction has a fixed shape and order, no atomics), and
 // within the kernel tests' tolerances of the reference (tests/gpu/cuda_kernels_test.cc).
-// The formulas are HostKernels' (backends/sim/host_kernels.h), built without fused
+// The formulas are HostKernels' (compute/kernel_contract.h), built without fused
 // multiply-adds: matmul and the attention scores use the host's "dot8" order and equal the
 // host's bit for bit; embed, add, kv_store (f16 round to nearest even, int8 per
 // compute/kernels.h) and argmax are exact; rms_norm's and softmax's sums use block trees and

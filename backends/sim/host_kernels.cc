@@ -5,7 +5,7 @@
 #include <cstring>
 #include <utility>
 
-#include "backends/sim/half_float.h"
+#include "compute/half_float.h"
 
 namespace siesta {
 namespace {
@@ -88,7 +88,7 @@ F32x4 load4(const float* p) {
   return v;
 }
 
-// The fixed-order dot product documented in host_kernels.h ("dot8").
+// The fixed-order dot product of compute/kernel_contract.h ("dot8").
 float dot8(const float* a, const float* b, size_t n) {
   Sum8 s;
   const size_t whole = n - n % 8;

@@ -57,11 +57,11 @@ TEST(FaultPlanTest, FromSeedIsDeterministicAndCoversEveryKind) {
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     const FaultPlan plan = FaultPlan::from_seed(seed, 6);
     EXPECT_EQ(plan, FaultPlan::from_seed(seed, 6)) << "seed " << seed;
-    EXPECT_GE(plan.nth_call, 1u);
-    EXPECT_LE(plan.nth_call, 6u);
+    EXPECT_GE(plan.when.nth_call, 1u);
+    EXPECT_LE(plan.when.nth_call, 6u);
     kinds.insert(plan.kind);
-    nths.insert(plan.nth_call);
-    (plan.sticky ? saw_sticky : saw_once) = true;
+    nths.insert(plan.when.nth_call);
+    (plan.when.sticky ? saw_sticky : saw_once) = true;
   }
   EXPECT_EQ(kinds.size(), size_t{kFaultKindCount});
   EXPECT_EQ(nths.size(), 6u);
@@ -71,7 +71,7 @@ TEST(FaultPlanTest, FromSeedIsDeterministicAndCoversEveryKind) {
   const FaultPlan pinned = FaultPlan::from_seed(1, 8);
   std::cout << "from_seed(1, 8): " << pinned.describe() << "\n";
   EXPECT_EQ(FaultPlan::from_seed(1, 8), pinned);
-  EXPECT_EQ(FaultPlan::from_seed(0, 0).nth_call, 1u);  // max 0 is treated as 1
+  EXPECT_EQ(FaultPlan::from_seed(0, 0).when.nth_call, 1u);  // max 0 is treated as 1
 }
 
 TEST(FaultyBackendTest, NameAndCountersWithAPlanThatNeverFires) {
@@ -367,8 +367,8 @@ class SeededSweep {
         plan_.kind == FaultKind::kCommitDeviceError || plan_.kind == FaultKind::kPartialCommit) {
       calls = c.commit_calls;
     }
-    if (calls < plan_.nth_call) return 0;
-    return plan_.sticky ? calls - plan_.nth_call + 1 : 1;
+    if (calls < plan_.when.nth_call) return 0;
+    return plan_.when.sticky ? calls - plan_.when.nth_call + 1 : 1;
   }
 
   uint64_t seed_;

@@ -68,8 +68,8 @@ TEST(FsFaultPlanTest, FromSeedIsDeterministicCoversEveryOpAndOnlySensibleKinds) 
   for (uint64_t seed = 1; seed <= 500; ++seed) {
     const FsFaultPlan plan = FsFaultPlan::from_seed(seed, 5);
     EXPECT_EQ(plan, FsFaultPlan::from_seed(seed, 5)) << "seed " << seed;
-    EXPECT_GE(plan.nth_call, 1u);
-    EXPECT_LE(plan.nth_call, 5u);
+    EXPECT_GE(plan.when.nth_call, 1u);
+    EXPECT_LE(plan.when.nth_call, 5u);
     if (plan.kind == FsFaultKind::kShortWrite) {
       EXPECT_EQ(plan.op, FsOp::kWrite);
     }
@@ -79,7 +79,7 @@ TEST(FsFaultPlanTest, FromSeedIsDeterministicCoversEveryOpAndOnlySensibleKinds) 
     }
     ops.insert(plan.op);
     kinds.insert(plan.kind);
-    saw_sticky |= plan.sticky;
+    saw_sticky |= plan.when.sticky;
   }
   EXPECT_EQ(ops.size(), static_cast<size_t>(kFsOpCount));
   EXPECT_EQ(kinds.size(), static_cast<size_t>(kFsFaultKindCount));

@@ -73,7 +73,7 @@ TEST_F(CudaKernelsTest, RmsNormMatchesReference) {
   }
 }
 
-// The host's fixed-order dot product ("dot8", backends/sim/host_kernels.h), which the CUDA
+// The host's fixed-order dot product ("dot8", compute/kernel_contract.h), which the CUDA
 // matmul and attention scores reproduce bit for bit.
 float host_dot8(const float* a, const float* b, uint32_t n) {
   float p[8] = {};

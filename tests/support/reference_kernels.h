@@ -3,8 +3,8 @@
 // kernel tests have one thing to compare against. Speed is no concern here.
 //
 // Exact parts (a backend must match them bit for bit): embed, add, kv_encode / kv_decode
-// (the storage formats, f16 via backends/sim/half_float.h and int8 per compute/kernels.h),
-// argmax, and rope_table (it is the formula documented in backends/sim/host_kernels.h, in
+// (the storage formats, f16 via compute/half_float.h and int8 per compute/kernels.h),
+// argmax, and rope_table (it is the formula documented in compute/kernel_contract.h, in
 // double; a GPU's double cos/sin may differ by an ulp before rounding to float).
 // Everything else is computed in double and rounded to float once at the end; the tests
 // state how far a backend may be from it.
@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-#include "backends/sim/half_float.h"
+#include "compute/half_float.h"
 #include "compute/kernels.h"
 
 namespace siesta::ref {

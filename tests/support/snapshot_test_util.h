@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/base/file_system.h"
+#include "core/base/file_system_wrapper.h"
 #include "core/base/posix_file_system.h"
 #include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_region.h"
@@ -73,47 +74,28 @@ inline size_t count_files(const std::string& dir) {
 // and, when `skip_syncs`, file and directory syncs, which do nothing: property tests write
 // thousands of files whose durability they do not test, and fsync on a busy disk costs more
 // than everything else they do.
-class TestFileSystem final : public FileSystem {
+class TestFileSystem final : public FileSystemWrapper {
  public:
   explicit TestFileSystem(uint64_t available = UINT64_MAX, bool skip_syncs = false)
-      : available_(available), skip_syncs_(skip_syncs) {}
+      : FileSystemWrapper(posix()), available_(available), skip_syncs_(skip_syncs) {}
   Result<std::unique_ptr<WritableFile>> create_exclusive(const std::string& path,
                                                          uint32_t mode) override {
     ++creates;
-    auto file = posix_.create_exclusive(path, mode);
+    auto file = target().create_exclusive(path, mode);
     if (!file.ok()) return file;
     return std::unique_ptr<WritableFile>(std::make_unique<WrappedFile>(
         std::move(file).value(), skip_syncs_, after_write, syncs, writeback));
   }
   Result<std::unique_ptr<ReadableFile>> open_readable(const std::string& path) override {
-    auto file = posix_.open_readable(path);
+    auto file = target().open_readable(path);
     if (!file.ok() || !fail_reads_from) return file;
     return std::unique_ptr<ReadableFile>(
         std::make_unique<FailingReads>(std::move(file).value(), *fail_reads_from));
   }
-  Status rename(const std::string& from, const std::string& to) override {
-    return posix_.rename(from, to);
-  }
-  Status remove(const std::string& path) override { return posix_.remove(path); }
   Status sync_directory(const std::string& path) override {
-    return skip_syncs_ ? Status::Ok() : posix_.sync_directory(path);
-  }
-  Status make_directory(const std::string& path, uint32_t mode) override {
-    return posix_.make_directory(path, mode);
-  }
-  Result<std::vector<std::string>> list_directory(const std::string& path) override {
-    return posix_.list_directory(path);
-  }
-  Result<PathInfo> stat_no_follow(const std::string& path) override {
-    return posix_.stat_no_follow(path);
-  }
-  Result<PathInfo> stat_directory(const std::string& path) override {
-    return posix_.stat_directory(path);
+    return skip_syncs_ ? Status::Ok() : target().sync_directory(path);
   }
   Result<uint64_t> available_bytes(const std::string&) override { return available_; }
-  Result<std::unique_ptr<FileLock>> lock_file(const std::string& path, bool wait) override {
-    return posix_.lock_file(path, wait);
-  }
   int creates = 0;
   int syncs = 0;  // WritableFile::sync calls on files created here
   // What the write-back hints of files created here covered.
@@ -132,36 +114,40 @@ class TestFileSystem final : public FileSystem {
   std::optional<uint64_t> fail_reads_from;
 
  private:
-  class FailingReads final : public ReadableFile {
+  // A stateless POSIX file system every TestFileSystem forwards to.
+  static PosixFileSystem& posix() {
+    static PosixFileSystem instance;
+    return instance;
+  }
+
+  class FailingReads final : public ReadableFileWrapper {
    public:
     FailingReads(std::unique_ptr<ReadableFile> inner, uint64_t from)
-        : inner_(std::move(inner)), from_(from) {}
+        : ReadableFileWrapper(std::move(inner)), from_(from) {}
     Result<size_t> read_at(uint64_t offset, std::span<std::byte> data) override {
       if (offset + data.size() > from_) {
         return IoError("injected: read of bytes " + std::to_string(offset) + ".." +
                        std::to_string(offset + data.size()) + " fails from " +
                        std::to_string(from_));
       }
-      return inner_->read_at(offset, data);
+      return target().read_at(offset, data);
     }
-    Result<uint64_t> size() override { return inner_->size(); }
 
    private:
-    std::unique_ptr<ReadableFile> inner_;
     uint64_t from_;
   };
 
-  class WrappedFile final : public WritableFile {
+  class WrappedFile final : public WritableFileWrapper {
    public:
     WrappedFile(std::unique_ptr<WritableFile> inner, bool skip_syncs,
                 std::function<void()> after_write, int& syncs, Writeback& writeback)
-        : inner_(std::move(inner)),
+        : WritableFileWrapper(std::move(inner)),
           skip_syncs_(skip_syncs),
           after_write_(std::move(after_write)),
           syncs_(syncs),
           writeback_(writeback) {}
     Status write_at(uint64_t offset, std::span<const std::byte> data) override {
-      Status s = inner_->write_at(offset, data);
+      Status s = target().write_at(offset, data);
       if (s.ok()) {
         writeback_.written_end = std::max<uint64_t>(writeback_.written_end, offset + data.size());
         writeback_.max_unwaited =
@@ -172,28 +158,25 @@ class TestFileSystem final : public FileSystem {
     }
     Status sync() override {
       ++syncs_;
-      return skip_syncs_ ? Status::Ok() : inner_->sync();
+      return skip_syncs_ ? Status::Ok() : target().sync();
     }
-    Status close() override { return inner_->close(); }
     void start_writeback(uint64_t offset, uint64_t length) override {
       if (offset != writeback_.started_end) writeback_.started_in_order = false;
       writeback_.started_end = std::max(writeback_.started_end, offset + length);
-      if (!skip_syncs_) inner_->start_writeback(offset, length);
+      if (!skip_syncs_) target().start_writeback(offset, length);
     }
     void wait_writeback(uint64_t offset, uint64_t length) override {
       writeback_.waited_end = std::max(writeback_.waited_end, offset + length);
-      if (!skip_syncs_) inner_->wait_writeback(offset, length);
+      if (!skip_syncs_) target().wait_writeback(offset, length);
     }
 
    private:
-    std::unique_ptr<WritableFile> inner_;
     bool skip_syncs_;
     std::function<void()> after_write_;
     int& syncs_;
     Writeback& writeback_;
   };
 
-  PosixFileSystem posix_;
   uint64_t available_;
   bool skip_syncs_;
 };

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/sim/half_float.h"
+#include "compute/half_float.h"
 #include "tests/support/backend_test_util.h"
 #include "tests/support/reference_kernels.h"
 
