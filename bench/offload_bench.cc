@@ -36,6 +36,15 @@ int fail(const Status& status) {
 int run(const Args& args) {
   Result<engine::ModelConfig> config = engine::model_config_from_spec(args.model);
   if (!config.ok()) return fail(config.status());
+  // The prefill takes `tokens` and each cycle's one-token request adds one more: all of it
+  // must fit in the context, or the engine refuses the first request.
+  const uint64_t needed = uint64_t{args.tokens} + static_cast<uint64_t>(args.cycles) + 1;
+  if (needed > config->context) {
+    return fail(InvalidArgument("--tokens " + std::to_string(args.tokens) + " and --cycles " +
+                                std::to_string(args.cycles) + " need " + std::to_string(needed) +
+                                " tokens of context; " + args.model + " has " +
+                                std::to_string(config->context)));
+  }
   EngineRig rig;
   if (Status made =
           make_engine_rig(args.backend, *config, /*offload_on=*/true, args.encrypt, args.dir, rig);
