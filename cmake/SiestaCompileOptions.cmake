@@ -5,6 +5,14 @@ target_compile_options(siesta_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wimplicit-fallthrough>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${SIESTA_WERROR}>>:-Werror>)
 
+# Clang checks the locking rules written with core/base/thread_annotations.h (which mutex
+# guards a member, which a function needs held) on every build it makes -- the fuzz preset
+# compiles every library with it in CI -- and a broken rule fails that build.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  target_compile_options(siesta_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety -Werror=thread-safety>)
+endif()
+
 if(SIESTA_SANITIZE)
   string(REPLACE ";" "," _siesta_sanitizers "${SIESTA_SANITIZE}")
   set(_siesta_san_flags -fsanitize=${_siesta_sanitizers} -fno-omit-frame-pointer -fno-sanitize-recover=all)

@@ -1,17 +1,23 @@
-# siesta-server e2e lifecycle tests: the real binary on a loopback port (label e2e)
+# siesta-server end to end: the real binary on a loopback port (label e2e). About 35 s together
+# on a 2-core machine, most of it the real idle/expiry timers (1 s / 3 s) and the race test's
+# idle rounds.
 if(NOT TARGET siesta_server_lib)
-  return()
+  return()  # built without cpp-httplib (SIESTA_STRICT_DEPS=OFF said so at configure time)
 endif()
 
-# The fixture library (siesta_e2e_server_process, declared in server_tests.cmake) gains the
+# The fixture starts the real binary, so the tests depend on it being built; with it come the
 # raw-socket client (SSE read incrementally, abrupt disconnects) and the OpenAI helpers.
-target_sources(siesta_e2e_server_process PRIVATE e2e/raw_http.cc e2e/openai_client.cc)
-target_link_libraries(siesta_e2e_server_process PUBLIC nlohmann_json::nlohmann_json)
+add_library(siesta_e2e_server_process STATIC
+  e2e/server_process.cc e2e/raw_http.cc e2e/openai_client.cc)
+target_link_libraries(siesta_e2e_server_process
+  PUBLIC siesta_options siesta_test_support siesta_httplib nlohmann_json::nlohmann_json)
+target_compile_definitions(siesta_e2e_server_process
+  PUBLIC SIESTA_SERVER_BINARY="$<TARGET_FILE:siesta-server>")
+add_dependencies(siesta_e2e_server_process siesta-server)
 
-# ~35 s together on a 2-core machine, most of it the real idle/expiry timers (1 s / 3 s) and
-# the race test's 14 idle rounds.
-foreach(test IN ITEMS server_lifecycle_e2e_test server_crash_e2e_test server_race_e2e_test
-                      server_api_e2e_test)
-  siesta_add_gtest(${test} SOURCES e2e/${test}.cc LABELS e2e
-                   LIBS siesta_e2e_server_process nlohmann_json::nlohmann_json)
-endforeach()
+siesta_test_binary(e2e_tests LABELS e2e LIBS siesta_e2e_server_process)
+siesta_test_sources(e2e_tests LABELS e2e SOURCES
+  e2e/server_flags_e2e_test.cc e2e/server_lifecycle_e2e_test.cc e2e/server_crash_e2e_test.cc
+  e2e/server_race_e2e_test.cc e2e/server_api_e2e_test.cc)
+siesta_test_sources(e2e_tests LABELS e2e concurrency SOURCES e2e/server_status_e2e_test.cc)
+siesta_finish_test_binary(e2e_tests)

@@ -138,9 +138,12 @@ T& Result<T>::checked() {
   } while (0)
 
 // `SIESTA_ASSIGN_OR_RETURN(auto x, make_x());` declares x from a Result, or returns its error.
+// (`lhs` is a declaration and `result` a name: neither can be parenthesized.)
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SIESTA_ASSIGN_OR_RETURN(lhs, expr) \
   SIESTA_ASSIGN_OR_RETURN_IMPL_(SIESTA_CONCAT_(siesta_result_, __LINE__), lhs, expr)
 #define SIESTA_ASSIGN_OR_RETURN_IMPL_(result, lhs, expr) \
   auto result = (expr);                                  \
   if (!result.ok()) return result.status();              \
   lhs = std::move(result).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -108,10 +108,13 @@ inline size_t round_up(size_t bytes, size_t multiple) {
         << #expr << " -> " << siesta_s_.to_string();                         \
   } while (0)
 
-// `SIESTA_ASSERT_OK_AND_ASSIGN(auto x, make_x());`
+// `SIESTA_ASSERT_OK_AND_ASSIGN(auto x, make_x());` (`lhs` is a declaration and `tmp` a name:
+// neither can be parenthesized.)
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SIESTA_ASSERT_OK_AND_ASSIGN(lhs, expr) \
   SIESTA_ASSERT_OK_AND_ASSIGN_IMPL_(SIESTA_TEST_CONCAT_(siesta_r_, __LINE__), lhs, expr)
 #define SIESTA_ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr)               \
   auto tmp = (expr);                                                    \
   ASSERT_TRUE(tmp.ok()) << #expr << " -> " << tmp.status().to_string(); \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

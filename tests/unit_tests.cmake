@@ -1,0 +1,71 @@
+# Unit tests: one binary per layer. Whatever runs on the simulator runs its worker thread (the
+# simulated device stream), and those files, with the ones where threads meet on purpose,
+# carry `concurrency` too: the ThreadSanitizer preset runs them.
+
+# core/base: Status/Result, clocks, log text, the POSIX file system, the executor.
+siesta_test_binary(base_tests LABELS unit)
+siesta_test_sources(base_tests LABELS unit SOURCES
+  unit/status_test.cc unit/clock_test.cc unit/log_text_test.cc unit/posix_file_system_test.cc)
+siesta_test_sources(base_tests LABELS unit concurrency SOURCES unit/executor_test.cc)
+siesta_finish_test_binary(base_tests)
+
+# core/memory and the simulator: the staging ring, the range ledger, HostVmm, the SimBackend
+# and the MemoryBackend conformance suite on it (bare and behind a transparent FaultyBackend).
+siesta_test_binary(memory_tests LABELS unit LIBS siesta_backend_sim)
+siesta_test_sources(memory_tests LABELS unit SOURCES
+  unit/staging_ring_test.cc unit/range_ledger_test.cc unit/host_vmm_test.cc)
+siesta_test_sources(memory_tests LABELS unit concurrency SOURCES
+  unit/sim_backend_test.cc unit/sim_backend_conformance_test.cc)
+siesta_finish_test_binary(memory_tests)
+
+# core/snapshot: the format, the sealers, files written and read (serially and on the chunk
+# pipeline's threads), exports, expiry, the store and the record buffers.
+siesta_test_binary(snapshot_tests LABELS unit LIBS siesta_backend_sim)
+siesta_test_sources(snapshot_tests LABELS unit SOURCES
+  unit/snapshot_format_test.cc unit/chunk_sealer_test.cc unit/record_buffer_pool_test.cc
+  unit/snapshot_export_test.cc unit/snapshot_expiry_test.cc unit/snapshot_store_test.cc)
+siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES
+  unit/snapshot_file_test.cc unit/snapshot_parallel_test.cc)
+siesta_finish_test_binary(snapshot_tests)
+
+# core/offload: the settings' rules, every transition of the Offloader (ManualClock and
+# ManualExecutor, a FakeOffloadTarget: no model needed) and its races with real threads.
+siesta_test_binary(offload_tests LABELS unit LIBS siesta_backend_sim)
+siesta_test_sources(offload_tests LABELS unit SOURCES
+  unit/offload_config_test.cc unit/offloader_test.cc)
+siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader_race_test.cc)
+siesta_finish_test_binary(offload_tests)
+
+# compute: the contract's number formats (KvType names, f16, int8), and HostKernels against
+# tests/support/reference_kernels.h, with graph capture and replay across a decommit.
+siesta_test_binary(kernel_tests LABELS unit LIBS siesta_backend_sim)
+siesta_test_sources(kernel_tests LABELS unit SOURCES unit/kernel_numerics_test.cc)
+siesta_test_sources(kernel_tests LABELS unit concurrency SOURCES
+  unit/host_kernels_test.cc unit/host_kernel_graph_test.cc)
+siesta_finish_test_binary(kernel_tests)
+
+# engine/: model, tokenizer, session, sampler, stop strings, the command loop, exports and the
+# engine's offload.
+siesta_test_binary(engine_tests LABELS unit LIBS siesta_engine siesta_backend_sim)
+siesta_test_sources(engine_tests LABELS unit SOURCES
+  unit/model_config_test.cc unit/tokenizer_test.cc unit/session_test.cc
+  unit/session_memory_test.cc unit/model_test.cc unit/stop_matcher_test.cc unit/sampler_test.cc
+  unit/engine_test.cc unit/engine_export_test.cc unit/engine_offload_test.cc)
+siesta_test_sources(engine_tests LABELS unit concurrency SOURCES unit/engine_concurrency_test.cc)
+siesta_test_sources(engine_tests LABELS unit fault_injection SOURCES unit/engine_fault_test.cc)
+siesta_finish_test_binary(engine_tests)
+
+# server/: flags, status and metrics bodies, the snapshot directory, the OpenAI request and
+# response bodies, the chat template, API keys and errors (pure functions); the app, the HTTP
+# server, the signal thread and the routes over loopback HTTP in process (threads meet there).
+if(TARGET siesta_server_lib)
+  siesta_test_binary(server_tests LABELS unit LIBS siesta_server_lib)
+  siesta_test_sources(server_tests LABELS unit SOURCES
+    unit/server_flags_test.cc unit/status_json_test.cc unit/metrics_text_test.cc
+    unit/cache_dir_test.cc unit/openai_json_test.cc unit/chat_template_test.cc unit/auth_test.cc
+    unit/api_error_test.cc)
+  siesta_test_sources(server_tests LABELS unit concurrency SOURCES
+    unit/server_app_test.cc unit/http_server_test.cc unit/stop_signals_test.cc
+    unit/api_routes_test.cc)
+  siesta_finish_test_binary(server_tests)
+endif()
