@@ -67,6 +67,9 @@ inline std::vector<BenchBackend> available_backends(const char* who) {
   out.push_back({"sim", [](const BenchBackendOptions& o) {
                    SimBackendOptions options;
                    apply_common(o, options);
+                   // Hazards catch missing synchronisation in tests; benchmarks measure the
+                   // path (no poisoning of fresh memory, copies overlapping the disk).
+                   options.hazards = SimHazards::none();
                    if (o.sim_capacity_bytes != 0) options.capacity_bytes = o.sim_capacity_bytes;
                    return make_backend<SimBackend>(std::move(options));
                  }});

@@ -20,6 +20,8 @@ Status open_device(const std::string& backend_name, std::unique_ptr<MemoryBacken
     SimBackendOptions options;
     // Room for synthetic:large at a long context; the simulator commits only what is used.
     options.capacity_bytes = 32ull << 30;
+    // The hazards catch missing synchronisation in tests; a benchmark measures the path.
+    options.hazards = SimHazards::none();
     SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<SimBackend> sim, SimBackend::create(options));
     SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<HostKernels> host_kernels, HostKernels::create(*sim));
     kernels = std::move(host_kernels);

@@ -8,9 +8,10 @@
 //
 // Execution model, the same on both backends:
 //   - Every operation is enqueued, in call order, on one in-order stream, as a CUDA launch
-//     is. MemoryBackend::synchronize() of the backend the kernels were made for waits for it,
-//     so "pending device work is synchronized before any copy and any decommit" holds for
-//     kernels too.
+//     is. That stream is not ordered with the MemoryBackend's staging copies: only
+//     MemoryBackend::synchronize() of the backend the kernels were made for (or download()
+//     here) waits for it, so "pending device work is synchronized before any copy and any
+//     decommit" must be done, not assumed, for kernels too.
 //   - Operands are DeviceAddress values of committed memory: f32 activations and weights
 //     unless said otherwise, row-major. Nothing is bounds-checked on the device: a kernel
 //     that touches released memory faults (on the simulator a real SIGSEGV), which is what

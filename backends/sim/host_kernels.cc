@@ -497,7 +497,7 @@ Status HostKernels::download(DeviceAddress source, std::span<std::byte> destinat
     return Status::Ok();
   });
   if (!ticket.ok()) return ticket.status();
-  return backend_.wait(*ticket);
+  return backend_.wait_work(*ticket);
 }
 
 Status HostKernels::synchronize() {

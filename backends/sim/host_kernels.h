@@ -1,10 +1,13 @@
 // HostKernels: the Kernels seam (compute/kernels.h) as plain C++ loops on the SimBackend's
-// simulated device stream, so the reference engine and every offload test run without a GPU.
+// work stream, so the reference engine and every offload test run without a GPU.
 //
-// Execution: every operation becomes one job queued with SimBackend::enqueue_work(), after
-// everything queued before it (copies, zeroing, other kernels). So SimBackend::synchronize()
-// waits for kernels, decommit() waits for them before it releases memory, and a kernel that
-// touches released memory really faults (SIGSEGV on the PROT_NONE pages). Jobs bind raw
+// Execution: every operation, upload and download becomes one job queued with
+// SimBackend::enqueue_work(), after the kernels queued before it; like CudaKernels' stream, the
+// work stream is not ordered with the backend's staging copies. So SimBackend::synchronize()
+// waits for kernels, decommit() waits for them before it releases memory, a kernel that
+// touches released memory really faults (SIGSEGV on the PROT_NONE pages), and with the
+// simulator's hazards on (SimHazards) a kernel runs only once something waits for it: a copy
+// that does not synchronize first sees the bytes from before the kernel. Jobs bind raw
 // addresses and return OK: a host kernel cannot fail except by faulting.
 // While capturing, operations are appended to a list of closures bound to their raw
 // addresses and nothing runs; replay() queues ONE job that runs the whole list in order.

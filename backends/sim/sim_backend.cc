@@ -64,7 +64,21 @@ struct SimBackend::Impl {
 
   explicit Impl(SimBackendOptions opts, std::unique_ptr<std::byte[]> staging,
                 std::vector<std::span<std::byte>> buffers)
-      : options(std::move(opts)), staging_memory(std::move(staging)), ring(std::move(buffers)) {}
+      : options(std::move(opts)),
+        staging_memory(std::move(staging)),
+        ring(std::move(buffers)),
+        copies(timing(options.hazards)),
+        work(timing(options.hazards)) {}
+
+  static SimDeviceStream::Timing timing(const SimHazards& hazards) {
+    return hazards.run_work_when_waited ? SimDeviceStream::Timing::kWhenWaited
+                                        : SimDeviceStream::Timing::kEager;
+  }
+  // Both streams, the copies first (a kernel may be waiting for nothing but a copy's bytes).
+  void drain_streams() {
+    copies.drain();
+    work.drain();
+  }
 
   // Free device memory as a commit sees it, `pending` bytes into the current call.
   uint64_t free_bytes(uint64_t pending) const {
@@ -113,9 +127,10 @@ struct SimBackend::Impl {
   std::mutex mutex;
   Ledger ledger;  // guarded by mutex
 
-  // Last member, so it is destroyed first: its destructor runs queued jobs, which may still
-  // touch the staging memory above.
-  SimDeviceStream stream;
+  // Last members, so they are destroyed first: their destructors run queued jobs, which may
+  // still touch the staging memory above.
+  SimDeviceStream copies;  // staging copies and zero()
+  SimDeviceStream work;    // enqueue_work(): the host kernels
 };
 
 Result<UniqueFd> SimBackend::Impl::commit_chunk(DeviceAddress address, size_t bytes, size_t index) {
@@ -145,6 +160,9 @@ Result<UniqueFd> SimBackend::Impl::commit_chunk(DeviceAddress address, size_t by
   if (mprotect(host_pointer(address), bytes, PROT_READ | PROT_WRITE) != 0) {
     const int err = errno;
     return commit_step_error(err, where + ": mprotect read-write");
+  }
+  if (options.hazards.poison_fresh_memory) {
+    std::memset(host_pointer(address), static_cast<int>(kSimPoisonByte), bytes);
   }
   return fd;
 }
@@ -195,7 +213,7 @@ SimBackend::SimBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 SimBackend::~SimBackend() {
   // Work still queued may touch device memory, so it runs before anything is unmapped.
-  impl_->stream.drain();
+  impl_->drain_streams();
   std::lock_guard lock(impl_->mutex);
   // Letting each taken reservation go closes its memfds, then unmaps its range.
   for (DeviceRange range : impl_->ledger.reservation_ranges()) {
@@ -270,9 +288,10 @@ Status SimBackend::commit(DeviceRange range) {
 Status SimBackend::decommit(DeviceRange range) {
   std::lock_guard lock(impl_->mutex);
   SIESTA_RETURN_IF_ERROR(impl_->ledger.check_decommit(range, impl_->options.granularity));
-  // Pending work may still read or write this range (ANCHORS bug 2). Draining under the lock
-  // also keeps new copies of this range from being submitted meanwhile.
-  impl_->stream.drain();
+  // Pending work may still read or write this range (unmapping under running kernels gave
+  // illegal-address errors in other systems). Draining under the lock also keeps new copies
+  // of this range from being submitted meanwhile.
+  impl_->drain_streams();
   Status dropped = host_address_space::drop(host_pointer(range.base), range.size);
   if (!dropped.ok()) return DeviceError(dropped.message());
   impl_->ledger.take_commits(range);  // the memfds close here, after the unmap
@@ -291,7 +310,7 @@ void SimBackend::unreserve(DeviceRange range) {
     return;
   }
   // Queued work may still touch the range; it must finish before the range is unmapped.
-  impl_->stream.drain();
+  impl_->drain_streams();
   taken.reset();  // closes the memfds, then unmaps the range, still under the lock
   impl_->publish_totals();
 }
@@ -309,19 +328,25 @@ void SimBackend::set_external_usage(uint64_t bytes) { impl_->external_usage.stor
 
 // ---- The device stream ------------------------------------------------------------------------
 
-Status SimBackend::synchronize() { return impl_->stream.synchronize(); }
+Status SimBackend::synchronize() {
+  Status copies = impl_->copies.synchronize();
+  Status work = impl_->work.synchronize();
+  return copies.ok() ? work : copies;
+}
 
-Status SimBackend::wait(CopyTicket ticket) { return impl_->stream.wait(ticket); }
+Status SimBackend::wait(CopyTicket ticket) { return impl_->copies.wait(ticket); }
 
 Result<CopyTicket> SimBackend::enqueue_work(std::function<Status()> work) {
   if (!work) return InvalidArgument("enqueue_work of an empty function");
-  return impl_->stream.submit(std::move(work));
+  return impl_->work.submit(std::move(work));
 }
+
+Status SimBackend::wait_work(CopyTicket ticket) { return impl_->work.wait(ticket); }
 
 Status SimBackend::zero(DeviceRange range) {
   std::lock_guard lock(impl_->mutex);
   SIESTA_RETURN_IF_ERROR(impl_->ledger.check_committed(range, "zero"));
-  impl_->stream.submit([range] {
+  impl_->copies.submit([range] {
     std::memset(host_pointer(range.base), 0, range.size);
     return Status::Ok();
   });
@@ -334,7 +359,7 @@ void SimBackend::release_staging(uint32_t slot) {
   const CopyTicket last = impl_->ring.last_copy(slot);
   // The copy's own error belongs to whoever waits for its ticket; giving the buffer back only
   // has to know the copy no longer uses it.
-  if (last.sequence != 0) impl_->stream.wait(last).ignore();
+  if (last.sequence != 0) impl_->copies.wait(last).ignore();
   impl_->ring.mark_free(slot);
 }
 
@@ -344,7 +369,7 @@ Result<CopyTicket> SimBackend::copy_to_staging(DeviceAddress source, size_t byte
   SIESTA_RETURN_IF_ERROR(impl_->check_buffer(buffer, bytes, "copy_to_staging"));
   SIESTA_RETURN_IF_ERROR(impl_->ledger.check_committed({source, bytes}, "copy_to_staging source"));
   std::byte* destination = buffer.bytes().data();
-  const CopyTicket ticket = impl_->stream.submit([=] {
+  const CopyTicket ticket = impl_->copies.submit([=] {
     if (bytes != 0) std::memcpy(destination, host_pointer(source), bytes);
     return Status::Ok();
   });
@@ -359,7 +384,7 @@ Result<CopyTicket> SimBackend::copy_from_staging(const StagingBuffer& buffer, si
   SIESTA_RETURN_IF_ERROR(
       impl_->ledger.check_committed({destination, bytes}, "copy_from_staging destination"));
   const std::byte* source = buffer.bytes().data();
-  const CopyTicket ticket = impl_->stream.submit([=] {
+  const CopyTicket ticket = impl_->copies.submit([=] {
     if (bytes != 0) std::memcpy(host_pointer(destination), source, bytes);
     return Status::Ok();
   });

@@ -7,16 +7,28 @@
 //             cuMemCreate), mapped MAP_SHARED|MAP_FIXED at exactly its address (cuMemMap),
 //             made read-write (cuMemSetAccess); a failure at any step unmaps and closes
 //             every chunk of the call, leaving the range decommitted
-//   decommit  waits for the device stream, maps PROT_NONE over the range and closes the
+//   decommit  waits for the device's streams, maps PROT_NONE over the range and closes the
 //             memfds: the pages go back to the kernel (RSS falls), a stray access faults
-//   copies    run in order on one worker thread, the simulated device's stream
+//   streams   two, each a worker thread running its jobs in order: the copy stream (staging
+//             copies and zero(), as CudaVmmBackend's copy stream) and the work stream
+//             (enqueue_work(): the host kernels, as CudaKernels' stream). Nothing orders one
+//             against the other except synchronize(), which waits for both, and waiting for
+//             a ticket -- exactly what the GPU promises.
+//
+// Hazards, modelled so that a missing synchronisation fails a test instead of passing by luck
+// (SimHazards; both on unless a benchmark turns them off):
+//   - Jobs run only when something waits for them (a ticket, synchronize(), decommit): a copy
+//     of memory a kernel has yet to write copies the old bytes, and a kernel over memory a
+//     copy has yet to fill reads the old bytes, every time.
+//   - Freshly committed memory holds kSimPoisonByte in every byte, as a GPU's holds whatever
+//     was there before (a memfd's zeroed pages would hide a missing re-initialisation).
 // A device capacity makes commits beyond it fail with OutOfMemory, chunk by chunk as a real
 // device does (the message names the bytes asked for and the bytes free); set_external_usage()
 // models another process taking device memory while a session sleeps.
 //
 // Errors of stream work: wait(t) returns the error of t's job; synchronize() returns the first
 // error of any job since the previous synchronize(). decommit() and unreserve() wait for the
-// stream without taking its errors.
+// streams without taking their errors.
 //
 // Thread rule: every method may be called from any thread. Work run on the stream (copies,
 // zero(), enqueue_work() jobs) must not call back into this backend, as a CUDA host function
@@ -34,6 +46,16 @@
 
 namespace siesta {
 
+// Every byte of freshly committed memory (0xff: a NaN in every f32 and f16 lane).
+inline constexpr std::byte kSimPoisonByte{0xff};
+
+struct SimHazards {
+  bool run_work_when_waited = true;  // else each stream runs its jobs as soon as it can
+  bool poison_fresh_memory = true;   // else fresh memory is the memfd's zeros
+  // Both off: the fastest simulator, for benchmarks that measure the offload path itself.
+  static SimHazards none() { return {false, false}; }
+};
+
 struct SimBackendOptions {
   uint64_t capacity_bytes = 8ull << 30;    // the simulated device's memory
   size_t granularity = 2u << 20;           // as the H200 reports (ANCHORS.md); tests may
@@ -41,6 +63,7 @@ struct SimBackendOptions {
   size_t max_chunk_bytes = 256u << 20;     // largest physical chunk one commit creates
   size_t staging_buffer_bytes = 4u << 20;  // each buffer of the staging ring
   size_t staging_buffer_count = 4;
+  SimHazards hazards;                 // what the simulator models of a GPU's hazards
   CommitFaultHook commit_fault_hook;  // tests only
 };
 
@@ -73,11 +96,15 @@ class SimBackend final : public MemoryBackend {
   Status wait(CopyTicket ticket) override;
   MemoryStats stats() const override;
 
-  // Enqueues `work` on the simulated device stream, after everything enqueued before it.
-  // Host kernels run this way, so that "pending device work" is real on the simulator too.
-  // The returned ticket completes when `work` has run; its status is the ticket's result.
-  // Failure: InvalidArgument for an empty function. `work` must not call this backend.
+  // Enqueues `work` on the work stream, after everything enqueued there before it (and
+  // unordered with the copy stream). Host kernels run this way, so that "pending device
+  // work" is real on the simulator too. The returned ticket is the work stream's: wait for it
+  // with wait_work() (wait() takes copy tickets). Failure: InvalidArgument for an empty
+  // function. `work` must not call this backend.
   Result<CopyTicket> enqueue_work(std::function<Status()> work);
+  // Blocks until the work of `ticket` (and everything enqueued before it on the work stream)
+  // has run; returns that work's status. InvalidArgument for a ticket never issued.
+  Status wait_work(CopyTicket ticket);
 
   // Device memory taken by "another process": commits see capacity minus this.
   void set_external_usage(uint64_t bytes);

@@ -5,12 +5,13 @@
 
 namespace siesta {
 
-SimDeviceStream::SimDeviceStream() : worker_([this] { run(); }) {}
+SimDeviceStream::SimDeviceStream(Timing timing) : timing_(timing), worker_([this] { run(); }) {}
 
 SimDeviceStream::~SimDeviceStream() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    released_ = submitted_;
   }
   work_ready_.notify_all();
   worker_.join();
@@ -28,6 +29,10 @@ CopyTicket SimDeviceStream::submit(Job job) {
 }
 
 void SimDeviceStream::wait_for(uint64_t sequence, std::unique_lock<std::mutex>& lock) {
+  if (sequence > released_) {
+    released_ = sequence;
+    work_ready_.notify_one();
+  }
   job_done_.wait(lock, [&] { return completed_ >= sequence; });
 }
 
@@ -57,9 +62,9 @@ Status SimDeviceStream::synchronize() {
 void SimDeviceStream::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    // Stopping still runs what was queued: a queued copy may be the last use of memory the
-    // backend unmaps right after the stream is gone.
+    work_ready_.wait(lock, [&] { return may_run_front() || (stopping_ && queue_.empty()); });
+    // Stopping still runs what was queued (the destructor released it): a queued copy may be
+    // the last use of memory the backend unmaps right after the stream is gone.
     if (queue_.empty()) return;
     auto [sequence, job] = std::move(queue_.front());
     queue_.pop_front();

@@ -1,6 +1,12 @@
-// SimDeviceStream: the simulated device's one stream. Jobs (copies, zeroing, host kernels)
+// SimDeviceStream: one stream of the simulated device. Jobs (copies, zeroing, host kernels)
 // run one at a time, in submission order, on a worker thread, as work on a CUDA stream runs
 // after the host has enqueued it. A job's ticket is its sequence number (1, 2, ...).
+//
+// When a stream is made with Timing::kWhenWaited its jobs run only once something waits for
+// them (wait() of their ticket or a later one, drain(), synchronize()): as late as a GPU may
+// run them. Code that reads memory a job is still to write, or runs work over memory another
+// stream's job is still to fill, without ordering the two, then sees the old bytes every time
+// instead of once in a while. Timing::kEager runs every job as soon as the worker reaches it.
 //
 // Thread rule: every method may be called from any thread, except that a job must not call
 // wait(), drain() or synchronize() on its own stream (it would wait for itself), just as a
@@ -23,8 +29,9 @@ namespace siesta {
 class SimDeviceStream {
  public:
   using Job = std::function<Status()>;
+  enum class Timing { kEager, kWhenWaited };
 
-  SimDeviceStream();
+  explicit SimDeviceStream(Timing timing = Timing::kEager);
   // Runs every job still queued, then stops the worker.
   ~SimDeviceStream();
   SimDeviceStream(const SimDeviceStream&) = delete;
@@ -48,14 +55,20 @@ class SimDeviceStream {
 
  private:
   void run();
+  // Lets every job up to `sequence` run, then waits until they have.
   void wait_for(uint64_t sequence, std::unique_lock<std::mutex>& lock);
+  bool may_run_front() const {
+    return !queue_.empty() && (timing_ == Timing::kEager || queue_.front().first <= released_);
+  }
 
+  const Timing timing_;
   std::mutex mutex_;
   std::condition_variable work_ready_;  // the worker waits here for jobs or stop
   std::condition_variable job_done_;    // waiters wait here for `completed_` to advance
   std::deque<std::pair<uint64_t, Job>> queue_;
   uint64_t submitted_ = 0;  // sequence of the last job submitted
   uint64_t completed_ = 0;  // sequence of the last job that ran (jobs finish in order)
+  uint64_t released_ = 0;   // kWhenWaited: jobs up to this sequence may run
   // Errors of failed jobs by sequence, so wait() can report them however late it is called;
   // jobs that succeed leave nothing behind.
   std::map<uint64_t, Status> failures_;

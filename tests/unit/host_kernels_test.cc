@@ -258,19 +258,30 @@ TEST_F(HostKernelsTest, ArgmaxTakesTheLowestIndexOnTiesWithinTheRange) {
   EXPECT_EQ(get_int(out), 0);
 }
 
-TEST_F(HostKernelsTest, KernelsRunOnTheBackendStreamInOrderWithItsCopies) {
-  // A read through the backend's own staging copies, with no kernel synchronize between,
-  // sees the matmul's result: kernels and copies share the one stream.
+TEST_F(HostKernelsTest, KernelsAreOrderedWithTheBackendsCopiesOnlyBySynchronize) {
+  // As on a GPU, the kernels' stream and the backend's copy stream are not ordered: a copy
+  // enqueued after a kernel without a synchronize between reads the bytes from before it
+  // (the simulator runs the kernel only once something waits for it); after synchronize()
+  // it reads the kernel's result.
   Random rng(9);
   const uint32_t rows = 128, cols = 256;
   const auto w = rng.floats(size_t{rows} * cols), x = rng.floats(cols);
-  const DeviceAddress wa = put(w), xa = put(x), out = alloc(rows * 4);
+  const std::vector<float> before(rows, 7.0f);
+  const DeviceAddress wa = put(w), xa = put(x), out = put(before);
+  SIESTA_ASSERT_OK(kernels_->synchronize());
   SIESTA_ASSERT_OK(kernels_->matmul(wa, xa, rows, cols, out));
-  SIESTA_ASSERT_OK_AND_ASSIGN(auto bytes, test_util::read_device(*sim_, out, rows * 4));
-  std::vector<float> via_backend(rows);
-  std::memcpy(via_backend.data(), bytes.data(), rows * 4);
-  expect_same_bits(via_backend, get(out, rows), "matmul seen through backend copies");
-  SIESTA_EXPECT_OK(sim_->synchronize());
+  auto read_through_backend = [&] {
+    std::vector<float> seen(rows);
+    Result<std::vector<std::byte>> bytes = test_util::read_device(*sim_, out, rows * 4);
+    EXPECT_TRUE(bytes.ok()) << bytes.status().to_string();
+    if (bytes.ok()) std::memcpy(seen.data(), bytes->data(), rows * 4);
+    return seen;
+  };
+  expect_same_bits(read_through_backend(), before, "a copy not ordered after the matmul");
+  SIESTA_ASSERT_OK(sim_->synchronize());
+  const std::vector<float> after = read_through_backend();
+  expect_same_bits(after, get(out, rows), "a copy after synchronize()");
+  EXPECT_NE(std::memcmp(after.data(), before.data(), rows * 4), 0);
 }
 
 // ---- Argument checks ----

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -117,9 +118,12 @@ TEST(SimBackendTest, ResidentSetFallsAfterDecommit) {
   const size_t released = rss();
   EXPECT_GE(touched, released + bytes - sim->granularity())
       << "RSS went from " << touched << " to " << released << " after decommitting " << bytes;
-  // Committed again, the pages start out absent: nothing was kept aside.
+  // Committed again, the pages are fresh ones, poisoned (so resident) but holding nothing of
+  // the old contents: nothing was kept aside.
   SIESTA_ASSERT_OK(sim->commit(r.range()));
-  EXPECT_LT(rss(), released + 1 * kMiB);
+  EXPECT_LT(rss(), released + bytes + 1 * kMiB);
+  const auto* fresh = reinterpret_cast<const std::byte*>(r.range().base);
+  for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ(fresh[i], kSimPoisonByte) << i;
 }
 
 TEST(SimBackendTest, DecommitAndUnreserveCloseEveryMemfd) {
@@ -259,12 +263,12 @@ TEST(SimBackendTest, EnqueuedWorkRunsInOrderAndReportsItsStatus) {
   std::vector<int> want(100);
   for (int i = 0; i < 100; ++i) want[i] = i;
   EXPECT_EQ(order, want);
-  SIESTA_EXPECT_CODE(sim->wait(tickets[40]), StatusCode::kDeviceError);
-  SIESTA_EXPECT_OK(sim->wait(tickets[41]));
+  SIESTA_EXPECT_CODE(sim->wait_work(tickets[40]), StatusCode::kDeviceError);
+  SIESTA_EXPECT_OK(sim->wait_work(tickets[41]));
   SIESTA_EXPECT_OK(sim->synchronize());  // an error is reported once
-  SIESTA_EXPECT_CODE(sim->wait(CopyTicket{tickets.back().sequence + 1}),
+  SIESTA_EXPECT_CODE(sim->wait_work(CopyTicket{tickets.back().sequence + 1}),
                      StatusCode::kInvalidArgument);
-  SIESTA_EXPECT_OK(sim->wait(CopyTicket{}));
+  SIESTA_EXPECT_OK(sim->wait_work(CopyTicket{}));
   SIESTA_EXPECT_CODE(sim->enqueue_work(nullptr), StatusCode::kInvalidArgument);
 }
 
@@ -299,29 +303,53 @@ TEST(SimBackendTest, DecommitWaitsForPendingWork) {
 }
 
 TEST(SimBackendTest, GivingBackAStagingBufferWaitsForItsCopy) {
+  // The copy runs only once something waits for it (SimHazards); giving the buffer back is
+  // such a wait, so the bytes are in the buffer when reset() returns.
   auto sim = make_sim();
   SIESTA_ASSERT_OK_AND_ASSIGN(ReservedRange r, ReservedRange::reserve(*sim, 64 * kKiB));
   SIESTA_ASSERT_OK(sim->commit(r.range()));
-  std::latch job_may_run(1);
-  std::atomic<bool> job_done{false};
-  SIESTA_ASSERT_OK(sim->enqueue_work([&] {
-    job_may_run.wait();
-    job_done = true;
+  std::memset(reinterpret_cast<void*>(r.range().base), 0x5a, 1024);
+  SIESTA_ASSERT_OK_AND_ASSIGN(StagingBuffer buffer, sim->acquire_staging());
+  const std::span<std::byte> staging = buffer.bytes();
+  std::fill(staging.begin(), staging.begin() + 1024, std::byte{0});
+  SIESTA_ASSERT_OK(sim->copy_to_staging(r.range().base, 1024, buffer));
+  EXPECT_EQ(staging[0], std::byte{0}) << "the copy ran before anything waited for it";
+  buffer.reset();
+  for (size_t i = 0; i < 1024; ++i) ASSERT_EQ(staging[i], std::byte{0x5a}) << i;
+}
+
+// The two streams: a copy does not wait for work enqueued before it, synchronize() orders
+// both, and fresh memory is poisoned.
+TEST(SimBackendTest, CopiesAreNotOrderedAfterEnqueuedWork) {
+  auto sim = make_sim();
+  SIESTA_ASSERT_OK_AND_ASSIGN(ReservedRange r, ReservedRange::reserve(*sim, 64 * kKiB));
+  SIESTA_ASSERT_OK(sim->commit(r.range()));
+  auto* first = reinterpret_cast<std::byte*>(r.range().base);
+  EXPECT_EQ(*first, kSimPoisonByte);
+  SIESTA_ASSERT_OK(sim->enqueue_work([first] {
+    *first = std::byte{1};
     return Status::Ok();
   }));
-  SIESTA_ASSERT_OK_AND_ASSIGN(StagingBuffer buffer, sim->acquire_staging());
-  SIESTA_ASSERT_OK(sim->copy_to_staging(r.range().base, 1024, buffer));  // queued behind it
-  std::latch giving_back(1);
-  bool done_when_returned = false;
-  std::thread holder([&] {
-    giving_back.count_down();
-    buffer.reset();
-    done_when_returned = job_done.load();
-  });
-  giving_back.wait();
-  job_may_run.count_down();
-  holder.join();
-  EXPECT_TRUE(done_when_returned);
+  SIESTA_ASSERT_OK_AND_ASSIGN(auto unordered, test_util::read_device(*sim, r.range().base, 1));
+  EXPECT_EQ(unordered[0], kSimPoisonByte) << "the copy waited for work it was not ordered after";
+  SIESTA_ASSERT_OK(sim->synchronize());
+  SIESTA_ASSERT_OK_AND_ASSIGN(auto ordered, test_util::read_device(*sim, r.range().base, 1));
+  EXPECT_EQ(ordered[0], std::byte{1});
+}
+
+TEST(SimBackendTest, WithoutHazardsWorkRunsEagerlyAndFreshMemoryIsZero) {
+  SimBackendOptions options = small_options();
+  options.hazards = SimHazards::none();
+  auto sim = make_sim(options);
+  SIESTA_ASSERT_OK_AND_ASSIGN(ReservedRange r, ReservedRange::reserve(*sim, 64 * kKiB));
+  SIESTA_ASSERT_OK(sim->commit(r.range()));
+  EXPECT_EQ(*reinterpret_cast<const std::byte*>(r.range().base), std::byte{0});
+  std::latch ran(1);
+  SIESTA_ASSERT_OK(sim->enqueue_work([&ran] {
+    ran.count_down();
+    return Status::Ok();
+  }));
+  ran.wait();  // runs without anything waiting for its ticket
 }
 
 TEST(SimBackendTest, CopiesRejectAnotherBackendsBuffer) {
