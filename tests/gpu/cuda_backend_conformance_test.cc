@@ -1,13 +1,18 @@
-// The MemoryBackend conformance suite (tests/support/backend_conformance.h) on the real CUDA
-// VMM backend. Skips, printing why, where CUDA is unavailable.
+// The MemoryBackend conformance suites (tests/support/backend_conformance.h and
+// backend_copy_conformance.h) on the real CUDA VMM backend, with the driver's own view of
+// memory (cuMemGetInfo, cuPointerGetAttribute) and device work on a stream of the test's own.
+// Skips, printing why, where CUDA is unavailable.
 #include <algorithm>
-#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/cuda_vmm/cuda_vmm_backend.h"
 #include "tests/gpu/device_probe.h"
 #include "tests/support/backend_conformance.h"
+#include "tests/support/backend_copy_conformance.h"
 
 namespace siesta::conformance {
 namespace {
@@ -22,16 +27,26 @@ struct CudaTraits {
     out.skip_reason = CudaVmmBackend::unavailable_reason();
     if (!out.skip_reason.empty()) return out;
 
-    // -1: disarmed; otherwise the chunk whose set-access step fails next.
-    auto armed_chunk = std::make_shared<std::atomic<long long>>(-1);
+    struct Faults {
+      std::mutex mutex;
+      bool armed = false;
+      CommitStep step = CommitStep::kCreate;
+      size_t chunk = 0;
+      std::vector<std::pair<CommitStep, size_t>> calls;  // since last armed
+    };
+    auto faults = std::make_shared<Faults>();
     CudaVmmOptions options;
     options.max_chunk_bytes = 4 * kMiB;
     options.staging_buffer_bytes = 3 * kMiB / 2;
     options.staging_buffer_count = 3;
-    options.commit_fault_hook = [armed_chunk](CommitStep step, size_t chunk) -> Status {
-      long long expected = static_cast<long long>(chunk);
-      if (step == CommitStep::kSetAccess && armed_chunk->compare_exchange_strong(expected, -1)) {
-        return DeviceError("injected set-access failure at chunk " + std::to_string(chunk));
+    options.commit_fault_hook = [faults](CommitStep step, size_t chunk) -> Status {
+      std::lock_guard lock(faults->mutex);
+      faults->calls.emplace_back(step, chunk);
+      if (faults->armed && step == faults->step && chunk == faults->chunk) {
+        faults->armed = false;
+        return DeviceError("injected failure before step " +
+                           std::to_string(static_cast<int>(step)) + " of chunk " +
+                           std::to_string(chunk));
       }
       return Status::Ok();
     };
@@ -46,9 +61,24 @@ struct CudaTraits {
     out.backend = out.owner.get();
     auto probe = std::make_shared<test_util::DeviceProbe>();
     out.measured_used_bytes = [probe] { return probe->used_bytes(); };
-    out.fail_next_commit_at_set_access = [armed_chunk](size_t chunk) {
-      armed_chunk->store(static_cast<long long>(chunk));
+    out.fail_next_commit_at = [faults](CommitStep step, size_t chunk) {
+      std::lock_guard lock(faults->mutex);
+      faults->armed = true;
+      faults->step = step;
+      faults->chunk = chunk;
+      faults->calls.clear();
     };
+    out.commit_hook_calls = [faults] {
+      std::lock_guard lock(faults->mutex);
+      return faults->calls;
+    };
+    out.backed_by_memory = [probe](DeviceAddress address) { return probe->mapped(address); };
+    out.reservation_start = [probe](DeviceAddress address) { return probe->range_start(address); };
+    out.fill_on_another_stream = [probe](DeviceRange range, std::byte value) {
+      return probe->fill_async(range, value);
+    };
+    // A GPU may run unordered work at any time, and fresh memory holds whatever was there.
+    out.unordered_work_runs_late = false;
     out.stray_access_faults_in_process = false;  // device memory is not host-addressable
     out.max_chunk_bytes =
         std::max(granularity, options.max_chunk_bytes / granularity * granularity);
@@ -58,6 +88,7 @@ struct CudaTraits {
 
 using CudaTypes = ::testing::Types<CudaTraits>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Cuda, BackendConformance, CudaTypes);
+INSTANTIATE_TYPED_TEST_SUITE_P(CudaCopies, BackendCopyConformance, CudaTypes);
 
 }  // namespace
 }  // namespace siesta::conformance

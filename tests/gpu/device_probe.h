@@ -3,12 +3,15 @@
 // backend's own bookkeeping.
 //
 // REQUIRES: CudaVmmBackend::unavailable_reason() is empty (a driver and device 0 exist).
-// Thread rule: one thread at a time.
+// Thread rule: one thread at a time. Members are destroyed in reverse order: the probe's
+// stream goes before its hold on the primary context.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "backends/cuda_vmm/cuda_driver_api.h"
@@ -53,6 +56,21 @@ class DeviceProbe {
     return r == CUDA_SUCCESS && mapped != 0;
   }
 
+  // Work on a stream of the probe's own, not the backend's (as a kernel would run): fills
+  // `range` with `value` (cuMemsetD8Async), without waiting. The stream is made on first use.
+  Status fill_async(DeviceRange range, std::byte value) {
+    cuda::ScopedContext scope(api_, context_.get());
+    if (!stream_.get()) {
+      Result<cuda::Stream> stream = cuda::create_stream(api_);
+      if (!stream.ok()) return stream.status();
+      stream_ = std::move(stream).value();
+    }
+    const CUresult r = api_.cuMemsetD8Async(range.base, static_cast<unsigned char>(value),
+                                            range.size, stream_.get());
+    if (r != CUDA_SUCCESS) return DeviceError("cuMemsetD8Async failed: " + std::to_string(r));
+    return Status::Ok();
+  }
+
   // The mapped region (one physical chunk) that `address` lies in.
   DeviceRange mapped_range(DeviceAddress address) const {
     cuda::ScopedContext scope(api_, context_.get());
@@ -73,6 +91,7 @@ class DeviceProbe {
 
   const cuda::DriverApi& api_;
   cuda::PrimaryContext context_;
+  cuda::Stream stream_;  // fill_async()'s; destroyed before the context is released
 };
 
 }  // namespace siesta::test_util

@@ -3,14 +3,18 @@
 // with its commit fault hook armable from the test, optionally behind a FaultyBackend.
 #pragma once
 
-#include <atomic>
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/sim/sim_backend.h"
 #include "core/memory/host_address_space.h"
 #include "testing/faulty_backend.h"
-#include "tests/support/backend_conformance.h"
+#include "tests/support/backend_conformance_fixture.h"
+#include "tests/support/host_mappings.h"
 
 namespace siesta::conformance {
 
@@ -26,16 +30,27 @@ inline SimBackendOptions small_sim_options() {
   return options;
 }
 
+// The commit fault hook's state, shared by the backend's hook and the suite's controls.
+struct SimCommitFaults {
+  std::mutex mutex;
+  bool armed = false;
+  CommitStep step = CommitStep::kCreate;
+  size_t chunk = 0;
+  std::vector<std::pair<CommitStep, size_t>> calls;  // since last armed
+};
+
 // `plan`: when set, the sim is wrapped (and owned) by a FaultyBackend with that plan.
 inline BackendUnderTest make_sim_under_test(const FaultPlan* plan = nullptr) {
   BackendUnderTest out;
-  // -1: disarmed; otherwise the chunk whose set-access step fails next.
-  auto armed_chunk = std::make_shared<std::atomic<long long>>(-1);
+  auto faults = std::make_shared<SimCommitFaults>();
   SimBackendOptions options = small_sim_options();
-  options.commit_fault_hook = [armed_chunk](CommitStep step, size_t chunk) -> Status {
-    long long expected = static_cast<long long>(chunk);
-    if (step == CommitStep::kSetAccess && armed_chunk->compare_exchange_strong(expected, -1)) {
-      return DeviceError("injected set-access failure at chunk " + std::to_string(chunk));
+  options.commit_fault_hook = [faults](CommitStep step, size_t chunk) -> Status {
+    std::lock_guard lock(faults->mutex);
+    faults->calls.emplace_back(step, chunk);
+    if (faults->armed && step == faults->step && chunk == faults->chunk) {
+      faults->armed = false;
+      return DeviceError("injected failure before step " + std::to_string(static_cast<int>(step)) +
+                         " of chunk " + std::to_string(chunk));
     }
     return Status::Ok();
   };
@@ -44,6 +59,7 @@ inline BackendUnderTest make_sim_under_test(const FaultPlan* plan = nullptr) {
     out.skip_reason = "SimBackend::create failed: " + sim.status().to_string();
     return out;  // null backend: the suite skips and prints why
   }
+  SimBackend* raw_sim = sim->get();
   if (plan != nullptr) {
     out.owner = std::make_unique<FaultyBackend>(std::move(sim).value(), *plan);
   } else {
@@ -53,11 +69,33 @@ inline BackendUnderTest make_sim_under_test(const FaultPlan* plan = nullptr) {
   out.measured_used_bytes = [] { return uint64_t{host_address_space::resident_bytes().value()}; };
   // CI saw RSS fall 68 KiB short of a 4 MiB release under ASan: other threads' pages.
   out.measurement_slack_bytes = 512u << 10;
-  out.fail_next_commit_at_set_access = [armed_chunk](size_t chunk) {
-    armed_chunk->store(static_cast<long long>(chunk));
+  out.fail_next_commit_at = [faults](CommitStep step, size_t chunk) {
+    std::lock_guard lock(faults->mutex);
+    faults->armed = true;
+    faults->step = step;
+    faults->chunk = chunk;
+    faults->calls.clear();
+  };
+  out.commit_hook_calls = [faults] {
+    std::lock_guard lock(faults->mutex);
+    return faults->calls;
   };
   out.stray_access_faults_in_process = true;
   out.max_chunk_bytes = small_sim_options().max_chunk_bytes;
+  out.backed_by_memory = [](DeviceAddress address) {
+    return test_util::host_address_backed(address);
+  };
+  // A host kernel's stream: the sim's work stream, which its copies are not ordered with.
+  out.fill_on_another_stream = [raw_sim](DeviceRange range, std::byte value) -> Status {
+    return raw_sim
+        ->enqueue_work([range, value] {
+          std::memset(reinterpret_cast<void*>(range.base), static_cast<int>(value), range.size);
+          return Status::Ok();
+        })
+        .status();
+  };
+  out.unordered_work_runs_late = small_sim_options().hazards.run_work_when_waited;
+  if (small_sim_options().hazards.poison_fresh_memory) out.fresh_memory_byte = kSimPoisonByte;
   return out;
 }
 

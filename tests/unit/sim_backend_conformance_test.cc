@@ -1,7 +1,8 @@
-// The MemoryBackend conformance suite on the simulator, bare and behind a FaultyBackend whose
+// The MemoryBackend conformance suites on the simulator, bare and behind a FaultyBackend whose
 // plan never fires (the wrapper must be transparent).
 #include "testing/faulty_backend.h"
 #include "tests/support/backend_conformance.h"
+#include "tests/support/backend_copy_conformance.h"
 #include "tests/support/sim_backend_under_test.h"
 
 namespace siesta::conformance {
@@ -20,9 +21,11 @@ struct FaultyOverSimTraits {
 
 using SimTypes = ::testing::Types<SimTraits>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Sim, BackendConformance, SimTypes);
+INSTANTIATE_TYPED_TEST_SUITE_P(SimCopies, BackendCopyConformance, SimTypes);
 
 using FaultyOverSimTypes = ::testing::Types<FaultyOverSimTraits>;
 INSTANTIATE_TYPED_TEST_SUITE_P(FaultyOverSim, BackendConformance, FaultyOverSimTypes);
+INSTANTIATE_TYPED_TEST_SUITE_P(FaultyOverSimCopies, BackendCopyConformance, FaultyOverSimTypes);
 
 }  // namespace
 }  // namespace siesta::conformance
