@@ -9,9 +9,10 @@ target_sources(siesta_e2e_server_process PRIVATE e2e/raw_http.cc e2e/openai_clie
 target_link_libraries(siesta_e2e_server_process PUBLIC nlohmann_json::nlohmann_json)
 
 # ~35 s together on a 2-core machine, most of it the real idle/expiry timers (1 s / 3 s) and
-# the race test's 14 idle rounds.
+# the race test's 14 idle rounds. server_files_e2e_test: a hostile directory (FIFOs, a
+# replayed snapshot, damaged slot files); it sleeps the session explicitly, no timers.
 foreach(test IN ITEMS server_lifecycle_e2e_test server_crash_e2e_test server_race_e2e_test
-                      server_api_e2e_test)
+                      server_api_e2e_test server_files_e2e_test)
   siesta_add_gtest(${test} SOURCES e2e/${test}.cc LABELS e2e
                    LIBS siesta_e2e_server_process nlohmann_json::nlohmann_json)
 endforeach()

@@ -20,6 +20,9 @@ siesta_add_gtest(server_app_test SOURCES unit/server_app_test.cc LABELS unit con
                  LIBS siesta_server_lib)
 siesta_add_gtest(cache_dir_test SOURCES unit/cache_dir_test.cc LABELS unit
                  LIBS siesta_server_lib)
+# A slot file's failures as the client sees them: 4xx for what the file is, no server path.
+siesta_add_gtest(slot_error_test SOURCES unit/slot_error_test.cc LABELS unit
+                 LIBS siesta_server_lib)
 # Threads meet in these (stop() racing run(), the signal thread), so the ThreadSanitizer
 # build runs them too (label `concurrency`).
 siesta_add_gtest(http_server_test SOURCES unit/http_server_test.cc LABELS unit concurrency

@@ -27,3 +27,7 @@ siesta_add_gtest(snapshot_expiry_test SOURCES unit/snapshot_expiry_test.cc LABEL
 # first failure in file order decides a read, write faults and cancellation leave no file.
 siesta_add_gtest(snapshot_parallel_test SOURCES unit/snapshot_parallel_test.cc
                  LABELS unit concurrency LIBS siesta_backend_sim)
+# A hostile snapshot directory under a sleeping session, through the real engine: a replayed
+# older snapshot, a FIFO and a directory in the snapshot's place.
+siesta_add_gtest(snapshot_replay_test SOURCES unit/snapshot_replay_test.cc LABELS unit
+                 LIBS siesta_engine siesta_backend_sim)
