@@ -345,7 +345,14 @@ Result<ImportResult> Engine::do_import(const std::string& name) {
   Status adopted = session_->adopt_restored_state();
   if (!adopted.ok()) return discard_after(adopted);
   publish_history();
-  return ImportResult{session_->history_tokens()};
+  return ImportResult{session_->history_tokens(), read->file_bytes};
+}
+
+Status Engine::erase_export(std::string_view name) {
+  if (!exporter_) {
+    return FailedPrecondition("erase is off: the engine was started without an export directory");
+  }
+  return exporter_->erase(name);
 }
 
 }  // namespace siesta::engine

@@ -112,6 +112,7 @@ struct ExportResult {
 
 struct ImportResult {
   uint64_t tokens = 0;  // history tokens after the import
+  uint64_t bytes = 0;   // size of the file read
 };
 
 struct EngineStatus {
@@ -163,13 +164,21 @@ class Engine {
 
   // Replaces the conversation with the export `name`, so the next generate continues exactly
   // as the engine that exported it would have.
-  // Failure, session unchanged: FailedPrecondition without an export directory (or for a
-  // symlink); InvalidArgument for a bad name; NotFound; Foreign for an export of another
+  // Failure, session unchanged: FailedPrecondition without an export directory, or for a
+  // name that holds anything but a regular file (a symlink, directory, FIFO: refused without
+  // blocking); InvalidArgument for a bad name; NotFound; Foreign for an export of another
   // model, configuration or KV layout; Unsupported for another format version.
   // Failure, history discarded: every other error (Corrupt, Truncated, IoError...), since the
   // reader may have begun restoring the regions and they may hold a mix of old and new bytes;
   // a restored state the session rejects (Corrupt); a kernels error before the import.
   std::future<Result<ImportResult>> import_conversation(std::string name);
+
+  // Removes the export `name` from the export directory (SnapshotExporter::erase). Runs on
+  // the caller's thread: it neither waits for a command nor wakes a sleeping session, since it
+  // touches no session memory.
+  // Failure: FailedPrecondition without an export directory; InvalidArgument for a bad name;
+  // NotFound when there is no such export; the file system's error.
+  Status erase_export(std::string_view name);
 
   // Never waits for the engine thread or a command.
   EngineStatus status() const;
@@ -212,7 +221,8 @@ class Engine {
   // A device error left the session's state unspecified: start over, keep the first error.
   Status discard_after(Status error);
 
-  // Immutable after start(); used only by the engine thread (model_ also by config()).
+  // Immutable after start(); used only by the engine thread (model_ also by config(); the
+  // exporter, whose methods are safe from any thread, also by erase_export()).
   std::unique_ptr<Model> model_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<SnapshotExporter> exporter_;  // null without an export directory

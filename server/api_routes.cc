@@ -3,23 +3,23 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <deque>
-#include <filesystem>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <system_error>
 
+#include "core/base/clock.h"
 #include "core/base/log_text.h"
-#include "core/base/posix_file_system.h"
 #include "core/snapshot/snapshot_export.h"
 #include "server/api_error.h"
 #include "server/connection_probe.h"
 #include "server/openai_json.h"
 #include "server/server_app.h"
+#include "server/slot_error.h"
 
 namespace siesta::server {
 namespace {
@@ -187,21 +187,9 @@ void serve_generation(ServerApp& app, ApiKind kind, const httplib::Request& requ
 
 // ---- Slots ---------------------------------------------------------------------------------
 
-double elapsed_ms(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since)
-      .count();
-}
-
-struct SlotState {
-  ServerApp& app;
-  PosixFileSystem fs;
-  // For erasing exports; the engine's own exporter is private to it. Opened when the routes
-  // are registered (the engine opened the same directory already).
-  std::unique_ptr<SnapshotExporter> exporter;
-  Status exporter_status;
-};
-
-void serve_slot(SlotState& state, const httplib::Request& request, httplib::Response& response) {
+// Every file operation goes through the engine (which owns the exporter and its directory);
+// its failures are answered by slot_api_error(), which never shows the client a server path.
+void serve_slot(ServerApp& app, const httplib::Request& request, httplib::Response& response) {
   auto fail = [&](const Status& status, ErrorDetail detail = {}) {
     // The file name is at fault only for a client error (a bad name, a missing file...).
     if (http_status_for(status.code()) >= 500) detail.param.clear();
@@ -225,7 +213,7 @@ void serve_slot(SlotState& state, const httplib::Request& request, httplib::Resp
   }
   auto filename_it = body.find("filename");
   const bool has_filename = filename_it != body.end() && !filename_it->is_null();
-  engine::Engine& engine = state.app.engine();
+  engine::Engine& engine = app.engine();
   if (action == "erase" && !has_filename) {
     const uint64_t tokens = engine.status().history_tokens;
     Status reset = engine.reset().get();
@@ -237,39 +225,49 @@ void serve_slot(SlotState& state, const httplib::Request& request, httplib::Resp
     return fail(InvalidArgument("filename: expected a string"), {"filename", ""});
   }
   const std::string name = filename_it->get<std::string>();
-  if (state.app.config().slot_save_path.empty()) {
+  if (app.config().slot_save_path.empty()) {
     return fail(
         InvalidArgument("slot files are off: start the server with --slot-save-path DIR "
                         "to " +
                         action + " them"));
   }
   if (Status valid = validate_export_name(name); !valid.ok()) return fail(valid, {"filename", ""});
-  const auto started = std::chrono::steady_clock::now();
-  if (action == "save") {
+  const SlotAction slot_action = action == "save"      ? SlotAction::kSave
+                                 : action == "restore" ? SlotAction::kRestore
+                                                       : SlotAction::kErase;
+  auto fail_file = [&](const Status& status) {
+    const ApiError error = slot_api_error(status, slot_action, name);
+    if (error.http_status >= 500) {
+      // The client's message names no server path; the operator's log has the whole status.
+      (void)std::fprintf(stderr, "siesta-server: slot %s of %s failed: %s\n", action.c_str(),
+                         quote_for_log(name).c_str(), status.to_string().c_str());
+    }
+    set_api_error(response, error);
+  };
+  const Clock& clock = app.clock();
+  const Clock::Duration started = clock.now();
+  auto elapsed_ms = [&] {
+    return std::chrono::duration<double, std::milli>(clock.now() - started).count();
+  };
+  if (slot_action == SlotAction::kSave) {
     Result<engine::ExportResult> saved = engine.export_conversation(name).get();
-    if (!saved.ok()) return fail(saved.status(), {"filename", ""});
+    if (!saved.ok()) return fail_file(saved.status());
     return set_json(response, {{"id_slot", 0},
                                {"filename", name},
                                {"n_saved", saved->tokens},
                                {"n_written", saved->bytes},
-                               {"timings", {{"save_ms", elapsed_ms(started)}}}});
+                               {"timings", {{"save_ms", elapsed_ms()}}}});
   }
-  if (action == "restore") {
+  if (slot_action == SlotAction::kRestore) {
     Result<engine::ImportResult> restored = engine.import_conversation(name).get();
-    if (!restored.ok()) return fail(restored.status(), {"filename", ""});
-    std::error_code error;
-    const uintmax_t bytes = std::filesystem::file_size(
-        std::filesystem::path(state.app.config().slot_save_path) / name, error);
+    if (!restored.ok()) return fail_file(restored.status());
     return set_json(response, {{"id_slot", 0},
                                {"filename", name},
                                {"n_restored", restored->tokens},
-                               {"n_read", error ? json(nullptr) : json(bytes)},
-                               {"timings", {{"restore_ms", elapsed_ms(started)}}}});
+                               {"n_read", restored->bytes},
+                               {"timings", {{"restore_ms", elapsed_ms()}}}});
   }
-  if (!state.exporter) return fail(state.exporter_status);
-  if (Status erased = state.exporter->erase(name); !erased.ok()) {
-    return fail(erased, {"filename", ""});
-  }
+  if (Status erased = engine.erase_export(name); !erased.ok()) return fail_file(erased);
   set_json(response, {{"id_slot", 0}, {"filename", name}});
 }
 
@@ -277,18 +275,6 @@ void serve_slot(SlotState& state, const httplib::Request& request, httplib::Resp
 
 std::vector<Route> api_routes(ServerApp& app) {
   const int64_t started = static_cast<int64_t>(std::time(nullptr));
-  auto slots = std::make_shared<SlotState>(SlotState{app, {}, nullptr, Status::Ok()});
-  if (!app.config().slot_save_path.empty()) {
-    SnapshotExporter::Options options;
-    options.label = "--slot-save-path";
-    Result<std::unique_ptr<SnapshotExporter>> opened = SnapshotExporter::open(
-        slots->fs, SystemClock::instance(), nullptr, app.config().slot_save_path, options);
-    if (opened.ok()) {
-      slots->exporter = std::move(opened).value();
-    } else {
-      slots->exporter_status = opened.status();
-    }
-  }
   return {
       {"GET", "/v1/models",
        [&app, started](const httplib::Request&, httplib::Response& response) {
@@ -303,8 +289,8 @@ std::vector<Route> api_routes(ServerApp& app) {
          serve_generation(app, ApiKind::kChat, request, response);
        }},
       {"POST", "/slots/0",
-       [slots](const httplib::Request& request, httplib::Response& response) {
-         serve_slot(*slots, request, response);
+       [&app](const httplib::Request& request, httplib::Response& response) {
+         serve_slot(app, request, response);
        }},
   };
 }

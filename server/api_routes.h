@@ -17,13 +17,15 @@
 //                                  history forgotten (Engine::reset),
 //                                  200 {"id_slot":0,"n_erased":tokens it held};
 //                                  with {"filename": NAME}: the export NAME removed
-//                                  (SnapshotExporter::erase), 200 {"id_slot":0,"filename"}.
+//                                  (Engine::erase_export), 200 {"id_slot":0,"filename"}.
+// Every slot file operation goes through the engine; the timings use the app's clock.
 // Errors are api_error.h's mapping: 400 bad JSON, wrong type or value (param names the
-// field), bad file name, file of another model (Foreign), context exceeded
-// (code "context_length_exceeded"), a slot action without --slot-save-path (the message names
-// the flag); 404 another model (code "model_not_found"), a missing export; 503 + Retry-After
-// when the session cannot be restored for lack of memory, or "cancelled" while the server
-// shuts down; 507 no space for an export; 500 otherwise.
+// field), bad file name, context exceeded (code "context_length_exceeded"), a slot action
+// without --slot-save-path (the message names the flag); 404 another model (code
+// "model_not_found"); 503 + Retry-After when the session cannot be restored for lack of
+// memory, or "cancelled" while the server shuts down; 500 otherwise. A slot file's failure
+// is slot_error.h's: 400 for a damaged, cut, foreign, other-version or non-regular file, 404
+// missing, 507 no space, 503 memory, 500 otherwise, and no message names a server path.
 //
 // Streaming: the response is committed (200 and SSE headers) only once the generation has
 // produced its first piece of text or ended, so a request the engine refuses up front (bad

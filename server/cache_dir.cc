@@ -3,14 +3,20 @@
 #include <optional>
 
 #include "core/base/posix_file_system.h"
-#include "core/snapshot/snapshot_store.h"
+#include "core/base/private_directory.h"
 
 namespace siesta::server {
 
 Status prepare_cache_dir(const std::string& path, bool* created) {
-  // The rule lives with the store that owns the directory; the server only names the flag.
+  if (created != nullptr) *created = false;
+  // The rule is core's (PrivateDirectory, the store's and the exporter's too); the server
+  // only says which flag the path came from.
   PosixFileSystem fs;
-  return SnapshotStore::prepare_directory(fs, path, "--cache-disk-dir", std::nullopt, created);
+  Result<PrivateDirectory> dir =
+      PrivateDirectory::open(fs, path, {std::nullopt, "snapshot directory"});
+  if (!dir.ok()) return dir.status().with_context("--cache-disk-dir");
+  if (created != nullptr) *created = dir->created();
+  return Status::Ok();
 }
 
 }  // namespace siesta::server

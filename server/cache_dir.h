@@ -1,5 +1,5 @@
 // The snapshot directory (--cache-disk-dir): created private, or refused when it is not
-// safe to write a session's memory into (DESIGN.md, "Snapshot files").
+// safe to write a session's memory into.
 #pragma once
 
 #include <string>
@@ -13,16 +13,17 @@ namespace siesta::server {
 // Success: `path` is a directory, not a symlink, owned by the effective user, with owner
 // read/write/search and no group/other write permission. *created (when not null) says
 // whether this call made it.
-// Failure (an existing directory is left as it was), with a message naming the flag, the
-// path and the rule:
+// Failure (an existing directory is left as it was): PrivateDirectory::open()'s status with
+// the flag as context ("--cache-disk-dir: snapshot directory "/x" is writable by group or
+// others (mode 0770); chmod 700 it"):
+//   InvalidArgument     the path is empty;
 //   FailedPrecondition  it is a symlink, not a directory, another user's, writable by group
-//                       or others, or not usable by its owner;
+//                       or others, not usable by its owner or not accessible to this user;
 //   NotFound            the parent does not exist;
 //   other codes         the OS refused (status_from_errno).
 // Thread rule: any thread; the file system is shared with every other process, so the
-// checks are made on an opened descriptor of the directory, not on the name.
-// This is SnapshotStore::prepare_directory() (core/snapshot/snapshot_store.h) on the POSIX file
-// system, with messages naming the flag: the rule lives in one place.
+// checks end on an opened descriptor of the directory, not on the name.
+// The rule lives in one place, core/base/private_directory.h; this adds the flag's name.
 Status prepare_cache_dir(const std::string& path, bool* created);
 
 }  // namespace siesta::server

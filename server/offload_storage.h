@@ -1,8 +1,7 @@
 // OffloadStorage: what the server holds for idle offload from start-up on: this process's
 // key (only ever in memory) and the snapshot store that owns --cache-disk-dir (owner lock,
 // start-up clean-up of dead owners' and expired files, removal of this process's files at
-// shutdown). The Offloader will write through these; until it exists the server only
-// reports the bytes on disk.
+// shutdown). The Offloader writes and reads through these.
 //
 // Thread rule: built once before serving; disk_bytes() may be called from any thread.
 #pragma once
@@ -19,8 +18,8 @@ namespace siesta::server {
 
 class OffloadStorage {
  public:
-  // Makes the process key, then opens the store on `dir` with the key's nonce and the
-  // snapshot reader's expiry. REQUIRES: `dir` passed prepare_cache_dir(); `clock` outlives
+  // Makes the process key, then opens the store on `dir` with the key's nonce (the store
+  // reads expiries itself). REQUIRES: `dir` passed prepare_cache_dir(); `clock` outlives
   // the result. Failure: the key or the store's error (a held lock, an unlistable directory).
   static Result<std::unique_ptr<OffloadStorage>> open(const std::string& dir, const Clock& clock);
 

@@ -57,6 +57,9 @@ class ServerApp {
 
   const ServerConfig& config() const { return config_; }
   engine::Engine& engine() const { return *engine_; }
+  // The clock the app was started with (SystemClock in the server), for routes that time
+  // their work.
+  const Clock& clock() const { return clock_; }
 
   // The numbers /v1/status and /metrics report, read now.
   StatusSnapshot status() const;

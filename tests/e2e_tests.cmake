@@ -1,6 +1,7 @@
 # siesta-server end to end: the real binary on a loopback port (label e2e). About 35 s together
 # on a 2-core machine, most of it the real idle/expiry timers (1 s / 3 s) and the race test's
-# idle rounds.
+# idle rounds; the hostile-directory tests (FIFOs, a replayed snapshot, damaged slot files)
+# sleep the session explicitly, with no timers.
 if(NOT TARGET siesta_server_lib)
   return()  # built without cpp-httplib (SIESTA_STRICT_DEPS=OFF said so at configure time)
 endif()
@@ -18,6 +19,6 @@ add_dependencies(siesta_e2e_server_process siesta-server)
 siesta_test_binary(e2e_tests LABELS e2e LIBS siesta_e2e_server_process)
 siesta_test_sources(e2e_tests LABELS e2e SOURCES
   e2e/server_flags_e2e_test.cc e2e/server_lifecycle_e2e_test.cc e2e/server_crash_e2e_test.cc
-  e2e/server_race_e2e_test.cc e2e/server_api_e2e_test.cc)
+  e2e/server_race_e2e_test.cc e2e/server_api_e2e_test.cc e2e/server_files_e2e_test.cc)
 siesta_test_sources(e2e_tests LABELS e2e concurrency SOURCES e2e/server_status_e2e_test.cc)
 siesta_finish_test_binary(e2e_tests)

@@ -44,13 +44,15 @@ siesta_test_sources(kernel_tests LABELS unit concurrency SOURCES
   unit/host_kernels_test.cc unit/host_kernel_graph_test.cc)
 siesta_finish_test_binary(kernel_tests)
 
-# engine/: model, tokenizer, session, sampler, stop strings, the command loop, exports and the
-# engine's offload.
+# engine/: model, tokenizer, session, sampler, stop strings, the command loop, exports, the
+# engine's offload, and a hostile snapshot directory under a sleeping session (a replayed older
+# snapshot, a FIFO or a directory in the snapshot's place).
 siesta_test_binary(engine_tests LABELS unit LIBS siesta_engine siesta_backend_sim)
 siesta_test_sources(engine_tests LABELS unit SOURCES
   unit/model_config_test.cc unit/tokenizer_test.cc unit/session_test.cc
   unit/session_memory_test.cc unit/model_test.cc unit/stop_matcher_test.cc unit/sampler_test.cc
-  unit/engine_test.cc unit/engine_export_test.cc unit/engine_offload_test.cc)
+  unit/engine_test.cc unit/engine_export_test.cc unit/engine_offload_test.cc
+  unit/snapshot_replay_test.cc)
 siesta_test_sources(engine_tests LABELS unit concurrency SOURCES unit/engine_concurrency_test.cc)
 siesta_test_sources(engine_tests LABELS unit fault_injection SOURCES unit/engine_fault_test.cc)
 siesta_finish_test_binary(engine_tests)
@@ -63,7 +65,7 @@ if(TARGET siesta_server_lib)
   siesta_test_sources(server_tests LABELS unit SOURCES
     unit/server_flags_test.cc unit/status_json_test.cc unit/metrics_text_test.cc
     unit/cache_dir_test.cc unit/openai_json_test.cc unit/chat_template_test.cc unit/auth_test.cc
-    unit/api_error_test.cc)
+    unit/api_error_test.cc unit/slot_error_test.cc)
   siesta_test_sources(server_tests LABELS unit concurrency SOURCES
     unit/server_app_test.cc unit/http_server_test.cc unit/stop_signals_test.cc
     unit/api_routes_test.cc)

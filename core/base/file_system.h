@@ -75,12 +75,17 @@ class FileSystem {
   // Failure: FailedPrecondition if the path exists (even as a symlink).
   virtual Result<std::unique_ptr<WritableFile>> create_exclusive(const std::string& path,
                                                                  uint32_t mode) = 0;
-  // Opens an existing regular file for reading, refusing symlinks (O_NOFOLLOW).
-  // Failure: NotFound, FailedPrecondition for a symlink, IoError.
+  // Opens an existing regular file for reading, without ever blocking: O_NOFOLLOW, and
+  // O_NONBLOCK until fstat on the opened descriptor has shown a regular file, so a FIFO or a
+  // device put under the name is refused at once instead of stalling the caller in open().
+  // Failure: NotFound; FailedPrecondition for a symlink or anything but a regular file (a
+  // directory, FIFO, socket or device; the message says which); IoError.
   virtual Result<std::unique_ptr<ReadableFile>> open_readable(const std::string& path) = 0;
   // rename(2): atomic replacement within one file system.
   virtual Status rename(const std::string& from, const std::string& to) = 0;
-  // Removes a file. Failure: NotFound if it did not exist.
+  // Removes a file, or an empty directory under the name (as remove(3) does: a directory
+  // planted where a file was must not outlive the file's removal). Failure: NotFound if
+  // nothing was there; the file system's error for a directory that is not empty.
   virtual Status remove(const std::string& path) = 0;
   // fsync on the directory itself, so that creations, renames and removals in it survive.
   virtual Status sync_directory(const std::string& path) = 0;
@@ -97,8 +102,10 @@ class FileSystem {
   virtual Result<PathInfo> stat_directory(const std::string& path) = 0;
   // Bytes available to this user on the file system holding `path` (statvfs).
   virtual Result<uint64_t> available_bytes(const std::string& path) = 0;
-  // Takes an exclusive flock on `path` (created 0600 if missing). With wait=false, a lock
-  // held by another open file description fails with FailedPrecondition at once.
+  // Takes an exclusive flock on `path` (created 0600 if missing), which must be a regular
+  // file (opened as open_readable() opens, without blocking; FailedPrecondition otherwise).
+  // With wait=false, a lock held by another open file description fails with
+  // FailedPrecondition at once.
   virtual Result<std::unique_ptr<FileLock>> lock_file(const std::string& path, bool wait) = 0;
 };
 

@@ -26,6 +26,43 @@ auto retry_on_eintr(Call call) {
   return result;
 }
 
+// What a non-regular file is, for messages.
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISLNK(mode)) return "a symlink";
+  return "not a regular file";
+}
+
+// Opens `path` with `flags` | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK and keeps it only if it is
+// a regular file. O_NONBLOCK is what keeps a FIFO (or a device) under the name from blocking
+// open() until some writer appears; a regular file ignores it, and it is cleared once the
+// file is known to be one.
+Result<UniqueFd> open_regular(const std::string& path, int flags, mode_t mode, const char* what) {
+  const int fd = retry_on_eintr(
+      [&] { return ::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode); });
+  if (fd < 0) {
+    if (errno == ELOOP) {
+      return FailedPrecondition(std::string(what) + " " + path + ": a symlink (not followed)");
+    }
+    return status_from_errno(errno, std::string(what) + " " + path);
+  }
+  UniqueFd owned(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return status_from_errno(errno, "fstat " + path);
+  if (!S_ISREG(st.st_mode)) {
+    return FailedPrecondition(std::string(what) + " " + path + ": " + kind_of(st.st_mode) +
+                              ", not a regular file");
+  }
+  const int status_flags = ::fcntl(fd, F_GETFL);
+  if (status_flags < 0 || ::fcntl(fd, F_SETFL, status_flags & ~O_NONBLOCK) != 0) {
+    return status_from_errno(errno, "fcntl " + path);
+  }
+  return owned;
+}
+
 PathInfo path_info_of(const struct stat& st) {
   PathInfo info;
   if (S_ISREG(st.st_mode)) {
@@ -140,13 +177,8 @@ Result<std::unique_ptr<WritableFile>> PosixFileSystem::create_exclusive(const st
 }
 
 Result<std::unique_ptr<ReadableFile>> PosixFileSystem::open_readable(const std::string& path) {
-  int fd = retry_on_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC); });
-  if (fd < 0) return status_from_errno(errno, "open " + path);
-  UniqueFd owned(fd);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return status_from_errno(errno, "fstat " + path);
-  if (!S_ISREG(st.st_mode)) return FailedPrecondition("open " + path + ": not a regular file");
-  return std::unique_ptr<ReadableFile>(new PosixReadableFile(std::move(owned), path));
+  SIESTA_ASSIGN_OR_RETURN(UniqueFd fd, open_regular(path, O_RDONLY, 0, "open"));
+  return std::unique_ptr<ReadableFile>(new PosixReadableFile(std::move(fd), path));
 }
 
 Status PosixFileSystem::rename(const std::string& from, const std::string& to) {
@@ -157,13 +189,17 @@ Status PosixFileSystem::rename(const std::string& from, const std::string& to) {
 }
 
 Status PosixFileSystem::remove(const std::string& path) {
-  if (::unlink(path.c_str()) != 0) return status_from_errno(errno, "remove " + path);
-  return Status::Ok();
+  if (::unlink(path.c_str()) == 0) return Status::Ok();
+  // A directory under a file's name (planted, or swapped in): removed when empty, as
+  // remove(3) does, so that it does not outlive the removal of the name.
+  if (errno == EISDIR && ::rmdir(path.c_str()) == 0) return Status::Ok();
+  return status_from_errno(errno, "remove " + path);
 }
 
 Status PosixFileSystem::sync_directory(const std::string& path) {
-  int fd = retry_on_eintr(
-      [&] { return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC); });
+  int fd = retry_on_eintr([&] {
+    return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  });
   if (fd < 0) return status_from_errno(errno, "open directory " + path);
   UniqueFd owned(fd);
   if (retry_on_eintr([&] { return ::fsync(fd); }) != 0) {
@@ -180,8 +216,9 @@ Status PosixFileSystem::make_directory(const std::string& path, uint32_t mode) {
 }
 
 Result<std::vector<std::string>> PosixFileSystem::list_directory(const std::string& path) {
-  int fd = retry_on_eintr(
-      [&] { return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC); });
+  int fd = retry_on_eintr([&] {
+    return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  });
   if (fd < 0) return status_from_errno(errno, "open directory " + path);
   DIR* dir = ::fdopendir(fd);
   if (dir == nullptr) {
@@ -209,8 +246,9 @@ Result<PathInfo> PosixFileSystem::stat_no_follow(const std::string& path) {
 }
 
 Result<PathInfo> PosixFileSystem::stat_directory(const std::string& path) {
-  int fd = retry_on_eintr(
-      [&] { return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC); });
+  int fd = retry_on_eintr([&] {
+    return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  });
   if (fd < 0) {
     if (errno == ELOOP) return FailedPrecondition("open directory " + path + ": a symlink");
     if (errno == ENOTDIR) return FailedPrecondition("open directory " + path + ": not a directory");
@@ -229,10 +267,9 @@ Result<uint64_t> PosixFileSystem::available_bytes(const std::string& path) {
 }
 
 Result<std::unique_ptr<FileLock>> PosixFileSystem::lock_file(const std::string& path, bool wait) {
-  int fd = retry_on_eintr(
-      [&] { return ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600); });
-  if (fd < 0) return status_from_errno(errno, "open lock file " + path);
-  UniqueFd owned(fd);
+  SIESTA_ASSIGN_OR_RETURN(UniqueFd owned,
+                          open_regular(path, O_RDWR | O_CREAT, 0600, "open lock file"));
+  const int fd = owned.get();
   int operation = LOCK_EX | (wait ? 0 : LOCK_NB);
   if (retry_on_eintr([&] { return ::flock(fd, operation); }) != 0) {
     if (errno == EWOULDBLOCK) return FailedPrecondition("lock " + path + ": held by another owner");

@@ -1,4 +1,5 @@
 // PosixFileSystem: the FileSystem seam on POSIX calls (open with O_EXCL|O_NOFOLLOW|O_CLOEXEC,
+// existing files and directories also O_NONBLOCK and checked with fstat after the open,
 // pwrite/pread retried on EINTR and short transfers, fdatasync, rename, fsync of directories,
 // flock, statvfs). Errors are mapped once, here, by status_from_errno.
 // Thread rule: the file system object is stateless and may be shared by all threads.

@@ -131,9 +131,8 @@ void Offloader::Impl::delete_snapshot(const char* why) {
 }
 
 void Offloader::Impl::retire_snapshot(const char* why) {
-  Result<std::string> retired = deps.store->temp_path(options.session);
-  Status renamed = retired.ok() ? deps.fs.rename(path, *retired) : retired.status();
-  if (!renamed.ok()) {
+  Result<std::string> retired = deps.store->retire(options.session);
+  if (!retired.ok()) {
     delete_snapshot(why);  // NotFound included: it also clears temporaries and disk_bytes
     return;
   }
@@ -153,7 +152,7 @@ void Offloader::Impl::remove_retired(const std::string& retired) {
     if (shutting_down) return;
     ++removals_running;
   }
-  Status removed = deps.fs.remove(retired);
+  Status removed = deps.store->remove_retired(retired);
   std::lock_guard lock(mu);
   --removals_running;
   cv.notify_all();
@@ -178,6 +177,7 @@ void Offloader::Impl::run_save() {
                                  : snapshot::SnapshotMode::kSessionDigest;
     write.fingerprint = deps.target.fingerprint();
     write.expiry_unix = last_activity_unix + options.expire_seconds;
+    write.generation = ++generation;
     write.chunk_bytes = options.chunk_bytes;
     write.cancel = &cancel_save;
     write.record_buffers = &record_buffers;

@@ -123,6 +123,7 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
     read.mode = options.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
                                 : snapshot::SnapshotMode::kSessionDigest;
     read.fingerprint = deps.target.fingerprint();
+    read.generation = generation;
     read.record_buffers = &record_buffers;
     SnapshotReader reader(deps.fs, deps.clock, *deps.key, &deps.backend);
     const std::vector<SnapshotRegion> regions = deps.target.snapshot_regions();

@@ -82,12 +82,12 @@ class AesGcmSealer final : public ChunkSealer {
 
  private:
   Status start(SealDomain domain, uint64_t index, bool encrypt, std::span<const uint8_t> aad) {
-    uint8_t iv[12];
-    snapshot::put_u32(iv, static_cast<uint32_t>(domain));
-    snapshot::put_u64(iv + 4, index);
-    const int ok =
-        encrypt ? EVP_EncryptInit_ex(ctx_.get(), EVP_aes_256_gcm(), nullptr, file_key_.data(), iv)
-                : EVP_DecryptInit_ex(ctx_.get(), EVP_aes_256_gcm(), nullptr, file_key_.data(), iv);
+    const auto iv = snapshot::encode_seal_position(static_cast<uint32_t>(domain), index);
+    static_assert(snapshot::kSealPositionBytes == 12, "AES-GCM's standard nonce length");
+    const int ok = encrypt ? EVP_EncryptInit_ex(ctx_.get(), EVP_aes_256_gcm(), nullptr,
+                                                file_key_.data(), iv.data())
+                           : EVP_DecryptInit_ex(ctx_.get(), EVP_aes_256_gcm(), nullptr,
+                                                file_key_.data(), iv.data());
     if (ok != 1) return Internal("AES-GCM init failed");
     int n = 0;
     if (!aad.empty()) {

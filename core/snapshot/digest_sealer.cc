@@ -55,15 +55,14 @@ class DigestSealer final : public ChunkSealer {
   Status digest(SealDomain domain, uint64_t index, std::span<const uint8_t> aad,
                 std::span<const uint8_t> data, snapshot::Tag& tag) {
     // Fixed-width position and aad length: no two (aad, data) splits hash the same input.
-    uint8_t position[4 + 8 + 8];
-    snapshot::put_u32(position, static_cast<uint32_t>(domain));
-    snapshot::put_u64(position + 4, index);
-    snapshot::put_u64(position + 12, aad.size());
+    const auto position = snapshot::encode_seal_position(static_cast<uint32_t>(domain), index);
+    const auto aad_length = snapshot::encode_u64(aad.size());
     uint8_t full[EVP_MAX_MD_SIZE];
     unsigned int length = 0;
     if (EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1 ||
         EVP_DigestUpdate(ctx_.get(), kDigestLabel.data(), kDigestLabel.size()) != 1 ||
-        EVP_DigestUpdate(ctx_.get(), position, sizeof(position)) != 1 ||
+        EVP_DigestUpdate(ctx_.get(), position.data(), position.size()) != 1 ||
+        EVP_DigestUpdate(ctx_.get(), aad_length.data(), aad_length.size()) != 1 ||
         EVP_DigestUpdate(ctx_.get(), aad.data(), aad.size()) != 1 ||
         EVP_DigestUpdate(ctx_.get(), data.data(), data.size()) != 1 ||
         EVP_DigestFinal_ex(ctx_.get(), full, &length) != 1 || length < tag.size()) {

@@ -14,8 +14,6 @@ namespace siesta {
 namespace {
 
 using snapshot::ChunkSpan;
-using snapshot::kChunkHeaderBytes;
-using snapshot::kTagBytes;
 
 // One chunk in flight. The calling thread places it (offset, destination, staging buffer) and
 // submits it; from then until it retires it, only the worker reading and opening it touches
@@ -82,7 +80,7 @@ class ChunkReader {
       slot.index = index;
       slot.span = span;
       slot.offset = offset;
-      const size_t record_size = kChunkHeaderBytes + span.length + kTagBytes;
+      const size_t record_size = snapshot::chunk_record_layout(span.length).size;
       slot.record.resize(record_size);
       offset += record_size;
       const SnapshotRegion& region = job_.regions[span.region];
@@ -121,23 +119,23 @@ class ChunkReader {
   // during the read.
   Status fetch_and_open(Slot& slot, ChunkSealer& sealer) const {
     SIESTA_RETURN_IF_ERROR(read_exact(slot.offset, slot.record, slot.index));
-    const auto expected = snapshot::encode_chunk_header(slot.index, slot.span);
-    if (std::memcmp(slot.record.data(), expected.data(), expected.size()) != 0) {
-      return Corrupt(chunk_name(job_.name, slot.index) +
-                     " is out of place (region, index or length differ)");
+    Status placed = snapshot::check_chunk_header(slot.record, slot.index, slot.span);
+    if (!placed.ok()) {
+      return Status(placed.code(), chunk_name(job_.name, slot.index) + " " + placed.message());
     }
     return open(slot, sealer);
   }
 
   Status open(const Slot& slot, ChunkSealer& sealer) const {
     const uint32_t length = slot.span.length;
-    const std::span<const uint8_t> chunk_header(slot.record.data(), kChunkHeaderBytes);
+    const snapshot::ChunkRecordLayout layout = snapshot::chunk_record_layout(length);
+    const std::span<const uint8_t> chunk_header(slot.record.data(), layout.payload_at);
     const std::vector<uint8_t> aad =
         snapshot::record_aad(job_.header.file_id, job_.header_digest, chunk_header);
     snapshot::Tag tag{};
-    std::memcpy(tag.data(), slot.record.data() + kChunkHeaderBytes + length, kTagBytes);
+    std::memcpy(tag.data(), slot.record.data() + layout.tag_at, tag.size());
     Status opened = sealer.open(SealDomain::kChunk, slot.index, aad,
-                                {slot.record.data() + kChunkHeaderBytes, length}, tag,
+                                {slot.record.data() + layout.payload_at, length}, tag,
                                 {slot.destination, length});
     return opened.ok() ? opened : opened.with_context(chunk_name(job_.name, slot.index));
   }

@@ -12,8 +12,6 @@ namespace siesta {
 namespace {
 
 using snapshot::ChunkSpan;
-using snapshot::kChunkHeaderBytes;
-using snapshot::kTagBytes;
 
 std::span<const std::byte> as_bytes(std::span<const uint8_t> s) { return std::as_bytes(s); }
 
@@ -27,7 +25,7 @@ struct Slot {
   StagingBuffer staging;  // device chunks: the copy of its bytes
   CopyTicket ticket;
   const uint8_t* plaintext = nullptr;  // host chunks; device chunks once the copy is done
-  std::array<uint8_t, kChunkHeaderBytes> chunk_header{};
+  std::array<uint8_t, snapshot::kChunkHeaderBytes> chunk_header{};
   std::vector<uint8_t> record;  // encrypted: chunk header || ciphertext || tag (reused)
   snapshot::Tag tag{};          // digest: the tag alone
 };
@@ -83,7 +81,7 @@ class ChunkWriter {
         slot.plaintext = reinterpret_cast<const uint8_t*>(region.host) + span.offset;
       }
       pipeline.submit([this, &slot](ChunkSealer& sealer) { return seal(slot, sealer); });
-      offset += kChunkHeaderBytes + span.length + kTagBytes;
+      offset += snapshot::chunk_record_layout(span.length).size;
     }
     while (pipeline.pending() > 0) SIESTA_RETURN_IF_ERROR(retire_oldest());
     return offset;
@@ -127,12 +125,13 @@ class ChunkWriter {
       return sealer.seal(SealDomain::kChunk, slot.index, aad, plaintext,
                          {const_cast<uint8_t*>(slot.plaintext), length}, slot.tag);
     }
-    slot.record.resize(kChunkHeaderBytes + length + kTagBytes);
-    std::memcpy(slot.record.data(), slot.chunk_header.data(), kChunkHeaderBytes);
+    const snapshot::ChunkRecordLayout layout = snapshot::chunk_record_layout(length);
+    slot.record.resize(layout.size);
+    std::memcpy(slot.record.data(), slot.chunk_header.data(), slot.chunk_header.size());
     snapshot::Tag tag{};
     SIESTA_RETURN_IF_ERROR(sealer.seal(SealDomain::kChunk, slot.index, aad, plaintext,
-                                       {slot.record.data() + kChunkHeaderBytes, length}, tag));
-    std::memcpy(slot.record.data() + kChunkHeaderBytes + length, tag.data(), kTagBytes);
+                                       {slot.record.data() + layout.payload_at, length}, tag));
+    std::memcpy(slot.record.data() + layout.tag_at, tag.data(), tag.size());
     return Status::Ok();
   }
 
@@ -152,20 +151,20 @@ class ChunkWriter {
     SIESTA_RETURN_IF_ERROR(check_cancel(retired_));
     ++retired_;
     SIESTA_RETURN_IF_ERROR(pipeline_->retire());
+    const snapshot::ChunkRecordLayout layout = snapshot::chunk_record_layout(slot.span.length);
     if (encrypts_) {
       SIESTA_RETURN_IF_ERROR(file_.write_at(slot.offset, as_bytes(slot.record)));
     } else {
-      const uint64_t payload_at = slot.offset + kChunkHeaderBytes;
       SIESTA_RETURN_IF_ERROR(file_.write_at(slot.offset, as_bytes(slot.chunk_header)));
-      SIESTA_RETURN_IF_ERROR(
-          file_.write_at(payload_at, as_bytes({slot.plaintext, slot.span.length})));
-      SIESTA_RETURN_IF_ERROR(file_.write_at(payload_at + slot.span.length, as_bytes(slot.tag)));
+      SIESTA_RETURN_IF_ERROR(file_.write_at(slot.offset + layout.payload_at,
+                                            as_bytes({slot.plaintext, slot.span.length})));
+      SIESTA_RETURN_IF_ERROR(file_.write_at(slot.offset + layout.tag_at, as_bytes(slot.tag)));
     }
     if (slot.device) {
       slot.staging.reset();
       --held_staging_;
     }
-    keep_writeback_window(slot.offset + kChunkHeaderBytes + slot.span.length + kTagBytes);
+    keep_writeback_window(slot.offset + layout.size);
     return Status::Ok();
   }
 

@@ -1,7 +1,6 @@
 #include "core/snapshot/snapshot_export.h"
 
 #include "core/base/log_text.h"
-#include "core/snapshot/snapshot_store.h"
 
 namespace siesta {
 namespace {
@@ -13,14 +12,6 @@ bool allowed_char(char c) {
 
 Status bad_name(std::string_view name, std::string_view why) {
   return InvalidArgument("export name " + quote_for_log(name) + " " + std::string(why));
-}
-
-// Path joining only; the directory's rule is prepare_directory's, not repeated here.
-std::string without_trailing_slashes(std::string path) {
-  const size_t last = path.find_last_not_of('/');
-  if (last == std::string::npos) return path.empty() ? path : "/";
-  path.resize(last + 1);
-  return path;
 }
 
 }  // namespace
@@ -36,7 +27,7 @@ Status validate_export_name(std::string_view name) {
   // later joining or normalising can ever turn a name into a parent reference.
   if (name.front() == '.') return bad_name(name, "must not start with '.'");
   if (name.find("..") != std::string_view::npos) return bad_name(name, "must not contain \"..\"");
-  if (name.find(".tmp-") != std::string_view::npos) {
+  if (name.find(kTemporarySuffix) != std::string_view::npos) {
     return bad_name(name, "must not contain \".tmp-\" (reserved for files being written)");
   }
   return Status::Ok();
@@ -45,17 +36,16 @@ Status validate_export_name(std::string_view name) {
 Result<std::unique_ptr<SnapshotExporter>> SnapshotExporter::open(FileSystem& fs, const Clock& clock,
                                                                  MemoryBackend* backend,
                                                                  std::string dir, Options options) {
-  SIESTA_RETURN_IF_ERROR(SnapshotStore::prepare_directory(fs, dir, options.label, options.owner_uid,
-                                                          /*created=*/nullptr));
+  SIESTA_ASSIGN_OR_RETURN(PrivateDirectory directory,
+                          PrivateDirectory::open(fs, dir, {options.owner_uid, "export directory"}));
   SIESTA_ASSIGN_OR_RETURN(ProcessKey key, ProcessKey::generate());
-  return std::unique_ptr<SnapshotExporter>(
-      new SnapshotExporter(fs, clock, backend, without_trailing_slashes(std::move(dir)),
-                           std::move(options), std::move(key)));
+  return std::unique_ptr<SnapshotExporter>(new SnapshotExporter(
+      fs, clock, backend, std::move(directory), std::move(options), std::move(key)));
 }
 
 Result<std::string> SnapshotExporter::path_of(std::string_view name) const {
   SIESTA_RETURN_IF_ERROR(validate_export_name(name));
-  return (dir_ == "/" ? dir_ : dir_ + "/") + std::string(name);
+  return dir_.file(name);
 }
 
 Result<SnapshotWriteResult> SnapshotExporter::export_session(
@@ -67,6 +57,7 @@ Result<SnapshotWriteResult> SnapshotExporter::export_session(
   write.mode = snapshot::SnapshotMode::kDurableExport;
   write.fingerprint = fingerprint;
   write.expiry_unix = snapshot::kNeverExpires;
+  write.generation = 0;  // an export has none: it may be imported any number of times
   write.chunk_bytes = options_.chunk_bytes;
   write.cancel = cancel;
   SnapshotWriter writer(fs_, clock_, key_, backend_);
@@ -87,7 +78,7 @@ Result<SnapshotReadResult> SnapshotExporter::import_session(
 Status SnapshotExporter::erase(std::string_view name) {
   SIESTA_ASSIGN_OR_RETURN(const std::string path, path_of(name));
   SIESTA_RETURN_IF_ERROR(fs_.remove(path));
-  return fs_.sync_directory(dir_);
+  return fs_.sync_directory(dir_.path());
 }
 
 }  // namespace siesta

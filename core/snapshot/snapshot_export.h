@@ -1,6 +1,6 @@
-// SnapshotExporter: explicit, durable copies of a session's state under a name the user chose
-// (issue 3 item 6). The server's `POST /slots/0?action=save|restore|erase` with a filename
-// under `--slot-save-path` is the intended caller.
+// SnapshotExporter: explicit, durable copies of a session's state under a name the user chose.
+// The server's `POST /slots/0?action=save|restore|erase` with a filename under
+// `--slot-save-path` reaches it through the engine.
 //
 // An export is an ordinary snapshot file (docs/SNAPSHOT_FORMAT.md) in durable export mode,
 // written and read by SnapshotWriter and SnapshotReader:
@@ -9,10 +9,16 @@
 //     damage but not forgery, which is why the directory must be writable only by its owner;
 //   - bound to the session fingerprint (model + config + layout): another model's file is
 //     Foreign, as is a cache snapshot (session mode) renamed into the directory;
-//   - expiry_unix = snapshot::kNeverExpires: an export lasts until it is erased.
+//   - expiry_unix = snapshot::kNeverExpires: an export lasts until it is erased;
+//   - generation 0: an export is meant to be imported again and again, so no later save makes
+//     an earlier one stale (a session snapshot's generation is what refuses a replay). Putting
+//     an older export back under a name is no attack the exporter can see: anyone who can
+//     write the directory can write any export (digests do not stop forgery), which is why
+//     the directory must be private.
 // Files are "<dir>/<name>" with names checked by validate_export_name(). The directory obeys
-// the cache directory's rule (SnapshotStore::prepare_directory): private to this user,
-// created 0700 when missing.
+// the cache directory's rule (PrivateDirectory): private to this user, created 0700 when
+// missing. Every file is opened without blocking and must be a regular file, so a FIFO put
+// under an export's name is refused at once (FailedPrecondition), never waited on.
 //
 // Thread rule: after open() the exporter holds no mutable state; its methods may be called
 // from any thread at once. Each export writes its own temporary file and renames it into
@@ -33,6 +39,7 @@
 
 #include "core/base/clock.h"
 #include "core/base/file_system.h"
+#include "core/base/private_directory.h"
 #include "core/base/status.h"
 #include "core/memory/memory_backend.h"
 #include "core/snapshot/chunk_sealer.h"
@@ -54,8 +61,6 @@ Status validate_export_name(std::string_view name);
 class SnapshotExporter {
  public:
   struct Options {
-    // How error messages name the directory (the server passes "--slot-save-path").
-    std::string label = "export directory";
     // The user the directory must belong to; unset: the effective user (geteuid()).
     std::optional<uint32_t> owner_uid;
     // Largest plaintext per chunk (the writer lowers it to the staging buffer size for device
@@ -63,8 +68,8 @@ class SnapshotExporter {
     uint32_t chunk_bytes = 4u << 20;
   };
 
-  // Makes `dir` ready with SnapshotStore::prepare_directory (same rule and same errors as the
-  // cache directory: InvalidArgument, FailedPrecondition, NotFound, ...), and makes the
+  // Makes `dir` ready with PrivateDirectory (noun "export directory"; the cache directory's
+  // rule and errors: InvalidArgument, FailedPrecondition, NotFound, ...), and makes the
   // exporter's own throwaway ProcessKey (Internal if the random generator fails): the writer
   // and reader take a key, durable mode never uses it, and a key of its own means an export
   // can never depend on the process's key.
@@ -77,7 +82,7 @@ class SnapshotExporter {
   SnapshotExporter(const SnapshotExporter&) = delete;
   SnapshotExporter& operator=(const SnapshotExporter&) = delete;
 
-  const std::string& directory() const { return dir_; }
+  const std::string& directory() const { return dir_.path(); }
 
   // "<dir>/<name>". Failure: validate_export_name()'s.
   Result<std::string> path_of(std::string_view name) const;
@@ -98,10 +103,11 @@ class SnapshotExporter {
 
   // Validates the export `name` and restores it into `regions` (SnapshotReader::read).
   // Failure: InvalidArgument for a bad name (nothing touched); NotFound when there is no such
-  // export; FailedPrecondition for a symlink; Foreign for a file of another fingerprint or
-  // region layout, or one not written in durable export mode (a cache snapshot); Unsupported
-  // for another format version; Corrupt / Truncated as the reader finds them (then the regions
-  // hold a mix of old and restored bytes and the caller must discard the session state).
+  // export; FailedPrecondition for a symlink or anything but a regular file; Foreign for a file of
+  // another fingerprint or region layout, or one not written in durable export mode (a cache
+  // snapshot); Unsupported for another format version; Corrupt / Truncated as the reader finds them
+  // (then the regions hold a mix of old and restored bytes and the caller must discard the session
+  // state).
   Result<SnapshotReadResult> import_session(std::string_view name,
                                             const snapshot::Fingerprint& expected_fingerprint,
                                             std::span<const SnapshotRegion> regions);
@@ -112,7 +118,7 @@ class SnapshotExporter {
   Status erase(std::string_view name);
 
  private:
-  SnapshotExporter(FileSystem& fs, const Clock& clock, MemoryBackend* backend, std::string dir,
+  SnapshotExporter(FileSystem& fs, const Clock& clock, MemoryBackend* backend, PrivateDirectory dir,
                    Options options, ProcessKey key)
       : fs_(fs),
         clock_(clock),
@@ -124,7 +130,7 @@ class SnapshotExporter {
   FileSystem& fs_;
   const Clock& clock_;
   MemoryBackend* const backend_;
-  const std::string dir_;  // without trailing slashes
+  const PrivateDirectory dir_;
   const Options options_;
   const ProcessKey key_;
 };

@@ -94,6 +94,30 @@ bool all_zero(const ProcessNonce& nonce) {
   return true;
 }
 
+// Offset of header_bytes within the prefix (magic u8[8], version u32, flags u32).
+constexpr size_t kHeaderBytesOffset = 16;
+
+// The fixed fields, magic to region count, in the order docs/SNAPSHOT_FORMAT.md lists them.
+// The magic is skipped (decode_prefix judges it). Corrupt for invalid flags or when `in` ends
+// inside the fields.
+Status decode_fixed(ByteSource& in, SnapshotHeader& header, uint32_t& header_bytes,
+                    uint32_t& region_count) {
+  in.take(kMagic.size());
+  header.version = in.u32();
+  SIESTA_ASSIGN_OR_RETURN(header.mode, mode_from_flags(in.u32()));
+  header_bytes = in.u32();
+  in.array(header.file_id);
+  in.array(header.process_nonce);
+  in.array(header.fingerprint);
+  header.created_unix = static_cast<int64_t>(in.u64());
+  header.expiry_unix = static_cast<int64_t>(in.u64());
+  header.generation = in.u64();
+  header.chunk_bytes = in.u32();
+  region_count = in.u32();
+  if (!in.ok()) return Corrupt("snapshot header ends inside its fixed fields");
+  return Status::Ok();
+}
+
 }  // namespace
 
 void put_u32(uint8_t* out, uint32_t value) {
@@ -111,6 +135,19 @@ uint64_t get_u64(const uint8_t* in) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | in[i];
   return v;
+}
+
+std::array<uint8_t, 8> encode_u64(uint64_t value) {
+  std::array<uint8_t, 8> out{};
+  put_u64(out.data(), value);
+  return out;
+}
+
+std::array<uint8_t, kSealPositionBytes> encode_seal_position(uint32_t domain, uint64_t index) {
+  std::array<uint8_t, kSealPositionBytes> out{};
+  put_u32(out.data(), domain);
+  put_u64(out.data() + 4, index);
+  return out;
 }
 
 std::string_view snapshot_mode_name(SnapshotMode mode) {
@@ -142,6 +179,9 @@ Status validate_header(const SnapshotHeader& header) {
   }
   if ((header.mode == SnapshotMode::kDurableExport) != all_zero(header.process_nonce)) {
     return InvalidArgument("the process nonce must be all zero exactly in durable export mode");
+  }
+  if (header.mode == SnapshotMode::kDurableExport && header.generation != 0) {
+    return InvalidArgument("a durable export has no generation (it must be 0)");
   }
   if (header.regions.size() > kMaxRegions) {
     return InvalidArgument(std::to_string(header.regions.size()) + " regions; at most " +
@@ -194,6 +234,7 @@ Result<std::vector<uint8_t>> encode_header_body(const SnapshotHeader& header) {
   sink.bytes(header.fingerprint.data(), header.fingerprint.size());
   sink.u64(static_cast<uint64_t>(header.created_unix));
   sink.u64(static_cast<uint64_t>(header.expiry_unix));
+  sink.u64(header.generation);
   sink.u32(header.chunk_bytes);
   sink.u32(static_cast<uint32_t>(header.regions.size()));
   for (const RegionLayout& region : header.regions) {
@@ -209,7 +250,7 @@ Result<std::vector<uint8_t>> encode_header_body(const SnapshotHeader& header) {
   }
   const size_t total = out.size() + kTagBytes;
   if (total > kMaxHeaderBytes) return InvalidArgument("snapshot header exceeds its bound");
-  put_u32(out.data() + 16, static_cast<uint32_t>(total));
+  put_u32(out.data() + kHeaderBytesOffset, static_cast<uint32_t>(total));
   return out;
 }
 
@@ -222,29 +263,40 @@ Result<HeaderPrefix> decode_prefix(std::span<const uint8_t> bytes) {
     return Truncated("snapshot is " + std::to_string(bytes.size()) +
                      " bytes, shorter than its fixed prefix");
   }
+  ByteSource in(bytes.first(kPrefixBytes));
+  in.take(kMagic.size());
   HeaderPrefix prefix;
-  prefix.version = get_u32(bytes.data() + 8);
-  prefix.flags = get_u32(bytes.data() + 12);
-  prefix.header_bytes = get_u32(bytes.data() + 16);
+  prefix.version = in.u32();
+  prefix.flags = in.u32();
+  prefix.header_bytes = in.u32();
   return prefix;
+}
+
+Status check_prefix(const HeaderPrefix& prefix, uint64_t file_bytes) {
+  if (prefix.version != kFormatVersion) {
+    return Unsupported("format version " + std::to_string(prefix.version) +
+                       "; this build reads version " + std::to_string(kFormatVersion));
+  }
+  if (prefix.header_bytes < kMinHeaderBytes || prefix.header_bytes > kMaxHeaderBytes) {
+    return Corrupt("the stated header length " + std::to_string(prefix.header_bytes) +
+                   " is outside " + std::to_string(kMinHeaderBytes) + ".." +
+                   std::to_string(kMaxHeaderBytes));
+  }
+  if (file_bytes < prefix.header_bytes) {
+    return Truncated("the file is " + std::to_string(file_bytes) +
+                     " bytes, shorter than its header (" + std::to_string(prefix.header_bytes) +
+                     " bytes)");
+  }
+  return Status::Ok();
 }
 
 Result<SnapshotHeader> decode_header_body(std::span<const uint8_t> body) {
   ByteSource in(body);
-  in.take(kMagic.size());
   SnapshotHeader header;
-  header.version = in.u32();
-  SIESTA_ASSIGN_OR_RETURN(header.mode, mode_from_flags(in.u32()));
-  const uint32_t header_bytes = in.u32();
+  uint32_t header_bytes = 0;
+  uint32_t region_count = 0;
+  SIESTA_RETURN_IF_ERROR(decode_fixed(in, header, header_bytes, region_count));
   if (header_bytes != body.size() + kTagBytes) return Corrupt("header length mismatch");
-  in.array(header.file_id);
-  in.array(header.process_nonce);
-  in.array(header.fingerprint);
-  header.created_unix = static_cast<int64_t>(in.u64());
-  header.expiry_unix = static_cast<int64_t>(in.u64());
-  header.chunk_bytes = in.u32();
-  const uint32_t region_count = in.u32();
-  if (!in.ok()) return Corrupt("snapshot header ends inside its fixed fields");
   if (region_count > kMaxRegions) {
     return Corrupt("snapshot header lists " + std::to_string(region_count) + " regions");
   }
@@ -307,6 +359,71 @@ std::array<uint8_t, kChunkHeaderBytes> encode_chunk_header(uint64_t index, const
   put_u32(out.data(), span.region);
   put_u64(out.data() + 4, index);
   put_u32(out.data() + 12, span.length);
+  return out;
+}
+
+Result<SnapshotHeader> decode_fixed_fields(std::span<const uint8_t> fixed) {
+  SIESTA_ASSIGN_OR_RETURN(const HeaderPrefix prefix, decode_prefix(fixed));
+  if (fixed.size() < kFixedHeaderBytes) {
+    return Truncated("the file is " + std::to_string(fixed.size()) +
+                     " bytes, shorter than the fixed header");
+  }
+  if (prefix.version != kFormatVersion) {
+    return Unsupported("format version " + std::to_string(prefix.version) +
+                       "; this build reads version " + std::to_string(kFormatVersion));
+  }
+  ByteSource in(fixed.first(kFixedHeaderBytes));
+  SnapshotHeader header;
+  uint32_t header_bytes = 0;
+  uint32_t region_count = 0;
+  SIESTA_RETURN_IF_ERROR(decode_fixed(in, header, header_bytes, region_count));
+  return header;
+}
+
+SealedHeaderParts split_sealed_header(std::span<const uint8_t> header) {
+  SealedHeaderParts parts;
+  parts.body = header.first(header.size() - kTagBytes);
+  std::memcpy(parts.tag.data(), header.data() + parts.body.size(), kTagBytes);
+  return parts;
+}
+
+void append_header_tag(std::vector<uint8_t>& body, const Tag& tag) {
+  body.insert(body.end(), tag.begin(), tag.end());
+}
+
+Status check_chunk_header(std::span<const uint8_t> record, uint64_t index, const ChunkSpan& span) {
+  const auto expected = encode_chunk_header(index, span);
+  if (record.size() < expected.size() ||
+      std::memcmp(record.data(), expected.data(), expected.size()) != 0) {
+    return Corrupt("is out of place (region, index or length differ)");
+  }
+  return Status::Ok();
+}
+
+std::array<uint8_t, kTrailerBodyBytes> encode_trailer_body(const FileShape& shape) {
+  std::array<uint8_t, kTrailerBodyBytes> body{};
+  std::memcpy(body.data(), kTrailerMagic.data(), kTrailerMagic.size());
+  put_u64(body.data() + kTrailerMagic.size(), shape.chunk_count);
+  put_u64(body.data() + kTrailerMagic.size() + 8, shape.payload_bytes);
+  return body;
+}
+
+Result<TrailerParts> decode_trailer(std::span<const uint8_t> trailer, const FileShape& shape) {
+  TrailerParts parts;
+  parts.body = encode_trailer_body(shape);
+  if (trailer.size() != kTrailerBytes ||
+      std::memcmp(trailer.data(), parts.body.data(), kTrailerBodyBytes) != 0) {
+    return Corrupt("the trailer does not match the header");
+  }
+  std::memcpy(parts.tag.data(), trailer.data() + kTrailerBodyBytes, kTagBytes);
+  return parts;
+}
+
+std::array<uint8_t, kTrailerBytes> encode_trailer(
+    const std::array<uint8_t, kTrailerBodyBytes>& body, const Tag& tag) {
+  std::array<uint8_t, kTrailerBytes> out{};
+  std::memcpy(out.data(), body.data(), kTrailerBodyBytes);
+  std::memcpy(out.data() + kTrailerBodyBytes, tag.data(), kTagBytes);
   return out;
 }
 

@@ -24,7 +24,9 @@ namespace siesta::snapshot {
 
 inline constexpr std::string_view kMagic = "SIESTASN";         // first 8 bytes of a file
 inline constexpr std::string_view kTrailerMagic = "SIESTAEN";  // first 8 bytes of the trailer
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 added the generation (u64 at offset 100) to the fixed header; version 1 files are
+// Unsupported.
+inline constexpr uint32_t kFormatVersion = 2;
 
 // Bounds a reader enforces before it trusts a header. Generous for any real session (the
 // reference model has a few dozen regions), small enough that a header can never cost more
@@ -37,9 +39,11 @@ inline constexpr uint32_t kMaxHeaderBytes = 4u << 20;
 
 inline constexpr size_t kTagBytes = 16;
 inline constexpr size_t kPrefixBytes = 20;        // magic, version, flags, header_bytes
-inline constexpr size_t kFixedHeaderBytes = 108;  // everything before the region table
-inline constexpr size_t kChunkHeaderBytes = 16;   // region u32, index u64, length u32
-inline constexpr size_t kTrailerBytes = 8 + 8 + 8 + kTagBytes;
+inline constexpr size_t kFixedHeaderBytes = 116;  // everything before the region table
+inline constexpr uint32_t kMinHeaderBytes = kFixedHeaderBytes + kTagBytes;  // no regions
+inline constexpr size_t kChunkHeaderBytes = 16;         // region u32, index u64, length u32
+inline constexpr size_t kTrailerBodyBytes = 8 + 8 + 8;  // end magic, chunk count, payload bytes
+inline constexpr size_t kTrailerBytes = kTrailerBodyBytes + kTagBytes;
 
 // Flag bits. Exactly three combinations are valid (see SnapshotMode); any other is Corrupt.
 inline constexpr uint32_t kFlagDigest = 1u << 0;   // chunks carry a digest, not AES-GCM
@@ -86,6 +90,11 @@ struct SnapshotHeader {
   Fingerprint fingerprint{};
   int64_t created_unix = 0;
   int64_t expiry_unix = 0;
+  // Which save of its session this file is (the Offloader counts them from 1), so that a
+  // reader expecting the latest refuses an older file of the same process and session put
+  // back in place (a replay). Always 0 in durable export mode: an export is meant to be
+  // imported again and again, and no later save makes it stale.
+  uint64_t generation = 0;
   uint32_t chunk_bytes = 0;
   std::vector<RegionLayout> regions;
 };
@@ -95,6 +104,14 @@ struct SnapshotHeader {
 // means "never" (in the session modes 0 is simply a deadline long past). Any other value is a
 // deadline in every mode, so an export written with one is honoured like a session file.
 inline constexpr int64_t kNeverExpires = 0;
+// The second from which a file with this header is refused: expiry_unix, or INT64_MAX for a
+// durable export that never expires (so that "deadline <= now" never holds for it).
+inline int64_t expiry_deadline(const SnapshotHeader& header) {
+  if (header.mode == SnapshotMode::kDurableExport && header.expiry_unix == kNeverExpires) {
+    return INT64_MAX;
+  }
+  return header.expiry_unix;
+}
 // True when a file with this header must be refused at `now_unix`: at, not after, its deadline.
 inline bool is_expired(const SnapshotHeader& header, int64_t now_unix) {
   if (header.mode == SnapshotMode::kDurableExport && header.expiry_unix == kNeverExpires) {
@@ -106,7 +123,8 @@ inline bool is_expired(const SnapshotHeader& header, int64_t now_unix) {
 // Checks what the grammar requires of a header's values: chunk_bytes in 1..kMaxChunkBytes,
 // at most kMaxRegions regions with names of 1..kMaxNameBytes bytes, at most
 // kMaxExtentsPerFile extents in all, extents sorted, disjoint, non-empty and inside their
-// region, extents only on kContents regions, and a zero nonce exactly in durable mode.
+// region, extents only on kContents regions, a zero nonce exactly in durable mode, and a zero
+// generation in durable mode.
 // Failure: InvalidArgument naming the first broken rule.
 Status validate_header(const SnapshotHeader& header);
 
@@ -124,10 +142,35 @@ struct HeaderPrefix {
 // Truncated when `bytes` is shorter than the prefix but every byte present matches the magic.
 Result<HeaderPrefix> decode_prefix(std::span<const uint8_t> bytes);
 
-// Decodes a whole header (prefix to tag exclusive) of a version-1 file.
+// What a reader checks of a decoded prefix before it reads the header, in this order:
+// Unsupported for a version other than kFormatVersion (a file of another build); Corrupt for
+// a header length outside kMinHeaderBytes..kMaxHeaderBytes; Truncated when the file
+// (`file_bytes` long) is shorter than the header it states. Messages name no file: the caller
+// adds that as context.
+Status check_prefix(const HeaderPrefix& prefix, uint64_t file_bytes);
+
+// Decodes a whole header (prefix to tag exclusive) of a file of this version.
 // REQUIRES: body.size() == prefix.header_bytes - kTagBytes.
 // Failure: Corrupt for any grammar or bound violation; never reads outside `body`.
 Result<SnapshotHeader> decode_header_body(std::span<const uint8_t> body);
+
+// Decodes only the fixed fields (the first kFixedHeaderBytes: magic to region count) into a
+// header without regions, checking neither the seal nor the table: for a caller that must
+// look at files it cannot authenticate (the store deciding whether a snapshot has expired).
+// Failure: Truncated when `fixed` is shorter than kFixedHeaderBytes; Corrupt for a bad magic
+// or flags; Unsupported for another version.
+Result<SnapshotHeader> decode_fixed_fields(std::span<const uint8_t> fixed);
+
+// A sealed header as stored: its body (the bytes the header seal covers) and its tag, which
+// follows the body.
+struct SealedHeaderParts {
+  std::span<const uint8_t> body;
+  Tag tag{};
+};
+// REQUIRES: header.size() >= kTagBytes (a checked prefix guarantees kMinHeaderBytes).
+SealedHeaderParts split_sealed_header(std::span<const uint8_t> header);
+// Appends `tag` to an encoded header body: the header as written.
+void append_header_tag(std::vector<uint8_t>& body, const Tag& tag);
 
 // One chunk as the header determines it: which bytes of which region it carries.
 struct ChunkSpan {
@@ -203,14 +246,55 @@ class ChunkWalker {
   uint64_t done_ = 0;
 };
 
-// ---- little-endian helpers (used by the codec, writer and reader) ----
+// ---- little-endian helpers (used by the codec and by tests that build files by hand) ----
 void put_u32(uint8_t* out, uint32_t value);
 void put_u64(uint8_t* out, uint64_t value);
 uint32_t get_u32(const uint8_t* in);
 uint64_t get_u64(const uint8_t* in);
+std::array<uint8_t, 8> encode_u64(uint64_t value);
+
+// ---- seals ----
+
+// A seal's position: domain u32 || index u64, the AES-GCM nonce and the start of what a
+// digest hashes (docs/SNAPSHOT_FORMAT.md, "Seals").
+inline constexpr size_t kSealPositionBytes = 4 + 8;
+std::array<uint8_t, kSealPositionBytes> encode_seal_position(uint32_t domain, uint64_t index);
+
+// ---- chunk records ----
+
+// Where the parts of one chunk record lie, counted from the record's first byte:
+// chunk header (region u32, index u64, length u32), payload, tag.
+struct ChunkRecordLayout {
+  size_t payload_at = kChunkHeaderBytes;
+  size_t tag_at = 0;
+  size_t size = 0;  // the whole record
+};
+constexpr ChunkRecordLayout chunk_record_layout(uint32_t payload_bytes) {
+  return {kChunkHeaderBytes, kChunkHeaderBytes + payload_bytes,
+          kChunkHeaderBytes + payload_bytes + kTagBytes};
+}
 
 // The 16-byte chunk header: region u32, chunk index u64, plaintext length u32.
 std::array<uint8_t, kChunkHeaderBytes> encode_chunk_header(uint64_t index, const ChunkSpan& span);
+
+// Checks that `record` starts with the chunk header of chunk `index` at `span`.
+// Failure: Corrupt ("out of place": region, index or length differ). Names no file.
+Status check_chunk_header(std::span<const uint8_t> record, uint64_t index, const ChunkSpan& span);
+
+// ---- the trailer ----
+
+// The trailer's sealed statement: end magic, chunk count, payload bytes.
+std::array<uint8_t, kTrailerBodyBytes> encode_trailer_body(const FileShape& shape);
+// A trailer as read (kTrailerBytes) split into its body and its tag, after checking that the
+// body states exactly `shape`'s counts. Failure: Corrupt. Names no file.
+struct TrailerParts {
+  std::array<uint8_t, kTrailerBodyBytes> body{};
+  Tag tag{};
+};
+Result<TrailerParts> decode_trailer(std::span<const uint8_t> trailer, const FileShape& shape);
+// The trailer as written: body || tag.
+std::array<uint8_t, kTrailerBytes> encode_trailer(
+    const std::array<uint8_t, kTrailerBodyBytes>& body, const Tag& tag);
 
 // The authenticated data of a chunk or the trailer: file id || header digest || the record's
 // own header bytes. Binds the record to this file, this exact header and its position, so

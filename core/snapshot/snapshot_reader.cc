@@ -3,8 +3,6 @@
 #include <openssl/crypto.h>
 
 #include <algorithm>
-#include <cstring>
-#include <limits>
 #include <vector>
 
 #include "core/base/hex.h"
@@ -16,7 +14,6 @@ namespace siesta {
 namespace {
 
 using snapshot::ChunkSpan;
-using snapshot::kTagBytes;
 
 std::string hex_prefix(std::span<const uint8_t> bytes) {
   return to_hex(bytes.first(std::min<size_t>(bytes.size(), 4)));
@@ -61,19 +58,8 @@ Result<snapshot::HeaderPrefix> read_checked_prefix(ReadableFile& file, uint64_t 
   SIESTA_RETURN_IF_ERROR(read_exact(file, 0, {prefix_bytes, prefix_len}, name));
   Result<snapshot::HeaderPrefix> prefix = snapshot::decode_prefix({prefix_bytes, prefix_len});
   if (!prefix.ok()) return prefix.status().with_context(name);
-  if (prefix->version != snapshot::kFormatVersion) {
-    return Unsupported(name + " has format version " + std::to_string(prefix->version) +
-                       "; this build reads version " + std::to_string(snapshot::kFormatVersion));
-  }
-  const uint32_t header_size = prefix->header_bytes;
-  if (header_size < snapshot::kFixedHeaderBytes + kTagBytes ||
-      header_size > snapshot::kMaxHeaderBytes) {
-    return Corrupt(name + " states a header of " + std::to_string(header_size) + " bytes");
-  }
-  if (file_size < header_size) {
-    return Truncated(name + " is " + std::to_string(file_size) + " bytes, its header " +
-                     std::to_string(header_size));
-  }
+  Status checked = snapshot::check_prefix(*prefix, file_size);
+  if (!checked.ok()) return checked.with_context(name);
   return prefix;
 }
 
@@ -93,8 +79,8 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
   // ---- header: decoded untrusted, then attributed (mode, owner), then verified ----
   std::vector<uint8_t> header_bytes(header_size);  // bounded by the file's size, checked above
   SIESTA_RETURN_IF_ERROR(read_exact(*file, 0, header_bytes, name));
-  const std::span<const uint8_t> body(header_bytes.data(), header_size - kTagBytes);
-  Result<snapshot::SnapshotHeader> decoded = snapshot::decode_header_body(body);
+  const snapshot::SealedHeaderParts sealed = snapshot::split_sealed_header(header_bytes);
+  Result<snapshot::SnapshotHeader> decoded = snapshot::decode_header_body(sealed.body);
   if (!decoded.ok()) return decoded.status().with_context(name);
   snapshot::SnapshotHeader& header = *decoded;
   if (header.mode != options.mode) {
@@ -108,10 +94,8 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
   }
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ChunkSealer> sealer,
                           make_sealer(header.mode, key_, header.file_id));
-  snapshot::Tag tag{};
-  std::memcpy(tag.data(), header_bytes.data() + body.size(), kTagBytes);
-  Status sealed = sealer->open(SealDomain::kHeader, 0, body, {}, tag, {});
-  if (!sealed.ok()) return sealed.with_context(name + " header");
+  Status sealed_ok = sealer->open(SealDomain::kHeader, 0, sealed.body, {}, sealed.tag, {});
+  if (!sealed_ok.ok()) return sealed_ok.with_context(name + " header");
   SIESTA_ASSIGN_OR_RETURN(const snapshot::HeaderDigest header_digest, sha256(header_bytes));
 
   // ---- size: exactly what the header promises ----
@@ -132,6 +116,12 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
                    hex_prefix(header.fingerprint) + "...)");
   }
   SIESTA_RETURN_IF_ERROR(check_layout(header, regions));
+  // After the seal: the generation is as authentic as the rest of the header.
+  if (header.generation != options.generation) {
+    return Foreign(name + " is generation " + std::to_string(header.generation) +
+                   " of its session, expected " + std::to_string(options.generation) +
+                   " (an older or newer snapshot put in its place)");
+  }
   const int64_t now = clock_.unix_seconds();
   if (snapshot::is_expired(header, now)) {
     return Expired(name + " expired at " + std::to_string(header.expiry_unix) + " (now " +
@@ -161,17 +151,11 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
   // ---- trailer ----
   uint8_t trailer[snapshot::kTrailerBytes];
   SIESTA_RETURN_IF_ERROR(read_exact(*file, offset, trailer, name + " trailer"));
-  uint8_t expected_trailer[snapshot::kTrailerBytes - kTagBytes];
-  std::memcpy(expected_trailer, snapshot::kTrailerMagic.data(), snapshot::kTrailerMagic.size());
-  snapshot::put_u64(expected_trailer + 8, shape.chunk_count);
-  snapshot::put_u64(expected_trailer + 16, shape.payload_bytes);
-  if (std::memcmp(trailer, expected_trailer, sizeof(expected_trailer)) != 0) {
-    return Corrupt(name + " trailer does not match its header");
-  }
-  std::memcpy(tag.data(), trailer + sizeof(expected_trailer), kTagBytes);
+  Result<snapshot::TrailerParts> parts = snapshot::decode_trailer(trailer, shape);
+  if (!parts.ok()) return parts.status().with_context(name);
   const std::vector<uint8_t> trailer_aad =
-      snapshot::record_aad(header.file_id, header_digest, expected_trailer);
-  Status trailer_ok = sealer->open(SealDomain::kTrailer, 0, trailer_aad, {}, tag, {});
+      snapshot::record_aad(header.file_id, header_digest, parts->body);
+  Status trailer_ok = sealer->open(SealDomain::kTrailer, 0, trailer_aad, {}, parts->tag, {});
   if (!trailer_ok.ok()) return trailer_ok.with_context(name + " trailer");
 
   return SnapshotReadResult{shape.file_bytes, shape.payload_bytes, std::move(header)};
@@ -181,21 +165,13 @@ Result<int64_t> read_snapshot_expiry(FileSystem& fs, const std::string& path) {
   const std::string name = "snapshot " + quote_for_log(path);
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, fs.open_readable(path));
   SIESTA_ASSIGN_OR_RETURN(const uint64_t file_size, file->size());
-  SIESTA_ASSIGN_OR_RETURN(const snapshot::HeaderPrefix prefix,
-                          read_checked_prefix(*file, file_size, name));
-  const uint32_t flags = prefix.flags;
-  if (flags != 0 && flags != snapshot::kFlagDigest &&
-      flags != (snapshot::kFlagDigest | snapshot::kFlagDurable)) {
-    return Corrupt(name + " has flags " + std::to_string(flags));
-  }
+  SIESTA_RETURN_IF_ERROR(read_checked_prefix(*file, file_size, name).status());
+  // The checked prefix guarantees a header, so at least the fixed fields, in the file.
   uint8_t fixed[snapshot::kFixedHeaderBytes];
   SIESTA_RETURN_IF_ERROR(read_exact(*file, 0, fixed, name));
-  constexpr size_t kExpiryOffset = 92;  // docs/SNAPSHOT_FORMAT.md
-  const auto expiry = static_cast<int64_t>(snapshot::get_u64(fixed + kExpiryOffset));
-  if ((flags & snapshot::kFlagDurable) != 0 && expiry == snapshot::kNeverExpires) {
-    return std::numeric_limits<int64_t>::max();
-  }
-  return expiry;
+  Result<snapshot::SnapshotHeader> header = snapshot::decode_fixed_fields(fixed);
+  if (!header.ok()) return header.status().with_context(name);
+  return snapshot::expiry_deadline(*header);
 }
 
 }  // namespace siesta

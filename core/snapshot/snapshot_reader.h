@@ -3,7 +3,9 @@
 // regions directly).
 //
 // Checks, in this order; the first that fails decides the outcome:
-//   NotFound     no file (FailedPrecondition for a symlink, from the file system)
+//   NotFound     no file (FailedPrecondition for a symlink or anything but a regular file --
+//                a FIFO, a directory, a device --, from the file system, which opens without
+//                blocking: a FIFO planted in a snapshot's place cannot stall a read)
 //   Corrupt      bad magic
 //   Truncated    shorter than the fixed prefix or than the header says it is
 //   Unsupported  another format version (a file of another siesta build: discard it)
@@ -14,7 +16,8 @@
 //   Truncated    the file is shorter than the header's chunks and trailer need
 //   Corrupt      the file is longer than that (bytes after the trailer)
 //   Foreign      another session fingerprint, or a region table that is not the live one
-//                (count, names, persist kinds, sizes)
+//                (count, names, persist kinds, sizes), or another generation than the one
+//                the caller expects (an older snapshot of the same session put back: a replay)
 //   Expired      clock.unix_seconds() >= the header's expiry (snapshot::is_expired: an
 //                export with expiry kNeverExpires never expires)
 //   Corrupt      any chunk out of place (region, index, length) or failing its seal, or a
@@ -49,6 +52,9 @@ struct SnapshotReadOptions {
   std::string path;
   snapshot::SnapshotMode mode = snapshot::SnapshotMode::kSessionEncrypted;  // expected mode
   snapshot::Fingerprint fingerprint{};                                      // the live session's
+  // The generation the file must carry (SnapshotWriteOptions::generation): the one the caller
+  // last wrote; 0 for exports, which have none.
+  uint64_t generation = 0;
   // Threads that verify chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
   uint32_t threads = 0;
   // Where the chunk record buffers come from and go back to; null: allocated for this read
@@ -85,15 +91,17 @@ class SnapshotReader {
   MemoryBackend* backend_;
 };
 
-// Reads only the fixed start of the file at `path` (prefix and fixed header, 108 bytes) and
-// returns its expiry_unix, for SnapshotStore::Options::read_expiry: the store asks about
-// files of any owner, dead ones included, whose key is gone, so the header seal cannot be
-// checked and the value is taken unauthenticated. That is enough for its one use, deciding
-// whether to delete a file in a directory only this user can write. A durable export whose
-// expiry_unix is 0 ("never") gives INT64_MAX, so that "expiry <= now" never holds for it.
-// Failure: NotFound (no file; FailedPrecondition for a symlink), Corrupt (bad magic, flags
-// or header length), Truncated (shorter than the fixed header or than its header length),
-// Unsupported (another format version), IoError.
+// Reads only the fixed start of the file at `path` (its prefix and fixed fields, decoded by
+// snapshot::decode_fixed_fields) and returns its expiry (snapshot::expiry_deadline). The
+// store calls it on the snapshots of other owners, dead ones included, whose key is gone, so
+// the header seal cannot be checked and the value is taken unauthenticated. That is enough
+// for its one use, deciding whether to delete a file in a directory only this user can
+// write. A durable export whose expiry_unix is 0 ("never") gives INT64_MAX, so that
+// "expiry <= now" never holds for it.
+// Failure: NotFound (no file); FailedPrecondition for a symlink or anything but a regular
+// file, found without blocking; Corrupt (bad magic, flags or header length); Truncated
+// (shorter than the fixed header or than its header length); Unsupported (another format
+// version); IoError.
 Result<int64_t> read_snapshot_expiry(FileSystem& fs, const std::string& path);
 
 }  // namespace siesta

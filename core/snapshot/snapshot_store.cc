@@ -5,38 +5,27 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <map>
 #include <utility>
 
 #include "core/base/hex.h"
 #include "core/base/log_text.h"
+#include "core/base/private_directory.h"
+#include "core/snapshot/snapshot_reader.h"
+#include "core/snapshot/snapshot_writer.h"
 
 namespace siesta {
 namespace {
 
-constexpr uint32_t kPrivateMode = 0700;
 constexpr std::string_view kPrefix = "siesta-";
 constexpr std::string_view kLockSuffix = ".lock";
 constexpr std::string_view kSnapSuffix = ".snap";
+// A temporary's name: the snapshot's, then the writer's temporary suffix.
 constexpr std::string_view kTempMarker = ".snap.tmp-";
+static_assert(kTempMarker.substr(0, kSnapSuffix.size()) == kSnapSuffix &&
+              kTempMarker.substr(kSnapSuffix.size()) == kTemporarySuffix);
 constexpr size_t kNonceHexDigits = 32;
 constexpr size_t kMaxSessionName = 64;
-
-// "0755": permission bits as chmod takes them.
-std::string octal(uint32_t mode) {
-  char digits[8];
-  const auto end = std::to_chars(digits, digits + sizeof digits, mode & 07777, 8).ptr;
-  std::string text(digits, end);
-  return std::string(text.size() < 4 ? 4 - text.size() : 0, '0') + text;
-}
-
-// "dir/" would make lstat() and O_NOFOLLOW follow a symlink named "dir".
-std::string without_trailing_slashes(const std::string& path) {
-  const size_t last = path.find_last_not_of('/');
-  if (last == std::string::npos) return path.empty() ? path : "/";
-  return path.substr(0, last + 1);
-}
 
 bool is_nonce(std::string_view text) {
   if (text.size() != kNonceHexDigits) return false;
@@ -107,74 +96,12 @@ bool SnapshotStore::valid_session_name(std::string_view session) {
   return true;
 }
 
-Status SnapshotStore::prepare_directory(FileSystem& fs, const std::string& dir,
-                                        std::string_view label, std::optional<uint32_t> owner_uid,
-                                        bool* created) {
-  if (created != nullptr) *created = false;
-  if (dir.empty()) return InvalidArgument(std::string(label) + " must not be empty");
-  const std::string what = std::string(label) + " " + quote_for_log(dir);
-  const std::string name = without_trailing_slashes(dir);
-
-  bool made = false;
-  Result<PathInfo> info = fs.stat_no_follow(name);
-  if (!info.ok()) {
-    if (info.status().code() != StatusCode::kNotFound) return info.status().with_context(what);
-    Status mkdir = fs.make_directory(name, kPrivateMode);
-    if (mkdir.code() == StatusCode::kNotFound) {
-      return NotFound(what + ": its parent directory does not exist");
-    }
-    made = mkdir.ok();
-    // FailedPrecondition may be EEXIST: another process made it meanwhile; it is judged below
-    // like any other. Anything else (or a refusal to create) shows in the second look.
-    if (!made && mkdir.code() != StatusCode::kFailedPrecondition) {
-      return mkdir.with_context(what + ": cannot create it");
-    }
-    info = fs.stat_no_follow(name);
-    if (!info.ok()) {
-      return (made ? info.status() : mkdir).with_context(what + ": cannot create it");
-    }
-  }
-  if (info->type == PathInfo::Type::kSymlink) {
-    return FailedPrecondition(what + " is a symlink; give the directory itself");
-  }
-  if (info->type != PathInfo::Type::kDirectory) {
-    return FailedPrecondition(what + " is not a directory");
-  }
-
-  // From here on the opened directory, not the name, is judged: a rename or a symlink swapped
-  // in after the first look cannot slip past.
-  info = fs.stat_directory(name);
-  if (!info.ok()) {
-    if (info.status().code() == StatusCode::kFailedPrecondition) {
-      return FailedPrecondition(what + " changed while it was checked: " + info.status().message());
-    }
-    return info.status().with_context(what);
-  }
-  if (info->type != PathInfo::Type::kDirectory) {
-    return FailedPrecondition(what + " is not a directory");
-  }
-  const uint32_t me = owner_uid.value_or(static_cast<uint32_t>(::geteuid()));
-  if (info->owner_uid != me) {
-    return FailedPrecondition(what + " is owned by uid " + std::to_string(info->owner_uid) +
-                              ", not by this user (uid " + std::to_string(me) + ")");
-  }
-  if ((info->mode & 022) != 0) {
-    return FailedPrecondition(what + " is writable by group or others (mode " + octal(info->mode) +
-                              "); chmod 700 it");
-  }
-  if ((info->mode & 0700) != 0700) {
-    return FailedPrecondition(what + " must be readable, writable and searchable by its owner" +
-                              " (mode " + octal(info->mode) + ")");
-  }
-  if (created != nullptr) *created = made;
-  return Status::Ok();
-}
-
 Result<std::unique_ptr<SnapshotStore>> SnapshotStore::open(FileSystem& fs, const Clock& clock,
                                                            std::string dir, Options options) {
-  SIESTA_RETURN_IF_ERROR(
-      prepare_directory(fs, dir, options.label, options.owner_uid, /*created=*/nullptr));
-  dir = without_trailing_slashes(dir);
+  SIESTA_ASSIGN_OR_RETURN(
+      const PrivateDirectory directory,
+      PrivateDirectory::open(fs, dir, {options.owner_uid, "snapshot directory"}));
+  dir = directory.path();
   std::string nonce;
   if (options.nonce) {
     if (!is_nonce(*options.nonce)) {
@@ -230,7 +157,36 @@ Result<std::string> SnapshotStore::snapshot_path(std::string_view session) const
 
 Result<std::string> SnapshotStore::temp_path(std::string_view session) const {
   SIESTA_ASSIGN_OR_RETURN(std::string path, snapshot_path(session));
-  return path + ".tmp-" + std::to_string(next_temp_.fetch_add(1));
+  return path + std::string(kTemporarySuffix) + std::to_string(next_temp_.fetch_add(1));
+}
+
+Result<std::string> SnapshotStore::retire(std::string_view session) {
+  SIESTA_ASSIGN_OR_RETURN(const std::string path, snapshot_path(session));
+  SIESTA_ASSIGN_OR_RETURN(const PathInfo info, fs_.stat_no_follow(path));
+  if (info.type != PathInfo::Type::kRegular) {
+    // Renamed away it would only live on under a temporary name: a directory survives the
+    // unlink that removes a retired file.
+    return FailedPrecondition("snapshot " + quote_for_log(path) +
+                              " is not a regular file; it is removed where it is");
+  }
+  SIESTA_ASSIGN_OR_RETURN(std::string retired, temp_path(session));
+  SIESTA_RETURN_IF_ERROR(fs_.rename(path, retired));
+  return retired;
+}
+
+Status SnapshotStore::remove_retired(const std::string& retired) {
+  const bool in_directory = retired.size() > dir_.size() + 1 && retired.starts_with(dir_ + "/");
+  const std::string name = in_directory ? retired.substr(dir_.size() + 1) : std::string();
+  std::optional<ParsedName> parsed = parse_name(name);
+  if (!parsed || parsed->nonce != nonce_ || parsed->kind != ParsedName::Kind::kTemporary) {
+    return InvalidArgument(quote_for_log(retired) + " is not a temporary of this snapshot store");
+  }
+  return fs_.remove(retired);
+}
+
+Result<int64_t> SnapshotStore::read_expiry(const std::string& path) const {
+  if (options_.read_expiry) return options_.read_expiry(path);
+  return read_snapshot_expiry(fs_, path);
 }
 
 void SnapshotStore::cleanup_at_start() {
@@ -280,11 +236,10 @@ void SnapshotStore::cleanup_at_start() {
       continue;
     }
     // A live owner: only snapshots past their expiry go. Its temporaries are being written.
-    if (!options_.read_expiry) continue;
     for (const auto& [name, kind] : files) {
       if (kind != ParsedName::Kind::kSnapshot) continue;
       const std::string path = path_of(name);
-      Result<int64_t> expiry = options_.read_expiry(path);
+      Result<int64_t> expiry = read_expiry(path);
       if (!expiry.ok() || *expiry > now) continue;
       Status removed = fs_.remove(path);
       if (removed.ok()) {

@@ -1,12 +1,15 @@
-// SnapshotStore: owns the snapshot directory (DESIGN.md, "Snapshot files"): makes sure it is
-// private, names this process's files, holds the lock that says this process is alive,
-// removes what dead processes and time left behind, and removes this process's files at a
-// normal shutdown. It writes and reads no snapshot bytes itself (core/snapshot_* do).
+// SnapshotStore: owns the snapshot directory and the life of every file in it: makes sure the
+// directory is private (PrivateDirectory), names this process's files and their temporaries,
+// holds the lock that says this process is alive, retires a used snapshot (renamed to a
+// temporary name at once, removed later), removes what dead processes and time left behind
+// (reading an expiry itself, through the format module), and removes this process's files at
+// a normal shutdown. It writes and reads no snapshot contents (the writer and reader do).
 //
 // Naming, in one flat directory:
 //   siesta-<nonce>.lock                 the owner lock, flock'ed for the store's life
 //   siesta-<nonce>-<session>.snap       a session's snapshot
-//   siesta-<nonce>-<session>.snap.tmp-* a snapshot being written (renamed when complete)
+//   siesta-<nonce>-<session>.snap.tmp-* a snapshot being written (renamed when complete), or a
+//                                       retired one waiting for its removal
 // <nonce> is 32 lower-case hex digits: the process key's nonce (ProcessKey::nonce(), the one
 // SnapshotWriter puts in every header), passed as Options::nonce = nonce_hex(key.nonce()),
 // so that a file's name and its header name the same process. <session> matches
@@ -35,19 +38,16 @@ namespace siesta {
 class SnapshotStore {
  public:
   struct Options {
-    // Reads the expiry (Unix seconds) written in a snapshot. Give it read_snapshot_expiry
-    // (core/snapshot/snapshot_reader.h) over the store's FileSystem:
-    //   [&fs](const std::string& path) { return read_snapshot_expiry(fs, path); }
-    // A snapshot is expired when its expiry <= clock.unix_seconds() (at, not after, its
-    // deadline). Unset: no file is removed for its age. A snapshot whose expiry cannot be read
-    // (damaged, half-written, unreadable) is removed only when its owner is dead: a live
-    // owner may be writing it right now.
+    // Reads the expiry (Unix seconds) of the snapshot at `path`. Unset: read_snapshot_expiry
+    // (core/snapshot/snapshot_reader.h) over the store's FileSystem, which is what every
+    // real store uses; tests replace it. A snapshot is expired when its expiry <=
+    // clock.unix_seconds() (at, not after, its deadline). A snapshot whose expiry cannot be
+    // read (damaged, half-written, unreadable, not a regular file) is removed only when its
+    // owner is dead: a live owner may be writing it right now.
     std::function<Result<int64_t>(const std::string& path)> read_expiry;
     // The destructor leaves this process's files (a test, or a caller that already removed
     // them); by default it calls remove_own_files().
     bool keep_files_on_close = false;
-    // How error messages name the directory (the server passes "--cache-disk-dir").
-    std::string label = "snapshot directory";
     // The user the directory must belong to; unset: the effective user (geteuid()).
     std::optional<uint32_t> owner_uid;
     // This process's nonce, 32 lower-case hex digits: nonce_hex(process_key.nonce()). Every
@@ -66,24 +66,11 @@ class SnapshotStore {
     std::vector<std::string> failure_messages;  // one line each (Status::to_string())
   };
 
-  // Makes sure `dir` is a private directory of `owner_uid` (the effective user if unset),
-  // creating the last component with mode 0700 when missing (the parent must exist).
-  // Success: `dir` is a directory, not a symlink, owned by that user, owner rwx, no write for
-  // group or others. *created (when not null) says whether this call made it.
-  // Failure (an existing directory is left as it was), the message naming `label`, the path
-  // (quote_for_log) and the rule:
-  //   InvalidArgument     dir is empty;
-  //   FailedPrecondition  a symlink, not a directory, another user's, writable by group or
-  //                       others, or not readable/writable/searchable by its owner;
-  //   NotFound            the parent does not exist;
-  //   other codes         the file system refused.
-  // The final checks are made on the opened directory (FileSystem::stat_directory), not on
-  // the name, so a symlink or file swapped in after the first look is refused too.
-  static Status prepare_directory(FileSystem& fs, const std::string& dir, std::string_view label,
-                                  std::optional<uint32_t> owner_uid, bool* created);
-
-  // prepare_directory(), then takes the owner lock and cleans up (see CleanupReport).
-  // Failure: prepare_directory()'s errors; FailedPrecondition if the nonce option is
+  // Makes `dir` a private directory (PrivateDirectory, noun "snapshot directory": created
+  // 0700 when missing; refused when it is a symlink, not a directory, another user's,
+  // writable by group or others, not usable or accessible), then takes the owner lock and
+  // cleans up (see CleanupReport).
+  // Failure: PrivateDirectory::open()'s errors; FailedPrecondition if the nonce option is
   // malformed or its lock is held by someone else; the file system's error if the lock
   // cannot be taken or the directory cannot be listed.
   // `fs` and `clock` must outlive the store.
@@ -104,13 +91,29 @@ class SnapshotStore {
   // "<dir>/siesta-<nonce>-<session>.snap". Failure: InvalidArgument unless session matches
   // [A-Za-z0-9_-]{1,64} (so no '/', no "..", no empty name).
   Result<std::string> snapshot_path(std::string_view session) const;
-  // A fresh temporary name for writing the snapshot of `session`:
+  // A fresh temporary name for the snapshot of `session`:
   // "<snapshot_path>.tmp-<counter>". Same failures as snapshot_path().
   Result<std::string> temp_path(std::string_view session) const;
 
-  // Removes the session's snapshot and its temporaries; then syncs the directory.
-  // Success also when nothing existed. Failure: the first file system error (the other
-  // files are still tried).
+  // Retires the session's snapshot once it no longer describes the session (restored, or
+  // refused): renames it to a fresh temporary name, which frees the snapshot's name at once
+  // (cheap, unlike unlinking a large cached file), and returns that name for
+  // remove_retired(), to be called when the time is free (or never: shutdown and the next
+  // start remove temporaries too).
+  // Failure, nothing renamed: InvalidArgument for a bad session name; NotFound when there is
+  // no snapshot; FailedPrecondition when the name holds anything but a regular file (a
+  // directory, FIFO or symlink someone planted): it is not carried along under a temporary
+  // name, and remove() takes it where it is; the rename's error.
+  Result<std::string> retire(std::string_view session);
+
+  // Removes a file that retire() returned. No directory sync: the name was already gone from
+  // the snapshot's place. Failure: InvalidArgument for a path that is not one of this
+  // store's temporaries; NotFound when it is gone already; the file system's error.
+  Status remove_retired(const std::string& retired);
+
+  // Removes the session's snapshot and its temporaries (an empty directory planted under one
+  // of their names included); then syncs the directory. Success also when nothing existed. Failure:
+  // the first file system error (the other files are still tried).
   Status remove(std::string_view session);
 
   // Removes every snapshot and temporary file of this process (not the lock: the store still
@@ -133,6 +136,7 @@ class SnapshotStore {
                 Options options);
 
   void cleanup_at_start();
+  Result<int64_t> read_expiry(const std::string& path) const;
   // Names in the directory that belong to this process's snapshots (not its lock).
   Result<std::vector<std::string>> own_file_names() const;
   // Removes this process's files whose names `selected` accepts (every one is tried), then

@@ -12,8 +12,6 @@
 namespace siesta {
 namespace {
 
-using snapshot::kTagBytes;
-
 // Removes the temporary file unless the write got as far as renaming it.
 class TempFileGuard {
  public:
@@ -44,7 +42,7 @@ std::span<const std::byte> as_bytes(std::span<const uint8_t> s) { return std::as
 Result<std::string> temp_name_for(const std::string& path) {
   uint8_t random[8];
   SIESTA_RETURN_IF_ERROR(random_bytes(random));
-  return path + ".tmp-" + to_hex(random);
+  return path + std::string(kTemporarySuffix) + to_hex(random);
 }
 
 }  // namespace
@@ -67,6 +65,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   header.fingerprint = options.fingerprint;
   header.created_unix = clock_.unix_seconds();
   header.expiry_unix = options.expiry_unix;
+  header.generation = options.generation;
   header.chunk_bytes = options.chunk_bytes;
   bool any_device = false;
   for (const SnapshotRegion& region : regions) {
@@ -89,7 +88,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
                           make_sealer(options.mode, key_, header.file_id));
   snapshot::Tag tag{};
   SIESTA_RETURN_IF_ERROR(sealer->seal(SealDomain::kHeader, 0, header_bytes, {}, {}, tag));
-  header_bytes.insert(header_bytes.end(), tag.begin(), tag.end());
+  snapshot::append_header_tag(header_bytes, tag);
   SIESTA_ASSIGN_OR_RETURN(const snapshot::HeaderDigest header_digest, sha256(header_bytes));
   const snapshot::FileShape shape = snapshot::file_shape(header, header_bytes.size());
 
@@ -131,16 +130,13 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   SIESTA_ASSIGN_OR_RETURN(uint64_t offset, std::move(chunks));
 
   // ---- trailer: says how many chunks there are, so dropping whole chunks is caught ----
-  uint8_t trailer[snapshot::kTrailerBytes];
-  std::memcpy(trailer, snapshot::kTrailerMagic.data(), snapshot::kTrailerMagic.size());
-  snapshot::put_u64(trailer + 8, shape.chunk_count);
-  snapshot::put_u64(trailer + 16, shape.payload_bytes);
-  const std::vector<uint8_t> trailer_aad = snapshot::record_aad(
-      header.file_id, header_digest, {trailer, snapshot::kTrailerBytes - kTagBytes});
+  const auto trailer_body = snapshot::encode_trailer_body(shape);
+  const std::vector<uint8_t> trailer_aad =
+      snapshot::record_aad(header.file_id, header_digest, trailer_body);
   SIESTA_RETURN_IF_ERROR(sealer->seal(SealDomain::kTrailer, 0, trailer_aad, {}, {}, tag));
-  std::memcpy(trailer + snapshot::kTrailerBytes - kTagBytes, tag.data(), kTagBytes);
-  SIESTA_RETURN_IF_ERROR(file.write_at(offset, as_bytes(std::span<const uint8_t>(trailer))));
-  offset += snapshot::kTrailerBytes;
+  const auto trailer = snapshot::encode_trailer(trailer_body, tag);
+  SIESTA_RETURN_IF_ERROR(file.write_at(offset, as_bytes(trailer)));
+  offset += trailer.size();
   if (offset != shape.file_bytes) return Internal("snapshot writer wrote an unexpected size");
 
   // ---- durability, then the name ----

@@ -5,7 +5,8 @@
 // Protocol, all through the FileSystem seam:
 //   1. the whole file size is known from the layout; available_bytes(dir) is checked first,
 //      so a snapshot that cannot fit fails with NoSpace before a byte is written;
-//   2. "<final>.tmp-<16 random hex>" is created with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600;
+//   2. "<final>.tmp-<16 random hex>" (kTemporarySuffix) is created with O_CREAT|O_EXCL|O_NOFOLLOW,
+//   mode 0600;
 //   3. header, chunks and trailer are written with pwrite at their offsets;
 //   4. fdatasync, close, rename onto the final name, fsync of the directory.
 // Chunks are sealed on `threads` worker threads started for each write (every worker with
@@ -25,6 +26,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/base/clock.h"
 #include "core/base/file_system.h"
@@ -35,6 +37,11 @@
 
 namespace siesta {
 
+// What every temporary name contains: "<final>.tmp-<suffix>". The store recognises (and cleans
+// up) such names, and no export name may contain it, so no import or erase can reach a file
+// still being written.
+inline constexpr std::string_view kTemporarySuffix = ".tmp-";
+
 struct SnapshotWriteOptions {
   std::string path;  // the final name; its directory must exist
   snapshot::SnapshotMode mode = snapshot::SnapshotMode::kSessionEncrypted;
@@ -42,6 +49,10 @@ struct SnapshotWriteOptions {
   // Readers refuse the file from this second on; in kDurableExport mode snapshot::kNeverExpires
   // (0) means never (snapshot::is_expired).
   int64_t expiry_unix = 0;
+  // Which save of the session this is (SnapshotHeader::generation): a reader expecting
+  // another generation refuses the file as Foreign. The Offloader counts its saves from 1;
+  // kDurableExport mode requires 0 (else InvalidArgument).
+  uint64_t generation = 0;
   // Largest plaintext per chunk; lowered to the staging buffer size when any device region is
   // written, so that a chunk is exactly one staging copy.
   uint32_t chunk_bytes = 4u << 20;

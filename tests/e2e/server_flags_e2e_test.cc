@@ -77,7 +77,7 @@ TEST(ServerFlagsE2eTest, DirectoryThatIsASymlink) {
   ASSERT_EQ(::mkdir(real.c_str(), 0700), 0);
   ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
   expect_refused({"--backend", "sim", "--cache-idle-seconds", "30", "--cache-disk-dir", link},
-                 {"--cache-disk-dir \"" + link + "\"", "is a symlink"});
+                 {"--cache-disk-dir: ", "\"" + link + "\"", "is a symlink"});
 }
 
 TEST(ServerFlagsE2eTest, DirectoryWritableByOthers) {
@@ -86,7 +86,7 @@ TEST(ServerFlagsE2eTest, DirectoryWritableByOthers) {
   ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
   ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
   expect_refused({"--backend", "sim", "--cache-idle-seconds", "30", "--cache-disk-dir", dir},
-                 {"--cache-disk-dir \"" + dir + "\"", "writable by group or others", "0777"});
+                 {"--cache-disk-dir: ", "\"" + dir + "\"", "writable by group or others", "0777"});
 }
 
 TEST(ServerFlagsE2eTest, DirectoryThatIsAFile) {
@@ -94,7 +94,7 @@ TEST(ServerFlagsE2eTest, DirectoryThatIsAFile) {
   const std::string file = temp.file("file");
   ASSERT_EQ(::close(::creat(file.c_str(), 0600)), 0);
   expect_refused({"--backend", "sim", "--cache-idle-seconds", "30", "--cache-disk-dir", file},
-                 {"--cache-disk-dir \"" + file + "\"", "is not a directory"});
+                 {"--cache-disk-dir: ", "\"" + file + "\"", "is not a directory"});
 }
 
 TEST(ServerFlagsE2eTest, HelpExitsZero) {

@@ -4,8 +4,8 @@
 //
 // The input is the whole file. To let mutations of valid files reach the chunks, the live
 // session is taken from the file itself when its header decodes and describes at most 1 MiB:
-// the expected mode, fingerprint and region table are the header's, so only the seals and the
-// grammar decide. The key is the fixed test key the corpus was written with
+// the expected mode, fingerprint, generation and region table are the header's, so only the
+// seals and the grammar decide. The key is the fixed test key the corpus was written with
 // (tests/unit/snapshot_file_test.cc, SnapshotFuzzCorpus), and the clock stands at
 // 1'800'000'000 as there.
 #include <unistd.h>
@@ -42,7 +42,8 @@ const std::string& scratch_path() {
 
 // The session a file describes, when it is small enough to hold.
 bool session_from(std::span<const uint8_t> data, SnapshotHeader& header) {
-  auto prefix = siesta::snapshot::decode_prefix(data.first(std::min<size_t>(data.size(), 20)));
+  auto prefix = siesta::snapshot::decode_prefix(
+      data.first(std::min<size_t>(data.size(), siesta::snapshot::kPrefixBytes)));
   if (!prefix.ok() || prefix->header_bytes < siesta::snapshot::kTagBytes ||
       prefix->header_bytes > data.size()) {
     return false;
@@ -77,6 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (session_from({data, size}, header)) {
     options.mode = header.mode;
     options.fingerprint = header.fingerprint;
+    options.generation = header.generation;
     for (const auto& layout : header.regions) {
       memory.emplace_back(layout.size);
       siesta::SnapshotRegion region;

@@ -5,6 +5,8 @@
 //   - every truncation is Truncated;
 //   - swapped, reordered or replayed (from another file) chunks are Corrupt;
 //   - a file of another process key is Foreign (session modes);
+//   - a file of another generation than the one expected (a replayed older save) is Foreign,
+//     and one of the expected generation reads (session modes);
 //   - a file is Expired at, and only at, its deadline.
 // Writes and reads take their record buffers from one shared pool, stale bytes and all.
 //
@@ -130,6 +132,7 @@ class World {
   }
   Result<SnapshotWriteResult> write(const ProcessKey& with, const std::string& to) {
     SnapshotWriteOptions o;
+    o.generation = generation;
     o.path = to;
     o.mode = layout_.mode;
     o.fingerprint = snapshot_test::fingerprint(4);
@@ -149,6 +152,7 @@ class World {
     }
     SnapshotReader reader(fs_, clock, with, nullptr);
     SnapshotReadOptions options{path(), layout_.mode, snapshot_test::fingerprint(4)};
+    options.generation = expected_generation;
     options.record_buffers = &shared_record_buffers();
     Status s = reader.read(options, views(dest)).status();
     if (restored != nullptr) *restored = std::move(dest);
@@ -159,6 +163,8 @@ class World {
 
   ManualClock clock;
   int64_t ttl = 1000;
+  uint64_t generation = 0;           // written
+  uint64_t expected_generation = 0;  // what a read expects
   ProcessKey key = snapshot_test::fixed_key(1);
   testing::TempDir dir_;
 
@@ -231,7 +237,7 @@ TEST(SnapshotPropertyTest, MovedOrReplayedChunksAreCorrupt) {
     World world(layout, 1);
     RC_ASSERT(world.write().ok());
     const auto original = snapshot_test::read_file(world.path());
-    const size_t record = snapshot::kChunkHeaderBytes + layout.chunk_bytes + snapshot::kTagBytes;
+    const size_t record = snapshot::chunk_record_layout(layout.chunk_bytes).size;
     size_t count = 0;
     for (uint32_t n : chunks_per_region) count += n;
     const size_t header = original.size() - snapshot::kTrailerBytes - count * record;
@@ -268,6 +274,21 @@ TEST(SnapshotPropertyTest, AnotherProcessKeyIsForeign) {
     const auto other_seed = *rc::gen::inRange<int>(2, 250);
     RC_ASSERT(world.read(snapshot_test::fixed_key(static_cast<uint8_t>(other_seed))).code() ==
               StatusCode::kForeign);
+  });
+}
+
+TEST(SnapshotPropertyTest, AnotherGenerationIsForeign) {
+  check_property([] {
+    Layout layout = *layout_gen();
+    layout.mode = *rc::gen::element(SnapshotMode::kSessionEncrypted, SnapshotMode::kSessionDigest);
+    World world(layout);
+    world.generation = *rc::gen::inRange<uint64_t>(0, 1000);
+    RC_ASSERT(world.write().ok());
+    world.expected_generation = world.generation;
+    RC_ASSERT(world.read().ok());
+    world.expected_generation =
+        *rc::gen::distinctFrom(rc::gen::arbitrary<uint64_t>(), world.generation);
+    RC_ASSERT(world.read().code() == StatusCode::kForeign);
   });
 }
 

@@ -1,13 +1,17 @@
-// The snapshot directory rules (DESIGN.md, "Snapshot files"): created 0700, refused when it
-// is a symlink, not a directory, writable by group or others, or not usable by its owner.
+// The snapshot directory rules (core/base/private_directory.h) as the server applies them to
+// --cache-disk-dir: created 0700, refused when it is a symlink, not a directory, writable by
+// group or others, not usable by its owner or not accessible to this user; every message
+// names the flag (the server's context) and says what is wrong (core's words).
 #include "server/cache_dir.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "tests/support/temp_dir.h"
@@ -17,6 +21,8 @@ namespace {
 
 using siesta::testing::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
 
 mode_t mode_of(const std::string& path) {
   struct stat info {};
@@ -71,7 +77,8 @@ TEST(CacheDirTest, RefusesWritableByOthersOrGroup) {
     ASSERT_EQ(::chmod(dir.c_str(), mode), 0);
     Status status = prepare_cache_dir(dir, nullptr);
     EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << mode;
-    EXPECT_THAT(status.message(), HasSubstr("--cache-disk-dir \"" + dir + "\""));
+    EXPECT_THAT(status.message(), StartsWith("--cache-disk-dir: "));
+    EXPECT_THAT(status.message(), HasSubstr("\"" + dir + "\""));
     EXPECT_THAT(status.message(), HasSubstr("writable by group or others"));
     EXPECT_EQ(mode_of(dir), mode) << "a refused directory is left as it was";
   }
@@ -139,6 +146,56 @@ TEST(CacheDirTest, RefusesAnotherUsersDirectory) {
   EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(),
               HasSubstr("is owned by uid " + std::to_string(owner) + ", not by this user"));
+}
+
+// Runs `check` in a child process whose user and group are `uid` (root may become anyone) and
+// returns what it returned; "<...>" when the child could not run it.
+std::string as_user(uid_t uid, const std::function<std::string()>& check) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "<pipe failed>";
+  const pid_t pid = ::fork();
+  if (pid < 0) return "<fork failed>";
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string out = ::setgid(uid) == 0 && ::setuid(uid) == 0 ? check() : "<setuid failed>";
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buffer[512];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, n);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return out;
+}
+
+// Another user's 0700 directory: this user can see it (lstat) but not open it. It was refused
+// as "changed while it was checked ... Permission denied"; what is wrong is that it is not
+// this user's to use.
+TEST(CacheDirTest, AnotherUsersPrivateDirectoryIsNotAccessibleToThisUser) {
+  TempDir temp;
+  std::string message;
+  if (::geteuid() != 0) {
+    struct stat info {};
+    if (::lstat("/root", &info) != 0 || info.st_uid != 0 || (info.st_mode & 07777) != 0700 ||
+        ::access("/root", R_OK | X_OK) == 0) {
+      GTEST_SKIP() << "needs root, or a root-owned 0700 /root this user cannot open";
+    }
+    message = prepare_cache_dir("/root", nullptr).to_string();
+  } else {
+    // Root's own 0700 directory, seen by "nobody" (uid 65534) in a child process; its parent
+    // is made searchable so that only the directory itself is out of reach.
+    ASSERT_EQ(::chmod(temp.path().c_str(), 0755), 0);
+    const std::string dir = temp.file("roots");
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    message = as_user(65534, [&] { return prepare_cache_dir(dir, nullptr).to_string(); });
+  }
+  EXPECT_THAT(message, StartsWith("failed_precondition: --cache-disk-dir: "));
+  EXPECT_THAT(message, HasSubstr("is not accessible to this user"));
+  EXPECT_THAT(message, HasSubstr("owned by uid 0, mode 0700"));
+  EXPECT_THAT(message, Not(HasSubstr("changed while it was checked")));
 }
 
 TEST(CacheDirTest, EmptyPathIsInvalid) {

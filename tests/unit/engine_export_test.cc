@@ -1,12 +1,18 @@
-// Engine export and import: an export imported into a NEW engine (another simulated device,
-// other addresses) continues exactly as the original would; an export of another model size or
-// KV type is Foreign and leaves the session unchanged; export needs a directory and a valid
-// name; a missing export is NotFound.
+// Engine export, import and erase: an export imported into a NEW engine (another simulated
+// device, other addresses) continues exactly as the original would; an export of another model
+// size or KV type is Foreign and leaves the session unchanged; export needs a directory and a
+// valid name; a missing export is NotFound; a FIFO under an export's name is refused without
+// blocking the engine and leaves the session unchanged; erase removes the file without a
+// command; an import says how many bytes it read.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <filesystem>
 #include <string>
 
 #include "engine/engine.h"
+#include "tests/support/backend_test_util.h"
+#include "tests/support/fifo_test_util.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/engine_test_rig.h"
 
@@ -48,6 +54,7 @@ TEST(EngineExportTest, ImportIntoANewEngineContinuesExactlyAsTheOriginal) {
   auto imported = b.engine().import_conversation("conversation-1").get();
   ASSERT_TRUE(imported.ok()) << imported.status().to_string();
   EXPECT_EQ(imported->tokens, exported_tokens);
+  EXPECT_EQ(imported->bytes, std::filesystem::file_size(dir.file("conversation-1")));
   EXPECT_EQ(b.history(), exported_tokens);
   auto continued = b.generate(second_prompt, 25);
   ASSERT_TRUE(continued.ok());
@@ -133,6 +140,47 @@ TEST(EngineExportTest, InvalidNamesAreRefusedAndMissingExportsAreNotFound) {
   EXPECT_EQ(rig.engine().import_conversation("never-written").get().status().code(),
             StatusCode::kNotFound);
   EXPECT_EQ(rig.history(), history);
+}
+
+TEST(EngineExportTest, EraseRemovesTheFileWithoutACommand) {
+  siesta::testing::TempDir dir;
+  EngineRig rig(tiny_config(), dir.path());
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.generate(kPrompt, 4).ok());
+  ASSERT_TRUE(rig.engine().export_conversation("gone").get().ok());
+  const uint64_t commands = rig.engine().status().commands_run;
+  SIESTA_EXPECT_OK(rig.engine().erase_export("gone"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("gone")));
+  EXPECT_EQ(rig.engine().status().commands_run, commands) << "no command, no session woken";
+  EXPECT_EQ(rig.engine().erase_export("gone").code(), StatusCode::kNotFound);
+  EXPECT_EQ(rig.engine().erase_export("../up").code(), StatusCode::kInvalidArgument);
+  EngineRig without;
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ(without.engine().erase_export("x").code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(EngineExportTest, AFifoUnderAnExportsNameIsRefusedAndTheEngineGoesOn) {
+  siesta::testing::TempDir dir;
+  EngineRig rig(tiny_config(), dir.path()), reference;
+  ASSERT_TRUE(rig.ok() && reference.ok());
+  auto first = rig.generate(kPrompt, 8);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(reference.generate(kPrompt, 8).ok());
+  const uint64_t history = rig.history();
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Result<ImportResult> imported = Internal("not run");
+  EXPECT_TRUE(siesta::test_util::finishes_without_blocking(fifo, [&] {
+    imported = rig.engine().import_conversation("fifo").get();
+  })) << "the engine blocked on a FIFO";
+  EXPECT_EQ(imported.status().code(), StatusCode::kFailedPrecondition)
+      << imported.status().to_string();
+  EXPECT_EQ(rig.history(), history) << "a refused import changes nothing";
+  const std::string next = kPrompt + first->text + " More";
+  auto after = rig.generate(next, 12);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->cached_tokens, history);
+  EXPECT_EQ(after->text, text_of(reference.generate(next, 12)));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/fifo_test_util.h"
 #include "tests/support/temp_dir.h"
 
 namespace siesta {
@@ -96,6 +97,62 @@ TEST_F(PosixFileSystemTest, StatDirectoryDescribesTheOpenedDirectoryAndNothingEl
   ASSERT_TRUE(fs_.create_exclusive(dir_.file("file"), 0600).ok());
   EXPECT_EQ(fs_.stat_directory(dir_.file("file")).status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(fs_.stat_directory(dir_.file("none")).status().code(), StatusCode::kNotFound);
+}
+
+// Opening a FIFO for reading blocks until a writer comes: a FIFO planted where a snapshot or
+// a slot file should be would stall whoever opens it. It is refused at once instead, and so
+// is anything else that is not a regular file; the message says what it is.
+TEST_F(PosixFileSystemTest, OpenReadableRefusesAFifoWithoutBlockingAndAnythingButAFile) {
+  const std::string fifo = dir_.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Result<std::unique_ptr<ReadableFile>> opened = Internal("not run");
+  EXPECT_TRUE(test_util::finishes_without_blocking(fifo, [&] { opened = fs_.open_readable(fifo); }))
+      << "open_readable blocked on a FIFO";
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(opened.status().message().find("a FIFO, not a regular file"), std::string::npos)
+      << opened.status().to_string();
+
+  const std::string dir = dir_.file("d");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  auto directory = fs_.open_readable(dir);
+  EXPECT_EQ(directory.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(directory.status().message().find("a directory"), std::string::npos);
+  auto device = fs_.open_readable("/dev/null");
+  EXPECT_EQ(device.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(device.status().message().find("a device"), std::string::npos);
+
+  // A regular file reads as before: blocking mode is back once it is known to be one.
+  const std::string file = dir_.file("f");
+  ASSERT_TRUE(fs_.create_exclusive(file, 0600).ok());
+  EXPECT_TRUE(fs_.open_readable(file).ok());
+}
+
+TEST_F(PosixFileSystemTest, LockFileRefusesAFifoWithoutBlocking) {
+  const std::string fifo = dir_.file("owner.lock");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Result<std::unique_ptr<FileLock>> lock = Internal("not run");
+  EXPECT_TRUE(
+      test_util::finishes_without_blocking(fifo, [&] { lock = fs_.lock_file(fifo, false); }));
+  EXPECT_EQ(lock.status().code(), StatusCode::kFailedPrecondition);
+}
+
+// Removing a name removes what is there, as remove(3) does: a file, or an empty directory
+// planted under a file's name. A directory with something in it stays (and says why).
+TEST_F(PosixFileSystemTest, RemoveTakesAFileOrAnEmptyDirectory) {
+  const std::string empty = dir_.file("empty");
+  ASSERT_EQ(::mkdir(empty.c_str(), 0700), 0);
+  EXPECT_TRUE(fs_.remove(empty).ok());
+  EXPECT_EQ(fs_.stat_no_follow(empty).status().code(), StatusCode::kNotFound);
+  const std::string full = dir_.file("full");
+  ASSERT_EQ(::mkdir(full.c_str(), 0700), 0);
+  ASSERT_TRUE(fs_.create_exclusive(full + "/x", 0600).ok());
+  Status removed = fs_.remove(full);
+  EXPECT_FALSE(removed.ok());
+  EXPECT_TRUE(fs_.stat_no_follow(full + "/x").ok()) << "nothing inside is touched";
+  const std::string fifo = dir_.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(fs_.remove(fifo).ok());
 }
 
 TEST_F(PosixFileSystemTest, MissingFilesAreNotFound) {

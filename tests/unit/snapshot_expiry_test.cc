@@ -1,8 +1,10 @@
 // read_snapshot_expiry: the expiry of a real file, "never" for a durable export without one,
-// and a typed error for every kind of bad file. And the store wired as the server wires it:
-// names carry the process key's nonce (the one in the headers), and read_expiry is
-// read_snapshot_expiry, so a live owner's expired snapshot is removed at another's start.
+// and a typed error for every kind of bad file (a FIFO refused without blocking). And the
+// store wired as the server wires it: names carry the process key's nonce (the one in the
+// headers), and the store reads expiries itself by default (read_snapshot_expiry), so a live
+// owner's expired snapshot is removed at another's start.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "core/snapshot/snapshot_store.h"
 #include "core/snapshot/snapshot_writer.h"
 #include "tests/support/backend_test_util.h"
+#include "tests/support/fifo_test_util.h"
 #include "tests/support/snapshot_test_util.h"
 #include "tests/support/temp_dir.h"
 
@@ -83,7 +86,9 @@ TEST_F(SnapshotExpiryTest, EachBadFileHasItsTypedError) {
   bad_magic[0] ^= 1;
   EXPECT_EQ(code_of(bad_magic), StatusCode::kCorrupt);
   auto other_version = good;
-  snapshot::put_u32(other_version.data() + 8, 2);
+  snapshot::put_u32(other_version.data() + 8, snapshot::kFormatVersion + 1);
+  EXPECT_EQ(code_of(other_version), StatusCode::kUnsupported);
+  snapshot::put_u32(other_version.data() + 8, 1);  // the layout before the generation
   EXPECT_EQ(code_of(other_version), StatusCode::kUnsupported);
   auto bad_flags = good;
   snapshot::put_u32(bad_flags.data() + 12, 7);
@@ -97,11 +102,19 @@ TEST_F(SnapshotExpiryTest, EachBadFileHasItsTypedError) {
   EXPECT_EQ(code_of(good), StatusCode::kOk);
 }
 
+TEST_F(SnapshotExpiryTest, AFifoIsRefusedWithoutBlocking) {
+  ASSERT_EQ(::mkfifo(path().c_str(), 0600), 0);
+  Status read;
+  EXPECT_TRUE(test_util::finishes_without_blocking(path(), [&] {
+    read = read_snapshot_expiry(fs_, path()).status();
+  })) << "read_snapshot_expiry blocked on a FIFO";
+  EXPECT_EQ(read.code(), StatusCode::kFailedPrecondition) << read.to_string();
+}
+
 TEST_F(SnapshotExpiryTest, StoreNamesCarryTheHeaderNonceAndExpiredFilesOfALiveOwnerGo) {
   const std::string dir = dir_.file("cache");
   SnapshotStore::Options options;
-  options.nonce = SnapshotStore::nonce_hex(key_.nonce());
-  options.read_expiry = [this](const std::string& p) { return read_snapshot_expiry(fs_, p); };
+  options.nonce = SnapshotStore::nonce_hex(key_.nonce());  // no read_expiry: the store's own
   SIESTA_ASSERT_OK_AND_ASSIGN(std::unique_ptr<SnapshotStore> owner,
                               SnapshotStore::open(fs_, clock_, dir, options));
   EXPECT_EQ(owner->nonce().size(), 32u);

@@ -20,6 +20,7 @@
 #include "core/snapshot/snapshot_writer.h"
 #include "testing/faulty_file_system.h"
 #include "tests/support/backend_test_util.h"
+#include "tests/support/fifo_test_util.h"
 #include "tests/support/snapshot_test_util.h"
 #include "tests/support/temp_dir.h"
 
@@ -327,19 +328,63 @@ TEST_F(SnapshotExportTest, TheDirectoryFollowsTheCacheDirectoryRule) {
   struct stat st {};
   ASSERT_EQ(::stat(made.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
-  // Writable by others, or another user's: refused, naming the label.
+  // Writable by others, or another user's: refused, in core's words (no flag: the server's
+  // to add).
   ASSERT_EQ(::chmod(made.c_str(), 0777), 0);
   SnapshotExporter::Options options;
-  options.label = "--slot-save-path";
   auto refused = SnapshotExporter::open(fs_, clock_, nullptr, made, options);
   SIESTA_EXPECT_CODE(refused, StatusCode::kFailedPrecondition);
-  EXPECT_NE(refused.status().message().find("--slot-save-path"), std::string::npos);
+  EXPECT_EQ(refused.status().message().find("export directory \"" + made +
+                                            "\" is writable by group or others"),
+            0u)
+      << refused.status().to_string();
   ASSERT_EQ(::chmod(made.c_str(), 0700), 0);
   options.owner_uid = static_cast<uint32_t>(::geteuid()) + 1;
   SIESTA_EXPECT_CODE(SnapshotExporter::open(fs_, clock_, nullptr, made, options),
                      StatusCode::kFailedPrecondition);
   SIESTA_EXPECT_CODE(SnapshotExporter::open(fs_, clock_, nullptr, "", {}),
                      StatusCode::kInvalidArgument);
+}
+
+// An export is meant to be imported again and again: it carries no generation, so importing
+// it many times, or putting an earlier copy of it back, is simply another import.
+TEST_F(SnapshotExportTest, AnExportImportsAnyNumberOfTimesAndCarriesNoGeneration) {
+  const auto source = sample(1);
+  SIESTA_ASSERT_OK(exporter_->export_session("again", fingerprint_, views(source)));
+  const auto first = snapshot_test::read_file(dir_.file("again"));
+  for (int i = 0; i < 3; ++i) {
+    auto dest = zeroed();
+    SIESTA_ASSERT_OK(import_into(*exporter_, "again", dest));
+    expect_same_saved_bytes(dest, source);
+  }
+  SIESTA_ASSERT_OK_AND_ASSIGN(
+      snapshot::SnapshotHeader fixed,
+      snapshot::decode_fixed_fields({first.data(), snapshot::kFixedHeaderBytes}));
+  EXPECT_EQ(fixed.generation, 0u);
+  const auto other = sample(2);
+  SIESTA_ASSERT_OK(exporter_->export_session("again", fingerprint_, views(other)));
+  snapshot_test::write_file(dir_.file("again"), first);  // the earlier copy put back
+  auto dest = zeroed();
+  SIESTA_ASSERT_OK(import_into(*exporter_, "again", dest));
+  expect_same_saved_bytes(dest, source);
+}
+
+// A FIFO under an export's name: refused at once, never waited on; a directory likewise.
+TEST_F(SnapshotExportTest, AFifoOrDirectoryUnderAnExportsNameIsRefusedWithoutBlocking) {
+  const std::string fifo = dir_.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Status imported;
+  auto dest = zeroed();
+  EXPECT_TRUE(test_util::finishes_without_blocking(fifo, [&] {
+    imported = import_into(*exporter_, "fifo", dest);
+  })) << "the import blocked on a FIFO";
+  SIESTA_EXPECT_CODE(imported, StatusCode::kFailedPrecondition);
+  ASSERT_EQ(::mkdir(dir_.file("dir").c_str(), 0700), 0);
+  SIESTA_EXPECT_CODE(import_into(*exporter_, "dir", dest), StatusCode::kFailedPrecondition);
+  // Saving over the FIFO replaces it with a real export (the writer renames onto the name).
+  const auto source = sample(1);
+  SIESTA_ASSERT_OK(exporter_->export_session("fifo", fingerprint_, views(source)));
+  SIESTA_EXPECT_OK(import_into(*exporter_, "fifo", dest));
 }
 
 // The reader's expiry rule for the modes: 0 means "never" for an export only.

@@ -4,6 +4,8 @@
 // outcome of the reader.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +20,7 @@
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_writer.h"
 #include "tests/support/backend_test_util.h"
+#include "tests/support/fifo_test_util.h"
 #include "tests/support/snapshot_test_util.h"
 #include "tests/support/temp_dir.h"
 
@@ -287,6 +290,62 @@ TEST_P(SnapshotFileTest, OtherFingerprintOrLayoutOrModeIsForeign) {
   SIESTA_EXPECT_CODE(reader.read(read_options(), v), StatusCode::kForeign);
 }
 
+// A replay: an older snapshot of the same process and session put back where the newer one
+// was. Its seals are good (same key, same layout); only the generation the caller expects
+// tells it apart.
+TEST_P(SnapshotFileTest, AnOlderGenerationPutBackIsForeign) {
+  auto regions = sample(1);
+  SnapshotWriter writer(fs_, clock_, key_, nullptr);
+  SnapshotWriteOptions options = write_options();
+  if (mode() == SnapshotMode::kDurableExport) {
+    // An export has no generation: it may be imported again and again.
+    options.generation = 1;
+    SIESTA_EXPECT_CODE(writer.write(options, views(regions)), StatusCode::kInvalidArgument);
+    options.generation = 0;
+    SIESTA_ASSERT_OK(writer.write(options, views(regions)));
+    for (int i = 0; i < 3; ++i) SIESTA_EXPECT_OK(read_sample(key_));
+    return;
+  }
+  options.generation = 1;
+  SIESTA_ASSERT_OK(writer.write(options, views(regions)));
+  const auto first = snapshot_test::read_file(path());
+  options.generation = 2;
+  SIESTA_ASSERT_OK(writer.write(options, views(regions)));
+  auto into = sample(0);
+  SnapshotReader reader(fs_, clock_, key_, nullptr);
+  SnapshotReadOptions read = read_options();
+  read.generation = 2;
+  SIESTA_EXPECT_OK(reader.read(read, views(into)));
+  snapshot_test::write_file(path(), first);  // injected: the older file put back
+  auto refused = reader.read(read, views(into));
+  SIESTA_EXPECT_CODE(refused, StatusCode::kForeign);
+  EXPECT_NE(refused.status().message().find("generation 1"), std::string::npos)
+      << refused.status().to_string();
+  read.generation = 1;
+  SIESTA_EXPECT_OK(reader.read(read, views(into)));  // the file itself is intact
+  // The generation is sealed with the header: changing its bytes breaks the seal, it does
+  // not make an old file new.
+  auto forged = first;
+  forged[100] ^= 3;  // generation 1 -> 2 (docs/SNAPSHOT_FORMAT.md, offset 100)
+  snapshot_test::write_file(path(), forged);
+  read.generation = 2;
+  SIESTA_EXPECT_CODE(reader.read(read, views(into)), StatusCode::kCorrupt);
+}
+
+// A FIFO (or a directory) put in place of a snapshot: refused at once, with the file system's
+// typed error, never waited on (opening a FIFO for reading blocks until a writer comes).
+TEST_P(SnapshotFileTest, AFifoOrDirectoryInPlaceOfTheSnapshotIsRefusedWithoutBlocking) {
+  ASSERT_EQ(::mkfifo(path().c_str(), 0600), 0);
+  Status read;
+  EXPECT_TRUE(test_util::finishes_without_blocking(path(), [&] { read = read_sample(key_); }))
+      << "the reader blocked on a FIFO";
+  SIESTA_EXPECT_CODE(read, StatusCode::kFailedPrecondition);
+  EXPECT_NE(read.message().find("FIFO"), std::string::npos) << read.to_string();
+  ASSERT_EQ(::unlink(path().c_str()), 0);
+  ASSERT_EQ(::mkdir(path().c_str(), 0700), 0);
+  SIESTA_EXPECT_CODE(read_sample(key_), StatusCode::kFailedPrecondition);
+}
+
 TEST_P(SnapshotFileTest, ExpiredExactlyAtTheDeadline) {
   SIESTA_ASSERT_OK(write_sample(1));
   clock_.advance(std::chrono::seconds(99));
@@ -310,7 +369,9 @@ TEST_P(SnapshotFileTest, TruncationTrailingBytesMagicAndVersion) {
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b.clear(); }), StatusCode::kTruncated);
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b.push_back(0); }), StatusCode::kCorrupt);
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b[0] = 'X'; }), StatusCode::kCorrupt);
-  SIESTA_EXPECT_CODE(damaged([](auto& b) { b[8] = 2; }), StatusCode::kUnsupported);
+  SIESTA_EXPECT_CODE(damaged([](auto& b) { b[8] = snapshot::kFormatVersion + 1; }),
+                     StatusCode::kUnsupported);
+  SIESTA_EXPECT_CODE(damaged([](auto& b) { b[8] = 1; }), StatusCode::kUnsupported);
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b[b.size() - 1] ^= 1; }), StatusCode::kCorrupt);
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b[200] ^= 1; }), StatusCode::kCorrupt);
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b[95] ^= 1; }), StatusCode::kCorrupt);  // expiry
@@ -489,10 +550,14 @@ TEST(SnapshotFuzzCorpus, ValidSeedsReadBack) {
       o.fingerprint = snapshot_test::fingerprint(9);
       o.expiry_unix = clock.unix_seconds() + 10 * 365 * 86400;
       o.chunk_bytes = 64;
+      // Session files of the second variant are a later save (exports have no generation).
+      o.generation = mode == SnapshotMode::kDurableExport ? 0 : 3 * variant;
       SnapshotWriter writer(fs, clock, key, nullptr);
       SIESTA_ASSERT_OK(writer.write(o, views));
       SnapshotReader reader(fs, clock, key, nullptr);
-      SIESTA_EXPECT_OK(reader.read({o.path, mode, o.fingerprint}, views));
+      SnapshotReadOptions read{o.path, mode, o.fingerprint};
+      read.generation = o.generation;
+      SIESTA_EXPECT_OK(reader.read(read, views));
       if (export_dir != nullptr) {
         snapshot_test::write_file(std::string(export_dir) + "/" + name,
                                   snapshot_test::read_file(o.path));

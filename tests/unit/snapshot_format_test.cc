@@ -19,17 +19,21 @@ SnapshotHeader sample_header() {
     h.fingerprint[i] = static_cast<uint8_t>(0x40 + i);
   h.created_unix = 0x0102030405060708;
   h.expiry_unix = -2;
+  h.generation = 0x1112131415161718;
   h.chunk_bytes = 4096;
   h.regions.push_back({"kv", PersistKind::kContents, 10000, {{0, 100}, {4096, 5000}}});
   h.regions.push_back({"rope", PersistKind::kReinit, 64, {}});
   return h;
 }
 
+// Offsets as docs/SNAPSHOT_FORMAT.md lists them (version 2), written out here on purpose: the
+// format module is their one encoder, and this checks it against the document.
 TEST(SnapshotFormatTest, FixedFieldsAreLittleEndianAtDocumentedOffsets) {
   SIESTA_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> body, encode_header_body(sample_header()));
   ASSERT_GE(body.size(), kFixedHeaderBytes);
+  EXPECT_EQ(kFixedHeaderBytes, 116u);
   EXPECT_EQ(std::string(body.begin(), body.begin() + 8), "SIESTASN");
-  EXPECT_EQ(body[8], 1);  // version 1, little-endian
+  EXPECT_EQ(body[8], 2);  // version 2, little-endian
   EXPECT_EQ(body[9] | body[10] | body[11], 0);
   EXPECT_EQ(get_u32(body.data() + 12), 0u);  // flags: encrypted
   EXPECT_EQ(get_u32(body.data() + 16), body.size() + kTagBytes);
@@ -39,11 +43,13 @@ TEST(SnapshotFormatTest, FixedFieldsAreLittleEndianAtDocumentedOffsets) {
   EXPECT_EQ(body[84], 0x08);  // created, low byte first
   EXPECT_EQ(body[91], 0x01);
   EXPECT_EQ(get_u64(body.data() + 92), static_cast<uint64_t>(-2));
-  EXPECT_EQ(get_u32(body.data() + 100), 4096u);
-  EXPECT_EQ(get_u32(body.data() + 104), 2u);  // region count
-  EXPECT_EQ(body[108], 2);                    // first name length (u16)
-  EXPECT_EQ(body[109], 0);
-  EXPECT_EQ(std::string(body.begin() + 110, body.begin() + 112), "kv");
+  EXPECT_EQ(body[100], 0x18);  // generation, low byte first
+  EXPECT_EQ(get_u64(body.data() + 100), 0x1112131415161718u);
+  EXPECT_EQ(get_u32(body.data() + 108), 4096u);
+  EXPECT_EQ(get_u32(body.data() + 112), 2u);  // region count
+  EXPECT_EQ(body[116], 2);                    // first name length (u16)
+  EXPECT_EQ(body[117], 0);
+  EXPECT_EQ(std::string(body.begin() + 118, body.begin() + 120), "kv");
 }
 
 TEST(SnapshotFormatTest, HeaderRoundTrips) {
@@ -56,6 +62,7 @@ TEST(SnapshotFormatTest, HeaderRoundTrips) {
   EXPECT_EQ(back.fingerprint, h.fingerprint);
   EXPECT_EQ(back.created_unix, h.created_unix);
   EXPECT_EQ(back.expiry_unix, h.expiry_unix);
+  EXPECT_EQ(back.generation, h.generation);
   EXPECT_EQ(back.chunk_bytes, h.chunk_bytes);
   EXPECT_EQ(back.regions, h.regions);
 }
@@ -116,6 +123,12 @@ TEST(SnapshotFormatTest, ValidateRejectsEveryBrokenRule) {
   h.process_nonce = {};
   expect_invalid(h, "session without a nonce");
   h = sample_header();
+  h.mode = SnapshotMode::kDurableExport;
+  h.process_nonce = {};
+  expect_invalid(h, "export with a generation");
+  h.generation = 0;
+  SIESTA_EXPECT_OK(validate_header(h));
+  h = sample_header();
   h.regions.resize(kMaxRegions + 1, {"r", PersistKind::kDiscard, 1, {}});
   expect_invalid(h, "too many regions");
 }
@@ -124,14 +137,14 @@ TEST(SnapshotFormatTest, DecoderBoundsHostileCounts) {
   SnapshotHeader h = sample_header();
   SIESTA_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> body, encode_header_body(h));
   std::vector<uint8_t> bad = body;
-  put_u32(bad.data() + 104, 0xffffffff);  // region count
+  put_u32(bad.data() + 112, 0xffffffff);  // region count
   SIESTA_EXPECT_CODE(decode_header_body(bad), StatusCode::kCorrupt);
   bad = body;
-  bad[108] = 0xff;  // name length 0xffff, beyond kMaxNameBytes
-  bad[109] = 0xff;
+  bad[116] = 0xff;  // name length 0xffff, beyond kMaxNameBytes
+  bad[117] = 0xff;
   SIESTA_EXPECT_CODE(decode_header_body(bad), StatusCode::kCorrupt);
   bad = body;
-  put_u32(bad.data() + 108 + 2 + 2 + 1 + 8, 0x7fffffff);  // extent count of region 0
+  put_u32(bad.data() + 116 + 2 + 2 + 1 + 8, 0x7fffffff);  // extent count of region 0
   SIESTA_EXPECT_CODE(decode_header_body(bad), StatusCode::kCorrupt);
   bad = body;
   bad.push_back(0);  // a byte after the table (and a matching stated length)
@@ -154,6 +167,98 @@ TEST(SnapshotFormatTest, PrefixTellsTruncatedFromForeignBytes) {
   SIESTA_EXPECT_CODE(decode_prefix({other.data(), 5}), StatusCode::kCorrupt);
   SIESTA_ASSERT_OK_AND_ASSIGN(HeaderPrefix prefix, decode_prefix({body.data(), 20}));
   EXPECT_EQ(prefix.version, kFormatVersion);
+}
+
+TEST(SnapshotFormatTest, CheckedPrefixRefusesOtherVersionsHostileLengthsAndShortFiles) {
+  SIESTA_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> body, encode_header_body(sample_header()));
+  SIESTA_ASSERT_OK_AND_ASSIGN(const HeaderPrefix prefix, decode_prefix({body.data(), 20}));
+  const uint64_t whole = prefix.header_bytes;
+  SIESTA_EXPECT_OK(check_prefix(prefix, whole));
+  HeaderPrefix p = prefix;
+  p.version = 1;  // the layout without a generation
+  SIESTA_EXPECT_CODE(check_prefix(p, whole), StatusCode::kUnsupported);
+  p = prefix;
+  p.header_bytes = kMinHeaderBytes - 1;
+  SIESTA_EXPECT_CODE(check_prefix(p, whole), StatusCode::kCorrupt);
+  p.header_bytes = kMaxHeaderBytes + 1;
+  SIESTA_EXPECT_CODE(check_prefix(p, UINT64_MAX), StatusCode::kCorrupt);
+  SIESTA_EXPECT_CODE(check_prefix(prefix, whole - 1), StatusCode::kTruncated);
+}
+
+TEST(SnapshotFormatTest, FixedFieldsDecodeWithoutTheTable) {
+  const SnapshotHeader h = sample_header();
+  SIESTA_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> body, encode_header_body(h));
+  SIESTA_ASSERT_OK_AND_ASSIGN(SnapshotHeader fixed,
+                              decode_fixed_fields({body.data(), kFixedHeaderBytes}));
+  EXPECT_EQ(fixed.mode, h.mode);
+  EXPECT_EQ(fixed.expiry_unix, h.expiry_unix);
+  EXPECT_EQ(fixed.generation, h.generation);
+  EXPECT_EQ(fixed.chunk_bytes, h.chunk_bytes);
+  EXPECT_TRUE(fixed.regions.empty());
+  SIESTA_EXPECT_CODE(decode_fixed_fields({body.data(), kFixedHeaderBytes - 1}),
+                     StatusCode::kTruncated);
+  std::vector<uint8_t> bad = body;
+  put_u32(bad.data() + 12, 7);
+  SIESTA_EXPECT_CODE(decode_fixed_fields(bad), StatusCode::kCorrupt);
+  bad = body;
+  put_u32(bad.data() + 8, kFormatVersion + 1);
+  SIESTA_EXPECT_CODE(decode_fixed_fields(bad), StatusCode::kUnsupported);
+  bad = body;
+  bad[1] = 'x';
+  SIESTA_EXPECT_CODE(decode_fixed_fields(bad), StatusCode::kCorrupt);
+  // The deadline: expiry_unix, except "never" for an export without one.
+  EXPECT_EQ(expiry_deadline(h), h.expiry_unix);
+  SnapshotHeader exported = h;
+  exported.mode = SnapshotMode::kDurableExport;
+  exported.expiry_unix = kNeverExpires;
+  EXPECT_EQ(expiry_deadline(exported), INT64_MAX);
+}
+
+TEST(SnapshotFormatTest, RecordsAndTrailerHaveTheirDocumentedShape) {
+  const ChunkRecordLayout layout = chunk_record_layout(1000);
+  EXPECT_EQ(layout.payload_at, 16u);
+  EXPECT_EQ(layout.tag_at, 1016u);
+  EXPECT_EQ(layout.size, 1032u);
+  const ChunkSpan span{3, 4096, 1000};
+  const auto chunk_header = encode_chunk_header(7, span);
+  EXPECT_EQ(get_u32(chunk_header.data()), 3u);
+  EXPECT_EQ(get_u64(chunk_header.data() + 4), 7u);
+  EXPECT_EQ(get_u32(chunk_header.data() + 12), 1000u);
+  SIESTA_EXPECT_OK(check_chunk_header(chunk_header, 7, span));
+  SIESTA_EXPECT_CODE(check_chunk_header(chunk_header, 8, span), StatusCode::kCorrupt);
+  SIESTA_EXPECT_CODE(check_chunk_header(std::span(chunk_header).first(15), 7, span),
+                     StatusCode::kCorrupt);
+
+  FileShape shape;
+  shape.chunk_count = 5;
+  shape.payload_bytes = 0x0102;
+  const auto body = encode_trailer_body(shape);
+  EXPECT_EQ(std::string(body.begin(), body.begin() + 8), "SIESTAEN");
+  EXPECT_EQ(get_u64(body.data() + 8), 5u);
+  EXPECT_EQ(get_u64(body.data() + 16), 0x0102u);
+  Tag tag{};
+  tag[0] = 0xee;
+  const auto trailer = encode_trailer(body, tag);
+  EXPECT_EQ(trailer.size(), kTrailerBytes);
+  EXPECT_EQ(trailer[24], 0xee);
+  SIESTA_ASSERT_OK_AND_ASSIGN(const TrailerParts parts, decode_trailer(trailer, shape));
+  EXPECT_EQ(parts.tag, tag);
+  EXPECT_EQ(parts.body, body);
+  FileShape other = shape;
+  other.chunk_count = 4;
+  SIESTA_EXPECT_CODE(decode_trailer(trailer, other), StatusCode::kCorrupt);
+  SIESTA_EXPECT_CODE(decode_trailer(std::span(trailer).first(39), shape), StatusCode::kCorrupt);
+
+  const auto position = encode_seal_position(2, 0x0a0b);
+  EXPECT_EQ(get_u32(position.data()), 2u);
+  EXPECT_EQ(get_u64(position.data() + 4), 0x0a0bu);
+
+  std::vector<uint8_t> header = {1, 2, 3};
+  append_header_tag(header, tag);
+  ASSERT_EQ(header.size(), 3 + kTagBytes);
+  const SealedHeaderParts sealed = split_sealed_header(header);
+  EXPECT_EQ(sealed.body.size(), 3u);
+  EXPECT_EQ(sealed.tag, tag);
 }
 
 TEST(SnapshotFormatTest, ChunkPlanCutsExtentsAndSizesTheFile) {

@@ -47,15 +47,19 @@ struct Record {
   uint32_t length = 0;  // payload bytes
 };
 std::vector<Record> records_of(const std::vector<uint8_t>& file) {
-  const uint32_t header_bytes = snapshot::get_u32(file.data() + 16);
-  auto header = snapshot::decode_header_body({file.data(), header_bytes - snapshot::kTagBytes});
+  auto prefix = snapshot::decode_prefix({file.data(), snapshot::kPrefixBytes});
+  EXPECT_TRUE(prefix.ok()) << prefix.status().to_string();
+  if (!prefix.ok()) return {};
+  const uint32_t header_bytes = prefix->header_bytes;
+  auto header =
+      snapshot::decode_header_body(snapshot::split_sealed_header({file.data(), header_bytes}).body);
   EXPECT_TRUE(header.ok()) << header.status().to_string();
   std::vector<Record> out;
   if (!header.ok()) return out;
   uint64_t offset = header_bytes;
   snapshot::for_each_chunk(*header, [&](uint64_t, const snapshot::ChunkSpan& span) {
     out.push_back({offset, span.length});
-    offset += snapshot::kChunkHeaderBytes + span.length + snapshot::kTagBytes;
+    offset += snapshot::chunk_record_layout(span.length).size;
     return Status::Ok();
   }).ignore();
   return out;

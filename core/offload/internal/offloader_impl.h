@@ -24,6 +24,10 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   Deps deps;
   OffloaderOptions options;
   std::string path;  // the snapshot file
+  // The generation of the last save started (the executor's thread writes it before the save
+  // can reach the disk state, under which alone a restore reads it): a restore accepts only
+  // the file with this one, so an older snapshot put back in place is refused (Foreign).
+  uint64_t generation = 0;
   // Every save's and restore's chunk record buffers (core/snapshot/record_buffer_pool.h): kept
   // between them, so that no restore pays to fault fresh pages in.
   RecordBufferPool record_buffers;
