@@ -24,7 +24,8 @@
 //     hardware allows and states its tolerances.
 //   - Values that change from token to token (the token id, the position) are read at run
 //     time from a StepParams block in device memory, never baked into a launch: that is what
-//     lets one recorded graph serve every token.
+//     lets one recorded graph serve every token (decode). The block operations (prefill) take
+//     their position and token count as values instead: a block is launched, not replayed.
 //   - Between begin_capture() and end_capture() operations are recorded, not run; the graph
 //     replays them with the same raw addresses (a CUDA graph on the GPU, a list of bound calls
 //     on the simulator). upload/download/synchronize are refused while capturing.
@@ -47,6 +48,7 @@
 #include <string>
 #include <string_view>
 
+#include "compute/kernel_math.h"
 #include "core/base/status.h"
 #include "core/memory/memory_backend.h"
 
@@ -74,6 +76,16 @@ constexpr size_t kv_row_bytes(KvType type, uint32_t dim) {
     case KvType::kInt8: return size_t{dim} + size_t{dim / kKvInt8Block} * 4;
   }
   return 0;
+}
+
+// Bytes of attention_block's scratch for `count` queries: a softmax state per query, head and
+// chunk of kernel_math::kAttentionChunk positions (m, l and head_dim sums), so a backend may
+// read the chunks of a long history in parallel and fold them in the contract's order.
+constexpr uint64_t attention_scratch_bytes(uint32_t count, uint32_t heads, uint32_t head_dim,
+                                           uint32_t context) {
+  const uint64_t chunks =
+      (uint64_t{context} + kernel_math::kAttentionChunk - 1) / kernel_math::kAttentionChunk;
+  return uint64_t{count} * heads * chunks * (uint64_t{head_dim} + 2) * 4;
 }
 
 // The per-token values a recorded step reads at run time. Lives in device memory (8 bytes,
@@ -135,12 +147,13 @@ class Kernels {
                           DeviceAddress k_cache, DeviceAddress v_cache, DeviceAddress params) = 0;
 
   // Causal attention of one query over cache rows [0, params.position]:
-  // for each head h, s_t = dot(q_h, K_t,h) / sqrt(head_dim), p = softmax(s) (max subtracted),
-  // out_h = sum_t p_t V_t,h, with K and V rows decoded from `type`. scores: scratch of at least
-  // heads * context floats (row h at h * context). out must not overlap q.
+  // for each head h, s_t = dot8(q_h, K_t,h) / sqrt(head_dim), p = softmax(s), out_h = sum_t p_t
+  // V_t,h, with K and V rows decoded from `type`, in the tiles and chunks of
+  // compute/kernel_contract.h. context: the rows the caches hold (positions must be below
+  // it). out must not overlap q.
   virtual Status attention(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache,
                            KvType type, uint32_t heads, uint32_t head_dim, uint32_t context,
-                           DeviceAddress params, DeviceAddress scores, DeviceAddress out) = 0;
+                           DeviceAddress params, DeviceAddress out) = 0;
 
   // The recurrent layer's update, per element: g = sigmoid(gate[i]),
   // state[i] = g * state[i] + (1 - g) * tanh(input[i]).
@@ -150,6 +163,44 @@ class Kernels {
   // Greedy sampling: *out (int32) = the index in [first, last] of the largest logit, the
   // lowest index on ties. REQUIRES: first <= last.
   virtual Status argmax(DeviceAddress logits, uint32_t first, uint32_t last, DeviceAddress out) = 0;
+
+  // ---- Block operations (the prefill) ----
+  // A block is `count` consecutive tokens at positions [position, position + count); row i of
+  // every block operand (row-major, `width` values a row) belongs to position + i. Row i of
+  // every result has exactly the bits the single-token operation gives for that token
+  // (compute/kernel_contract.h), whatever `count` is, so a prompt gives the same bytes however
+  // it is cut into blocks. position and count are values, not run-time reads: a graph that
+  // records a block operation replays that block. add() and swiglu() serve blocks as they
+  // are (n = count * width). REQUIRES: count > 0 (else InvalidArgument), position + count
+  // <= the context the caches were sized for (not checked on the device).
+
+  // out[i] = table[tokens[i]], tokens: count int32 values in device memory.
+  virtual Status embed_block(DeviceAddress table, uint32_t dim, DeviceAddress tokens,
+                             uint32_t count, DeviceAddress out) = 0;
+  // rms_norm of every row. out may equal x.
+  virtual Status rms_norm_block(DeviceAddress x, DeviceAddress weight, uint32_t dim, float eps,
+                                uint32_t count, DeviceAddress out) = 0;
+  // out[i][r] = dot8(w[r], x[i], cols): x [count][cols], out [count][rows], not overlapping.
+  virtual Status matmul_block(DeviceAddress w, DeviceAddress x, uint32_t rows, uint32_t cols,
+                              uint32_t count, DeviceAddress out) = 0;
+  // Row i rotated at position + i.
+  virtual Status rope_block(DeviceAddress vec, uint32_t heads, uint32_t head_dim,
+                            DeviceAddress table, uint32_t position, uint32_t count) = 0;
+  // Rows i of k and v stored as cache rows position + i.
+  virtual Status kv_store_block(DeviceAddress k, DeviceAddress v, KvType type, uint32_t dim,
+                                DeviceAddress k_cache, DeviceAddress v_cache,
+                                uint32_t position, uint32_t count) = 0;
+  // Query row i attends to cache rows [0, position + i] (the block's own rows must be stored
+  // first). scratch: attention_scratch_bytes(count, heads, head_dim, context) bytes of device
+  // memory the kernels may use (4-byte aligned). out must not overlap q.
+  virtual Status attention_block(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache,
+                                 KvType type, uint32_t heads, uint32_t head_dim,
+                                 uint32_t context, uint32_t position, uint32_t count,
+                                 DeviceAddress scratch, DeviceAddress out) = 0;
+  // The recurrent update applied for row 0, 1, ... count-1 of input and gate ([count][n]) in
+  // turn; states[i] ([count][n]) receives the state after row i, and `state` ends as the last.
+  virtual Status recurrent_scan(DeviceAddress input, DeviceAddress gate, uint32_t n,
+                                uint32_t count, DeviceAddress state, DeviceAddress states) = 0;
 
   // ---- Transfers (refused while capturing) ----
 

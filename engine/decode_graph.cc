@@ -10,7 +10,7 @@ Status record_step(Kernels& k, const Model& model, const SessionLayout& layout,
   const DeviceAddress x = base + o.x, xn = base + o.xn, q = base + o.q, kk = base + o.k;
   const DeviceAddress v = base + o.v, attn = base + o.attn, proj = base + o.proj;
   const DeviceAddress gate = base + o.gate, up = base + o.up, logits = base + o.logits;
-  const DeviceAddress scores = base + o.scores, params = base + o.params, next = base + o.next;
+  const DeviceAddress params = base + o.params, next = base + o.next;
   const DeviceAddress rope = base + layout.offset(layout.rope);
   const DeviceAddress state = base + layout.offset(layout.state);
   const uint32_t d = c.dim, f = c.ffn_dim;
@@ -28,7 +28,7 @@ Status record_step(Kernels& k, const Model& model, const SessionLayout& layout,
     SIESTA_RETURN_IF_ERROR(k.rope(kk, c.heads, c.head_dim(), rope, params));
     SIESTA_RETURN_IF_ERROR(k.kv_store(kk, v, c.kv_type, d, k_cache, v_cache, params));
     SIESTA_RETURN_IF_ERROR(k.attention(q, k_cache, v_cache, c.kv_type, c.heads, c.head_dim(),
-                                       c.context, params, scores, attn));
+                                       c.context, params, attn));
     SIESTA_RETURN_IF_ERROR(k.matmul(w.wo, attn, d, d, proj));
     SIESTA_RETURN_IF_ERROR(k.add(proj, d, x));
     SIESTA_RETURN_IF_ERROR(k.rms_norm(x, w.ffn_norm, d, c.norm_eps, xn));

@@ -266,12 +266,13 @@ Result<GenerateResult> Engine::do_generate(const GenerateRequest& request) {
   }
   result.cached_tokens = *reused;
   publish_history();
-  for (size_t i = *reused; i < prompt.size(); ++i) {
+  for (size_t i = *reused; i < prompt.size();) {
     // The history stays a prefix of the prompt, so a cancelled request's work is reused by
-    // the next prompt that starts the same way.
+    // the next prompt that starts the same way. Checked before every prefill block.
     if (cancelled()) return result;
-    Status fed = session_->feed(prompt[i]);
-    if (!fed.ok()) return discard_after(fed);
+    Result<uint32_t> fed = session_->feed_block(std::span(prompt).subspan(i));
+    if (!fed.ok()) return discard_after(fed.status());
+    i += *fed;
     publish_history();
   }
   if (cancelled()) return result;

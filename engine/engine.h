@@ -88,7 +88,8 @@ struct GenerateRequest {
   // that might begin a stop string is held back until it cannot). The pieces concatenate to
   // GenerateResult::text. May be empty.
   std::function<void(std::string_view)> on_text;
-  // Read between tokens, prompt tokens included; when true, generation ends with kCancelled.
+  // Read between generated tokens and between prefill blocks (engine/session.h); when true,
+  // generation ends with kCancelled.
   std::shared_ptr<const std::atomic<bool>> cancel;
 };
 

@@ -68,6 +68,7 @@ Status validate(const ModelConfig& c) {
       {"layers", c.layers},   {"dim", c.dim},
       {"heads", c.heads},     {"ffn_dim", c.ffn_dim},
       {"context", c.context}, {"checkpoint_interval", c.checkpoint_interval},
+      {"prefill_block", c.prefill_block},
   };
   for (const auto& [field, value] : counts) {
     if (value == 0) return field_error(field, value, "must be greater than 0");
@@ -91,6 +92,10 @@ Status validate(const ModelConfig& c) {
   if (c.checkpoint_interval > c.context) {
     return field_error("checkpoint_interval", c.checkpoint_interval,
                        "must be at most context (" + std::to_string(c.context) + ")");
+  }
+  if (c.prefill_block > kMaxPrefillBlock) {
+    return field_error("prefill_block", c.prefill_block,
+                       "must be at most " + std::to_string(kMaxPrefillBlock));
   }
   if (c.context > kMaxContext) {
     return field_error("context", c.context, "must be at most " + std::to_string(kMaxContext));

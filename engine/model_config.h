@@ -20,10 +20,10 @@
 // to the backend's granularity: RoPE table + scratch + KV + recurrent state; "host" is the
 // session.meta + session.tokens + recurrent.checkpoints range before page rounding):
 //   size    layers dim  heads ffn  ctx   kv  interval KV/token KV@ctx  device B   host B weights B
-//   tiny    2      64   4     128  256   f32 16       1024 B   256 KiB 287232     4608   509440
-//   small   4      128  4     256  2048  f16 64       2048 B   4 MiB   4496896    18688  3085312
-//   medium  8      512  8     1024 8192  f32 256      32 KiB   256 MiB 270820864  73984  88117248
-//   large   16     1024 16    2048 32768 f32 1024     128 KiB  4 GiB   4305503744 164096 685907968
+//   tiny    2      64   4     128  256   f32 16       1024 B   256 KiB 710912     4608   509440
+//   small   4      128  4     256  2048  f16 64       2048 B   4 MiB   5384704    18688  3085312
+//   medium  8      512  8     1024 8192  f32 256      32 KiB   256 MiB 275845120  73984  88117248
+//   large   16     1024 16    2048 32768 f32 1024     128 KiB  4 GiB   4326955008 164096 685907968
 // model_config_table() lists them; docs/IDLE_SESSION.md repeats it.
 //
 // Thread rule: plain values and pure functions.
@@ -46,6 +46,15 @@ inline constexpr uint32_t kVocabSize = 256;  // one token per byte
 inline constexpr uint32_t kFirstPrintable = 0x20;
 inline constexpr uint32_t kLastPrintable = 0x7e;
 
+// Prefill block sizes: a prompt is read in steps of at most prefill_block tokens, each a
+// matrix-matrix pass through the model (engine/session.h). The session's scratch holds
+// kMaxPrefillBlock rows whatever the choice, so the choice changes neither the session's
+// layout nor its fingerprint (the bytes computed never depend on it). 64 keeps one step of
+// synthetic:small at 32k tokens of history near 0.1 s on two CPU cores (docs/PERFORMANCE.md),
+// so a cancel is seen promptly, while the GPU already runs its matrix work at full tiles.
+inline constexpr uint32_t kMaxPrefillBlock = 128;
+inline constexpr uint32_t kDefaultPrefillBlock = 64;
+
 struct ModelConfig {
   std::string name;  // "synthetic:tiny", as /v1/models and /v1/status show it
   uint32_t layers = 0;
@@ -59,6 +68,10 @@ struct ModelConfig {
   uint64_t weight_seed = 0;
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
+  // Tokens a prefill step computes at once, 1 .. kMaxPrefillBlock; 1 reads the prompt one
+  // token at a time through the decode graph (the path every version before blocks used).
+  // An engine option, not part of the model: the session's fingerprint leaves it out.
+  uint32_t prefill_block = kDefaultPrefillBlock;
 
   uint32_t head_dim() const { return dim / heads; }
   // Bytes of one layer's K (or V) cache: context rows of kv_row_bytes(kv_type, dim).
@@ -71,7 +84,8 @@ struct ModelConfig {
 
 // Checks what the kernels and the session need: every count > 0; dim a multiple of heads and
 // of kKvInt8Block; head_dim even; recurrent_after < layers; 1 <= checkpoint_interval <=
-// context; context <= kMaxContext. Failure: InvalidArgument naming the field and the rule.
+// context; context <= kMaxContext; 1 <= prefill_block <= kMaxPrefillBlock. Failure:
+// InvalidArgument naming the field and the rule.
 inline constexpr uint32_t kMaxContext = 1u << 20;
 Status validate(const ModelConfig& config);
 

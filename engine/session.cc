@@ -1,5 +1,6 @@
 #include "engine/session.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "core/memory/device_copy.h"
 #include "engine/decode_graph.h"
+#include "engine/prefill_step.h"
 #include "engine/session_layout.h"
 
 namespace siesta::engine {
@@ -132,17 +134,24 @@ Result<uint32_t> Session::reuse_prefix(std::span<const Token> prompt) {
   return length_;
 }
 
-Status Session::feed(Token token) {
+Status Session::check_can_feed(std::string_view what) const {
   const ModelConfig& c = config();
   if (length_ >= c.context) {
     return InvalidArgument("the context of " + std::to_string(c.context) + " tokens is full");
   }
-  SIESTA_RETURN_IF_ERROR(require_committed(*host_, "feed"));
+  SIESTA_RETURN_IF_ERROR(require_committed(*host_, what));
   const DeviceAddress base = device_.range().base;
   if (base != graph_base_) {
     return FailedPrecondition("session device memory is at " + hex_address(base) +
                               " but the decode graph was recorded at " + hex_address(graph_base_));
   }
+  return Status::Ok();
+}
+
+Status Session::feed(Token token) {
+  const ModelConfig& c = config();
+  SIESTA_RETURN_IF_ERROR(check_can_feed("feed"));
+  const DeviceAddress base = device_.range().base;
   next_ready_ = false;  // until this step is done
   const StepParams params{token, static_cast<int32_t>(length_)};
   SIESTA_RETURN_IF_ERROR(
@@ -160,6 +169,41 @@ Status Session::feed(Token token) {
   write_meta(*host_, *layout_, length_, c.checkpoint_interval);
   next_ready_ = true;
   return Status::Ok();
+}
+
+Result<uint32_t> Session::feed_block(std::span<const Token> tokens) {
+  const ModelConfig& c = config();
+  if (tokens.empty()) return InvalidArgument("feed_block: no tokens");
+  SIESTA_RETURN_IF_ERROR(check_can_feed("feed_block"));
+  const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(
+      {tokens.size(), c.prefill_block, layout_->buffers.rows, uint64_t{c.context} - length_}));
+  if (count == 1) {
+    SIESTA_RETURN_IF_ERROR(feed(tokens[0]));
+    return 1u;
+  }
+  const DeviceAddress base = device_.range().base;
+  const uint32_t position = length_;
+  next_ready_ = false;  // until this step is done
+  std::vector<int32_t> ids(tokens.begin(), tokens.begin() + count);
+  SIESTA_RETURN_IF_ERROR(
+      kernels_.upload(std::as_bytes(std::span(ids)), base + layout_->buffers.tokens));
+  SIESTA_RETURN_IF_ERROR(
+      enqueue_prefill_step(kernels_, model_, *layout_, base, position, count));
+  std::byte* history = host_region(*host_, *layout_, layout_->tokens);
+  for (uint32_t i = 0; i < count; ++i) history[position + i] = static_cast<std::byte>(tokens[i]);
+  length_ = position + count;
+  // Every checkpoint the block passed: the state after its row, kept in the scratch `states`.
+  const uint32_t interval = c.checkpoint_interval;
+  for (uint32_t at = (position / interval + 1) * interval; at <= length_; at += interval) {
+    std::byte* checkpoint = host_region(*host_, *layout_, layout_->checkpoints) +
+                            uint64_t{at / interval - 1} * layout_->state_bytes;
+    const DeviceAddress row =
+        base + layout_->buffers.states + uint64_t{at - 1 - position} * layout_->state_bytes;
+    SIESTA_RETURN_IF_ERROR(kernels_.download(row, {checkpoint, layout_->state_bytes}));
+  }
+  write_meta(*host_, *layout_, length_, interval);
+  next_ready_ = true;
+  return count;
 }
 
 Result<Token> Session::greedy_next() {

@@ -17,10 +17,14 @@
 //
 // Computation: the decode step (embed, every block, final norm, logits, greedy argmax over
 // the printable tokens) is recorded once as a KernelGraph when the session is created and
-// replayed for every token, prompt tokens included, so a prefill and a prefix reuse run the
-// very same operations and give the same bytes. Before every replay the session checks that
-// its memory is still where the graph was recorded; a graph bound to released memory would
-// read garbage on a GPU (and fault on the simulator).
+// replayed for every generated token (feed()). A prompt is read in blocks of up to
+// ModelConfig::prefill_block tokens (feed_block(): engine/prefill_step.h, matrix-matrix work
+// over the block), whose every row has the bits the decode step gives that token
+// (compute/kernel_contract.h): a prompt read all at once, token by token, after a cached
+// prefix or after a fallback leaves the same KV rows, recurrent state, checkpoints and next
+// token. Before every step the session checks that its memory is still where the graph was
+// recorded; a graph bound to released memory would read garbage on a GPU (and fault on the
+// simulator).
 //
 // Invariants between calls: length <= context; checkpoint count == length /
 // checkpoint_interval; checkpoint c holds the recurrent state after (c+1) *
@@ -81,6 +85,14 @@ class Session final : public OffloadTarget {
   // state is then unspecified: discard_history()).
   Status feed(Token token);
 
+  // Feeds the first min(tokens.size(), prefill_block, room left in the context) tokens of
+  // `tokens` as one prefill block at position length(); returns how many it fed (at least 1).
+  // Checkpoints are taken at the same multiples of the interval as feed() takes them (the
+  // block's recurrent states are all kept, so a block may span a checkpoint). A block of one
+  // token (prefill_block 1, or one token given) is feed(), the decode graph.
+  // Failure: as feed() (InvalidArgument also for an empty span).
+  Result<uint32_t> feed_block(std::span<const Token> tokens);
+
   // The greedy choice for the next token (argmax over the printable tokens), computed by the
   // last feed(). REQUIRES: a feed() since the session was created, restored
   // (adopt_restored_state), discarded or rolled back by reuse_prefix(): scratch is kDiscard,
@@ -107,6 +119,9 @@ class Session final : public OffloadTarget {
  private:
   struct Layout;
   Session(const Model& model, MemoryBackend& backend, Kernels& kernels);
+  // The checks feed() and feed_block() share: room in the context, committed memory, memory
+  // where the decode graph was recorded.
+  Status check_can_feed(std::string_view what) const;
 
   const Model& model_;
   MemoryBackend& backend_;

@@ -1,5 +1,6 @@
 #include "engine/session_layout.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -67,9 +68,10 @@ SessionLayout SessionLayout::compute(const ModelConfig& c) {
     scratch_size = align_up(scratch_size + bytes);
     return at;
   };
-  const uint64_t dim_bytes = uint64_t{c.dim} * sizeof(float);
-  const uint64_t ffn_bytes = uint64_t{c.ffn_dim} * sizeof(float);
   ScratchOffsets b{};
+  b.rows = std::min(kMaxPrefillBlock, c.context);
+  const uint64_t dim_bytes = uint64_t{b.rows} * c.dim * sizeof(float);
+  const uint64_t ffn_bytes = uint64_t{b.rows} * c.ffn_dim * sizeof(float);
   b.x = take(dim_bytes);
   b.xn = take(dim_bytes);
   b.q = take(dim_bytes);
@@ -79,8 +81,10 @@ SessionLayout SessionLayout::compute(const ModelConfig& c) {
   b.proj = take(dim_bytes);
   b.gate = take(ffn_bytes);
   b.up = take(ffn_bytes);
+  b.states = take(dim_bytes);
+  b.tokens = take(uint64_t{b.rows} * sizeof(int32_t));
+  b.attention = take(attention_scratch_bytes(b.rows, c.heads, c.head_dim(), c.context));
   b.logits = take(uint64_t{kVocabSize} * sizeof(float));
-  b.scores = take(uint64_t{c.heads} * c.context * sizeof(float));
   b.params = take(sizeof(StepParams));
   b.next = take(sizeof(int32_t));
 
@@ -99,7 +103,7 @@ SessionLayout SessionLayout::compute(const ModelConfig& c) {
 
   const uint64_t scratch_base = layout.regions[layout.scratch].offset;
   for (uint64_t* field : {&b.x, &b.xn, &b.q, &b.k, &b.v, &b.attn, &b.proj, &b.gate, &b.up,
-                          &b.logits, &b.scores, &b.params, &b.next}) {
+                          &b.states, &b.tokens, &b.attention, &b.logits, &b.params, &b.next}) {
     *field += scratch_base;
   }
   layout.buffers = b;

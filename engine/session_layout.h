@@ -42,12 +42,16 @@ static_assert(sizeof(SessionMeta) == 16);
 inline constexpr uint64_t kSessionMetaMagic = 0x3174656d53455353ull;  // "SSESmet1"
 
 // Offsets of the scratch buffers, inside the device reservation (already include the scratch
-// region's own offset).
+// region's own offset). The activations hold `rows` tokens (a prefill block); the decode step
+// uses their first row.
 struct ScratchOffsets {
-  uint64_t x, xn, q, k, v, attn, proj;  // [dim] f32
-  uint64_t gate, up;                    // [ffn_dim] f32
+  uint32_t rows;                        // min(kMaxPrefillBlock, context)
+  uint64_t x, xn, q, k, v, attn, proj;  // [rows][dim] f32
+  uint64_t gate, up;                    // [rows][ffn_dim] f32
+  uint64_t states;                      // [rows][dim] f32: the recurrent state after each row
+  uint64_t tokens;                      // [rows] int32: the block's tokens
+  uint64_t attention;                   // attention_block's scratch for `rows` queries
   uint64_t logits;                      // [kVocabSize] f32
-  uint64_t scores;                      // [heads * context] f32
   uint64_t params;                      // StepParams
   uint64_t next;                        // int32, the argmax
 };

@@ -246,25 +246,41 @@ Status CudaKernels::kv_store(DeviceAddress k, DeviceAddress v, KvType type, uint
       });
 }
 
+namespace {
+
+Status attention_checks(std::string_view op, DeviceAddress q, DeviceAddress k_cache,
+                        DeviceAddress v_cache, KvType type, uint32_t heads, uint32_t head_dim,
+                        uint32_t context, uint32_t rows, DeviceAddress out) {
+  const uint64_t dim = uint64_t{heads} * head_dim;
+  const std::string name(op);
+  return all({positive(heads, name + " heads"), positive(head_dim, name + " head_dim"),
+              positive(context, name + " context"),
+              dim <= UINT32_MAX ? Status::Ok() : InvalidArgument(name + " heads * head_dim overflows"),
+              head_dim <= cuda_ops::kMaxAttentionHeadDim
+                  ? Status::Ok()
+                  : InvalidArgument(name + " head_dim " + std::to_string(head_dim) +
+                                    " is above the CUDA kernels' " +
+                                    std::to_string(cuda_ops::kMaxAttentionHeadDim)),
+              kv_dim(type, static_cast<uint32_t>(dim), op), f32(q, name + " q"),
+              kv_cache(type, k_cache, name + " k_cache"), kv_cache(type, v_cache, name + " v_cache"),
+              f32(out, name + " out"),
+              disjoint(out, dim * 4 * rows, q, dim * 4 * rows, name + " out and q")});
+}
+
+}  // namespace
+
 Status CudaKernels::attention(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache,
                               KvType type, uint32_t heads, uint32_t head_dim, uint32_t context,
-                              DeviceAddress params, DeviceAddress scores, DeviceAddress out) {
-  const uint64_t dim = uint64_t{heads} * head_dim;
+                              DeviceAddress params, DeviceAddress out) {
   return impl_->run(
       "attention",
-      all({positive(heads, "attention heads"), positive(head_dim, "attention head_dim"),
-           positive(context, "attention context"),
-           dim <= UINT32_MAX ? Status::Ok()
-                             : InvalidArgument("attention heads * head_dim overflows"),
-           kv_dim(type, static_cast<uint32_t>(dim), "attention"), f32(q, "attention q"),
-           kv_cache(type, k_cache, "attention k_cache"),
-           kv_cache(type, v_cache, "attention v_cache"), step_params(params, "attention"),
-           f32(scores, "attention scores"), f32(out, "attention out"),
-           disjoint(out, dim * 4, q, dim * 4, "attention out and q")}),
+      all({attention_checks("attention", q, k_cache, v_cache, type, heads, head_dim, context, 1,
+                            out),
+           step_params(params, "attention")}),
       [&](cudaStream_t s) {
-        return cuda_ops::attention(
-            s, ptr<const float>(q), ptr<const void>(k_cache), ptr<const void>(v_cache), type, heads,
-            head_dim, context, ptr<const StepParams>(params), ptr<float>(scores), ptr<float>(out));
+        return cuda_ops::attention(s, ptr<const float>(q), ptr<const void>(k_cache),
+                                   ptr<const void>(v_cache), type, heads, head_dim, context,
+                                   ptr<const StepParams>(params), ptr<float>(out));
       });
 }
 
@@ -289,6 +305,105 @@ Status CudaKernels::argmax(DeviceAddress logits, uint32_t first, uint32_t last, 
                       return cuda_ops::argmax(s, ptr<const float>(logits), first, last,
                                               ptr<int32_t>(out));
                     });
+}
+
+// ---- Block operations ------------------------------------------------------------------------
+
+Status CudaKernels::embed_block(DeviceAddress table, uint32_t dim, DeviceAddress tokens,
+                                uint32_t count, DeviceAddress out) {
+  return impl_->run("embed_block",
+                    all({positive(dim, "embed_block dim"), positive(count, "embed_block count"),
+                         f32(table, "embed_block table"), aligned(tokens, 4, "embed_block tokens"),
+                         f32(out, "embed_block out")}),
+                    [&](cudaStream_t s) {
+                      return cuda_ops::embed_block(s, ptr<const float>(table), dim,
+                                                   ptr<const int32_t>(tokens), count,
+                                                   ptr<float>(out));
+                    });
+}
+
+Status CudaKernels::rms_norm_block(DeviceAddress x, DeviceAddress weight, uint32_t dim, float eps,
+                                   uint32_t count, DeviceAddress out) {
+  return impl_->run(
+      "rms_norm_block",
+      all({positive(dim, "rms_norm_block dim"), positive(count, "rms_norm_block count"),
+           eps_ok(eps), f32(x, "rms_norm_block x"), f32(weight, "rms_norm_block weight"),
+           f32(out, "rms_norm_block out")}),
+      [&](cudaStream_t s) {
+        return cuda_ops::rms_norm_block(s, ptr<const float>(x), ptr<const float>(weight), dim, eps,
+                                        count, ptr<float>(out));
+      });
+}
+
+Status CudaKernels::matmul_block(DeviceAddress w, DeviceAddress x, uint32_t rows, uint32_t cols,
+                                 uint32_t count, DeviceAddress out) {
+  return impl_->run(
+      "matmul_block",
+      all({positive(rows, "matmul_block rows"), positive(cols, "matmul_block cols"),
+           positive(count, "matmul_block count"), f32(w, "matmul_block w"),
+           f32(x, "matmul_block x"), f32(out, "matmul_block out"),
+           disjoint(out, uint64_t{count} * rows * 4, x, uint64_t{count} * cols * 4,
+                    "matmul_block out and x")}),
+      [&](cudaStream_t s) {
+        return cuda_ops::matmul_block(s, ptr<const float>(w), ptr<const float>(x), rows, cols,
+                                      count, ptr<float>(out));
+      });
+}
+
+Status CudaKernels::rope_block(DeviceAddress vec, uint32_t heads, uint32_t head_dim,
+                               DeviceAddress table, uint32_t position, uint32_t count) {
+  return impl_->run("rope_block",
+                    all({positive(heads, "rope_block heads"), even_head_dim(head_dim),
+                         positive(count, "rope_block count"), f32(vec, "rope_block vec"),
+                         f32(table, "rope_block table")}),
+                    [&](cudaStream_t s) {
+                      return cuda_ops::rope_block(s, ptr<float>(vec), heads, head_dim,
+                                                  ptr<const float>(table), position, count);
+                    });
+}
+
+Status CudaKernels::kv_store_block(DeviceAddress k, DeviceAddress v, KvType type, uint32_t dim,
+                                   DeviceAddress k_cache, DeviceAddress v_cache,
+                                   uint32_t position, uint32_t count) {
+  return impl_->run(
+      "kv_store_block",
+      all({kv_dim(type, dim, "kv_store_block"), positive(count, "kv_store_block count"),
+           f32(k, "kv_store_block k"), f32(v, "kv_store_block v"),
+           kv_cache(type, k_cache, "kv_store_block k_cache"),
+           kv_cache(type, v_cache, "kv_store_block v_cache")}),
+      [&](cudaStream_t s) {
+        return cuda_ops::kv_store_block(s, ptr<const float>(k), ptr<const float>(v), type, dim,
+                                        ptr<void>(k_cache), ptr<void>(v_cache), position, count);
+      });
+}
+
+Status CudaKernels::attention_block(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache,
+                                    KvType type, uint32_t heads, uint32_t head_dim,
+                                    uint32_t context, uint32_t position, uint32_t count,
+                                    DeviceAddress scratch, DeviceAddress out) {
+  return impl_->run(
+      "attention_block",
+      all({positive(count, "attention_block count"), f32(scratch, "attention_block scratch"),
+           attention_checks("attention_block", q, k_cache, v_cache, type, heads, head_dim, context,
+                            count, out)}),
+      [&](cudaStream_t s) {
+        return cuda_ops::attention_block(s, ptr<const float>(q), ptr<const void>(k_cache),
+                                         ptr<const void>(v_cache), type, heads, head_dim, context,
+                                         position, count, ptr<float>(scratch), ptr<float>(out));
+      });
+}
+
+Status CudaKernels::recurrent_scan(DeviceAddress input, DeviceAddress gate, uint32_t n,
+                                   uint32_t count, DeviceAddress state, DeviceAddress states) {
+  return impl_->run(
+      "recurrent_scan",
+      all({positive(n, "recurrent_scan n"), positive(count, "recurrent_scan count"),
+           f32(input, "recurrent_scan input"), f32(gate, "recurrent_scan gate"),
+           f32(state, "recurrent_scan state"), f32(states, "recurrent_scan states")}),
+      [&](cudaStream_t s) {
+        return cuda_ops::recurrent_scan(s, ptr<const float>(input), ptr<const float>(gate), n,
+                                        count, ptr<float>(state), ptr<float>(states));
+      });
 }
 
 // ---- Transfers -------------------------------------------------------------------------------

@@ -14,12 +14,16 @@
 // Numerics: deterministic (every reduction has a fixed shape and order, no atomics), and
 // within the kernel tests' tolerances of the reference (tests/gpu/cuda_kernels_test.cc).
 // The formulas are HostKernels' (compute/kernel_contract.h), built without fused
-// multiply-adds: matmul and the attention scores use the host's "dot8" order and equal the
-// host's bit for bit; embed, add, kv_store (f16 round to nearest even, int8 per
-// compute/kernels.h) and argmax are exact; rms_norm's and softmax's sums use block trees and
-// expf/tanhf are CUDA's, so those differ from the host by a few ulp.
+// multiply-adds: matmul (single and block) uses the host's "dot8" order and attention the
+// contract's tiles, chunks, dot8, sum8 and exp_f32, so both equal the host's bit for bit;
+// embed, add, rope, kv_store (f16 round to nearest even, int8 per compute/kernels.h) and
+// argmax are exact; rms_norm's sum uses a block tree and swiglu/recurrent use CUDA's
+// expf/tanhf, so those differ from the host by a few ulp. Every block operation runs the
+// scalar steps of its single-token kernel, so a prompt gives the same bits however it is cut
+// into blocks, on this backend as on the host.
 // Not checked on the device (as on the host): StepParams.token must be inside the embedding
-// table; a position >= context is clamped by attention (the host would read past the cache).
+// table; a position >= context is clamped by the single-token attention (the host would read
+// past the cache). Attention needs head_dim <= 256 here (InvalidArgument otherwise).
 //
 // Thread rule: one thread at a time per object (compute/kernels.h); any thread may be that
 // thread: every call first selects the object's device for the calling thread.
@@ -69,10 +73,28 @@ class CudaKernels final : public Kernels {
                   DeviceAddress k_cache, DeviceAddress v_cache, DeviceAddress params) override;
   Status attention(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache, KvType type,
                    uint32_t heads, uint32_t head_dim, uint32_t context, DeviceAddress params,
-                   DeviceAddress scores, DeviceAddress out) override;
+                   DeviceAddress out) override;
   Status recurrent_update(DeviceAddress input, DeviceAddress gate, uint32_t n,
                           DeviceAddress state) override;
   Status argmax(DeviceAddress logits, uint32_t first, uint32_t last, DeviceAddress out) override;
+
+  Status embed_block(DeviceAddress table, uint32_t dim, DeviceAddress tokens, uint32_t count,
+                     DeviceAddress out) override;
+  Status rms_norm_block(DeviceAddress x, DeviceAddress weight, uint32_t dim, float eps,
+                        uint32_t count, DeviceAddress out) override;
+  Status matmul_block(DeviceAddress w, DeviceAddress x, uint32_t rows, uint32_t cols,
+                      uint32_t count, DeviceAddress out) override;
+  Status rope_block(DeviceAddress vec, uint32_t heads, uint32_t head_dim, DeviceAddress table,
+                    uint32_t position, uint32_t count) override;
+  Status kv_store_block(DeviceAddress k, DeviceAddress v, KvType type, uint32_t dim,
+                        DeviceAddress k_cache, DeviceAddress v_cache, uint32_t position,
+                        uint32_t count) override;
+  Status attention_block(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache,
+                         KvType type, uint32_t heads, uint32_t head_dim, uint32_t context,
+                         uint32_t position, uint32_t count, DeviceAddress scratch,
+                         DeviceAddress out) override;
+  Status recurrent_scan(DeviceAddress input, DeviceAddress gate, uint32_t n, uint32_t count,
+                        DeviceAddress state, DeviceAddress states) override;
 
   Status upload(std::span<const std::byte> source, DeviceAddress destination) override;
   Status download(DeviceAddress source, std::span<std::byte> destination) override;

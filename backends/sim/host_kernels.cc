@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/sim/host_kernel_loops.h"
 #include "compute/half_float.h"
 
 namespace siesta {
@@ -154,65 +155,44 @@ void encode_row(KvType type, const float* x, uint32_t dim, std::byte* row) {
   }
 }
 
-// Decodes values [first, first + count) of a row of `dim` values.
-void decode_row(KvType type, const std::byte* row, uint32_t dim, uint32_t first, uint32_t count,
-                float* out) {
-  switch (type) {
-    case KvType::kF32: std::memcpy(out, row + size_t{first} * 4, size_t{count} * 4); return;
-    case KvType::kF16:
-      for (uint32_t i = 0; i < count; ++i) {
-        uint16_t h;
-        std::memcpy(&h, row + size_t{first + i} * 2, 2);
-        out[i] = half_float::float_from_half(h);
-      }
-      return;
-    case KvType::kInt8:
-      for (uint32_t i = 0; i < count; ++i) {
-        const uint32_t j = first + i;
-        float scale;
-        std::memcpy(&scale, row + dim + size_t{j / kKvInt8Block} * 4, 4);
-        out[i] = static_cast<float>(static_cast<int8_t>(row[j])) * scale;
-      }
-      return;
+void rms_norm_row(const float* in, const float* w, uint32_t dim, float eps, float* o) {
+  const float inv = 1.0f / std::sqrt(dot8(in, in, dim) / static_cast<float>(dim) + eps);
+  for (uint32_t i = 0; i < dim; ++i) o[i] = (in[i] * inv) * w[i];
+}
+
+void rope_row(float* v, uint32_t heads, uint32_t head_dim, const float* table, size_t position) {
+  const uint32_t half = head_dim / 2;
+  const float* cs = table + position * half * 2;
+  for (uint32_t h = 0; h < heads; ++h) {
+    float* x = v + size_t{h} * head_dim;
+    for (uint32_t i = 0; i < half; ++i) {
+      const float c = cs[2 * i];
+      const float s = cs[2 * i + 1];
+      const float x0 = x[2 * i];
+      const float x1 = x[2 * i + 1];
+      x[2 * i] = x0 * c - x1 * s;
+      x[2 * i + 1] = x0 * s + x1 * c;
+    }
   }
 }
 
-void run_attention(const float* q, const std::byte* k_cache, const std::byte* v_cache, KvType type,
-                   uint32_t heads, uint32_t head_dim, uint32_t context, int32_t position,
-                   float* scores, float* out) {
-  const uint32_t dim = heads * head_dim;
-  const size_t row_bytes = kv_row_bytes(type, dim);
-  const size_t rows = static_cast<size_t>(position) + 1;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  std::vector<float> row(dim);
-  for (size_t t = 0; t < rows; ++t) {
-    decode_row(type, k_cache + t * row_bytes, dim, 0, dim, row.data());
-    for (uint32_t h = 0; h < heads; ++h) {
-      const size_t o = size_t{h} * head_dim;
-      scores[size_t{h} * context + t] = dot8(q + o, row.data() + o, head_dim) * scale;
-    }
+void recurrent_step(const float* in, const float* gt, uint32_t first, uint32_t last, float* st) {
+  for (uint32_t i = first; i < last; ++i) {
+    const float g = 1.0f / (1.0f + std::exp(-gt[i]));
+    st[i] = g * st[i] + (1.0f - g) * std::tanh(in[i]);
   }
-  for (uint32_t h = 0; h < heads; ++h) {
-    float* s = scores + size_t{h} * context;
-    float m = s[0];
-    for (size_t t = 1; t < rows; ++t) m = std::max(m, s[t]);
-    float sum = 0.0f;
-    for (size_t t = 0; t < rows; ++t) {
-      s[t] = std::exp(s[t] - m);
-      sum += s[t];
-    }
-    for (size_t t = 0; t < rows; ++t) s[t] = s[t] / sum;
-  }
-  std::fill(out, out + dim, 0.0f);
-  for (size_t t = 0; t < rows; ++t) {
-    decode_row(type, v_cache + t * row_bytes, dim, 0, dim, row.data());
-    for (uint32_t h = 0; h < heads; ++h) {
-      const float p = scores[size_t{h} * context + t];
-      float* o = out + size_t{h} * head_dim;
-      const float* v = row.data() + size_t{h} * head_dim;
-      for (uint32_t d = 0; d < head_dim; ++d) o[d] += p * v[d];
-    }
-  }
+}
+
+// [0, n) cut into `parts` ranges of whole multiples of `grain` (the last takes the rest).
+struct Split {
+  uint32_t size;   // of each range but the last
+  uint32_t parts;  // ranges
+};
+Split split(uint32_t n, unsigned threads, uint32_t grain) {
+  const uint32_t wanted = std::max(1u, 4 * threads);
+  uint32_t size = (n + wanted - 1) / wanted;
+  size = std::max(grain, (size + grain - 1) / grain * grain);
+  return {size, (n + size - 1) / size};
 }
 
 // A recorded graph: the bound operations, shared with any replay job still queued so the
@@ -232,8 +212,11 @@ class HostGraph final : public KernelGraph {
 
 }  // namespace
 
-Result<std::unique_ptr<HostKernels>> HostKernels::create(SimBackend& backend) {
-  return std::unique_ptr<HostKernels>(new HostKernels(backend));
+Result<std::unique_ptr<HostKernels>> HostKernels::create(SimBackend& backend,
+                                                         HostKernelsOptions options) {
+  const unsigned threads =
+      options.threads != 0 ? options.threads : HostThreadPool::default_threads();
+  return std::unique_ptr<HostKernels>(new HostKernels(backend, threads));
 }
 
 Status HostKernels::launch(const Status& checked, Op op) {
@@ -283,13 +266,7 @@ Status HostKernels::rms_norm(DeviceAddress x, DeviceAddress weight, uint32_t dim
     SIESTA_RETURN_IF_ERROR(check_address("rms_norm", "weight", weight));
     return check_address("rms_norm", "out", out);
   }();
-  return launch(checked, [=] {
-    const float* in = f32(x);
-    const float* w = f32(weight);
-    float* o = f32(out);
-    const float inv = 1.0f / std::sqrt(dot8(in, in, dim) / static_cast<float>(dim) + eps);
-    for (uint32_t i = 0; i < dim; ++i) o[i] = (in[i] * inv) * w[i];
-  });
+  return launch(checked, [=] { rms_norm_row(f32(x), f32(weight), dim, eps, f32(out)); });
 }
 
 Status HostKernels::matmul(DeviceAddress w, DeviceAddress x, uint32_t rows, uint32_t cols,
@@ -372,21 +349,8 @@ Status HostKernels::rope(DeviceAddress vec, uint32_t heads, uint32_t head_dim, D
     return check_address("rope", "params", params);
   }();
   return launch(checked, [=] {
-    const uint32_t half = head_dim / 2;
     const size_t position = static_cast<size_t>(static_cast<int64_t>(step(params).position));
-    const float* cs = f32(table) + position * half * 2;
-    float* v = f32(vec);
-    for (uint32_t h = 0; h < heads; ++h) {
-      float* x = v + size_t{h} * head_dim;
-      for (uint32_t i = 0; i < half; ++i) {
-        const float c = cs[2 * i];
-        const float s = cs[2 * i + 1];
-        const float x0 = x[2 * i];
-        const float x1 = x[2 * i + 1];
-        x[2 * i] = x0 * c - x1 * s;
-        x[2 * i + 1] = x0 * s + x1 * c;
-      }
-    }
+    rope_row(f32(vec), heads, head_dim, f32(table), position);
   });
 }
 
@@ -409,27 +373,36 @@ Status HostKernels::kv_store(DeviceAddress k, DeviceAddress v, KvType type, uint
   });
 }
 
+namespace {
+Status check_attention(const char* op, DeviceAddress q, DeviceAddress k_cache,
+                       DeviceAddress v_cache, KvType type, uint32_t heads, uint32_t head_dim,
+                       uint32_t context, uint32_t rows, DeviceAddress out) {
+  SIESTA_RETURN_IF_ERROR(check_nonzero(op, "heads", heads));
+  SIESTA_RETURN_IF_ERROR(check_nonzero(op, "head_dim", head_dim));
+  SIESTA_RETURN_IF_ERROR(check_nonzero(op, "context", context));
+  const uint64_t dim = uint64_t{heads} * head_dim;
+  SIESTA_RETURN_IF_ERROR(require(dim <= UINT32_MAX, op, "heads * head_dim overflows"));
+  SIESTA_RETURN_IF_ERROR(check_kv_layout(op, type, dim));
+  SIESTA_RETURN_IF_ERROR(check_address(op, "q", q));
+  SIESTA_RETURN_IF_ERROR(check_address(op, "k_cache", k_cache, kv_alignment(type)));
+  SIESTA_RETURN_IF_ERROR(check_address(op, "v_cache", v_cache, kv_alignment(type)));
+  SIESTA_RETURN_IF_ERROR(check_address(op, "out", out));
+  return require(!overlaps(out, dim * 4 * rows, q, dim * 4 * rows), op, "out overlaps q");
+}
+}  // namespace
+
 Status HostKernels::attention(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache,
                               KvType type, uint32_t heads, uint32_t head_dim, uint32_t context,
-                              DeviceAddress params, DeviceAddress scores, DeviceAddress out) {
+                              DeviceAddress params, DeviceAddress out) {
   Status checked = [&]() -> Status {
-    SIESTA_RETURN_IF_ERROR(check_nonzero("attention", "heads", heads));
-    SIESTA_RETURN_IF_ERROR(check_nonzero("attention", "head_dim", head_dim));
-    SIESTA_RETURN_IF_ERROR(check_nonzero("attention", "context", context));
-    const uint64_t dim = uint64_t{heads} * head_dim;
-    SIESTA_RETURN_IF_ERROR(require(dim <= UINT32_MAX, "attention", "heads * head_dim overflows"));
-    SIESTA_RETURN_IF_ERROR(check_kv_layout("attention", type, dim));
-    SIESTA_RETURN_IF_ERROR(check_address("attention", "q", q));
-    SIESTA_RETURN_IF_ERROR(check_address("attention", "k_cache", k_cache, kv_alignment(type)));
-    SIESTA_RETURN_IF_ERROR(check_address("attention", "v_cache", v_cache, kv_alignment(type)));
-    SIESTA_RETURN_IF_ERROR(check_address("attention", "params", params));
-    SIESTA_RETURN_IF_ERROR(check_address("attention", "scores", scores));
-    SIESTA_RETURN_IF_ERROR(check_address("attention", "out", out));
-    return require(!overlaps(out, dim * 4, q, dim * 4), "attention", "out overlaps q");
+    SIESTA_RETURN_IF_ERROR(
+        check_attention("attention", q, k_cache, v_cache, type, heads, head_dim, context, 1, out));
+    return check_address("attention", "params", params);
   }();
   return launch(checked, [=] {
-    run_attention(f32(q), bytes(k_cache), bytes(v_cache), type, heads, head_dim, context,
-                  step(params).position, f32(scores), f32(out));
+    AttentionRows rows{f32(q), bytes(k_cache), bytes(v_cache), type, heads, head_dim,
+                       static_cast<uint32_t>(step(params).position), f32(out)};
+    for (uint32_t h = 0; h < heads; ++h) host_loops().attend(rows, h, 0, 1);
   });
 }
 
@@ -441,15 +414,7 @@ Status HostKernels::recurrent_update(DeviceAddress input, DeviceAddress gate, ui
     SIESTA_RETURN_IF_ERROR(check_address("recurrent_update", "gate", gate));
     return check_address("recurrent_update", "state", state);
   }();
-  return launch(checked, [=] {
-    const float* in = f32(input);
-    const float* gt = f32(gate);
-    float* st = f32(state);
-    for (uint32_t i = 0; i < n; ++i) {
-      const float g = 1.0f / (1.0f + std::exp(-gt[i]));
-      st[i] = g * st[i] + (1.0f - g) * std::tanh(in[i]);
-    }
-  });
+  return launch(checked, [=] { recurrent_step(f32(input), f32(gate), 0, n, f32(state)); });
 }
 
 Status HostKernels::argmax(DeviceAddress logits, uint32_t first, uint32_t last, DeviceAddress out) {
@@ -469,6 +434,163 @@ Status HostKernels::argmax(DeviceAddress logits, uint32_t first, uint32_t last, 
     }
     const int32_t index = static_cast<int32_t>(best);
     std::memcpy(bytes(out), &index, 4);
+  });
+}
+
+// ---- Block operations ----
+
+Status HostKernels::embed_block(DeviceAddress table, uint32_t dim, DeviceAddress tokens,
+                                uint32_t count, DeviceAddress out) {
+  Status checked = [&]() -> Status {
+    SIESTA_RETURN_IF_ERROR(check_nonzero("embed_block", "dim", dim));
+    SIESTA_RETURN_IF_ERROR(check_nonzero("embed_block", "count", count));
+    SIESTA_RETURN_IF_ERROR(check_address("embed_block", "table", table));
+    SIESTA_RETURN_IF_ERROR(check_address("embed_block", "tokens", tokens));
+    return check_address("embed_block", "out", out);
+  }();
+  return launch(checked, [=] {
+    for (uint32_t i = 0; i < count; ++i) {
+      int32_t token;
+      std::memcpy(&token, bytes(tokens) + size_t{i} * 4, 4);
+      std::memcpy(f32(out) + size_t{i} * dim,
+                  f32(table) + static_cast<size_t>(static_cast<int64_t>(token)) * dim,
+                  size_t{dim} * 4);
+    }
+  });
+}
+
+Status HostKernels::rms_norm_block(DeviceAddress x, DeviceAddress weight, uint32_t dim, float eps,
+                                   uint32_t count, DeviceAddress out) {
+  Status checked = [&]() -> Status {
+    SIESTA_RETURN_IF_ERROR(check_nonzero("rms_norm_block", "dim", dim));
+    SIESTA_RETURN_IF_ERROR(check_nonzero("rms_norm_block", "count", count));
+    SIESTA_RETURN_IF_ERROR(require(std::isfinite(eps) && eps >= 0.0f, "rms_norm_block",
+                                   "eps must be finite and >= 0"));
+    SIESTA_RETURN_IF_ERROR(check_address("rms_norm_block", "x", x));
+    SIESTA_RETURN_IF_ERROR(check_address("rms_norm_block", "weight", weight));
+    return check_address("rms_norm_block", "out", out);
+  }();
+  return launch(checked, [=] {
+    for (uint32_t i = 0; i < count; ++i) {
+      rms_norm_row(f32(x) + size_t{i} * dim, f32(weight), dim, eps, f32(out) + size_t{i} * dim);
+    }
+  });
+}
+
+Status HostKernels::matmul_block(DeviceAddress w, DeviceAddress x, uint32_t rows, uint32_t cols,
+                                 uint32_t count, DeviceAddress out) {
+  Status checked = [&]() -> Status {
+    SIESTA_RETURN_IF_ERROR(check_nonzero("matmul_block", "rows", rows));
+    SIESTA_RETURN_IF_ERROR(check_nonzero("matmul_block", "cols", cols));
+    SIESTA_RETURN_IF_ERROR(check_nonzero("matmul_block", "count", count));
+    SIESTA_RETURN_IF_ERROR(check_address("matmul_block", "w", w));
+    SIESTA_RETURN_IF_ERROR(check_address("matmul_block", "x", x));
+    SIESTA_RETURN_IF_ERROR(check_address("matmul_block", "out", out));
+    return require(!overlaps(out, uint64_t{count} * rows * 4, x, uint64_t{count} * cols * 4),
+                   "matmul_block", "out overlaps x");
+  }();
+  // Tasks are ranges of rows of w: each reads its rows once for the whole block.
+  const Split tasks = split(rows, pool_->threads(), 8);
+  return launch(checked, [=, pool = pool_] {
+    pool->run(tasks.parts, [&](size_t task) {
+      const uint32_t first = static_cast<uint32_t>(task) * tasks.size;
+      const uint32_t n = std::min(rows - first, tasks.size);
+      host_loops().dot8_tile(f32(w) + size_t{first} * cols, cols, n, f32(x), cols, count, cols,
+                             f32(out) + first, rows);
+    });
+  });
+}
+
+Status HostKernels::rope_block(DeviceAddress vec, uint32_t heads, uint32_t head_dim,
+                               DeviceAddress table, uint32_t position, uint32_t count) {
+  Status checked = [&]() -> Status {
+    SIESTA_RETURN_IF_ERROR(check_nonzero("rope_block", "heads", heads));
+    SIESTA_RETURN_IF_ERROR(check_nonzero("rope_block", "head_dim", head_dim));
+    SIESTA_RETURN_IF_ERROR(check_nonzero("rope_block", "count", count));
+    SIESTA_RETURN_IF_ERROR(require(head_dim % 2 == 0, "rope_block", "head_dim must be even"));
+    SIESTA_RETURN_IF_ERROR(check_address("rope_block", "vec", vec));
+    return check_address("rope_block", "table", table);
+  }();
+  return launch(checked, [=] {
+    const size_t dim = size_t{heads} * head_dim;
+    for (uint32_t i = 0; i < count; ++i) {
+      rope_row(f32(vec) + i * dim, heads, head_dim, f32(table), size_t{position} + i);
+    }
+  });
+}
+
+Status HostKernels::kv_store_block(DeviceAddress k, DeviceAddress v, KvType type, uint32_t dim,
+                                   DeviceAddress k_cache, DeviceAddress v_cache,
+                                   uint32_t position, uint32_t count) {
+  Status checked = [&]() -> Status {
+    SIESTA_RETURN_IF_ERROR(check_nonzero("kv_store_block", "dim", dim));
+    SIESTA_RETURN_IF_ERROR(check_nonzero("kv_store_block", "count", count));
+    SIESTA_RETURN_IF_ERROR(check_kv_layout("kv_store_block", type, dim));
+    SIESTA_RETURN_IF_ERROR(check_address("kv_store_block", "k", k));
+    SIESTA_RETURN_IF_ERROR(check_address("kv_store_block", "v", v));
+    SIESTA_RETURN_IF_ERROR(
+        check_address("kv_store_block", "k_cache", k_cache, kv_alignment(type)));
+    return check_address("kv_store_block", "v_cache", v_cache, kv_alignment(type));
+  }();
+  return launch(checked, [=] {
+    const size_t row_bytes = kv_row_bytes(type, dim);
+    for (uint32_t i = 0; i < count; ++i) {
+      const size_t row = (size_t{position} + i) * row_bytes;
+      encode_row(type, f32(k) + size_t{i} * dim, dim, bytes(k_cache) + row);
+      encode_row(type, f32(v) + size_t{i} * dim, dim, bytes(v_cache) + row);
+    }
+  });
+}
+
+Status HostKernels::attention_block(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache,
+                                    KvType type, uint32_t heads, uint32_t head_dim,
+                                    uint32_t context, uint32_t position, uint32_t count,
+                                    DeviceAddress scratch, DeviceAddress out) {
+  Status checked = [&]() -> Status {
+    SIESTA_RETURN_IF_ERROR(check_nonzero("attention_block", "count", count));
+    SIESTA_RETURN_IF_ERROR(check_address("attention_block", "scratch", scratch));
+    return check_attention("attention_block", q, k_cache, v_cache, type, heads, head_dim,
+                           context, count, out);
+  }();
+  // Tasks: a head and a range of queries, enough of them to keep every thread busy. Each
+  // (query, head) is one task's alone, so the split changes nothing in the bits.
+  const unsigned threads = pool_->threads();
+  const uint32_t per_head = std::min(count, std::max(1u, (2 * threads + heads - 1) / heads));
+  const uint32_t queries = (count + per_head - 1) / per_head;
+  const uint32_t ranges = (count + queries - 1) / queries;
+  return launch(checked, [=, pool = pool_] {
+    const AttentionRows rows{f32(q), bytes(k_cache), bytes(v_cache), type, heads, head_dim,
+                             position, f32(out)};
+    pool->run(size_t{heads} * ranges, [&](size_t task) {
+      const uint32_t h = static_cast<uint32_t>(task % heads);
+      const uint32_t first = static_cast<uint32_t>(task / heads) * queries;
+      host_loops().attend(rows, h, first, std::min(count, first + queries));
+    });
+  });
+}
+
+Status HostKernels::recurrent_scan(DeviceAddress input, DeviceAddress gate, uint32_t n,
+                                   uint32_t count, DeviceAddress state, DeviceAddress states) {
+  Status checked = [&]() -> Status {
+    SIESTA_RETURN_IF_ERROR(check_nonzero("recurrent_scan", "n", n));
+    SIESTA_RETURN_IF_ERROR(check_nonzero("recurrent_scan", "count", count));
+    SIESTA_RETURN_IF_ERROR(check_address("recurrent_scan", "input", input));
+    SIESTA_RETURN_IF_ERROR(check_address("recurrent_scan", "gate", gate));
+    SIESTA_RETURN_IF_ERROR(check_address("recurrent_scan", "state", state));
+    return check_address("recurrent_scan", "states", states);
+  }();
+  // Tasks are ranges of state elements; each runs its elements through every row in order.
+  const Split tasks = split(n, pool_->threads(), 16);
+  return launch(checked, [=, pool = pool_] {
+    pool->run(tasks.parts, [&](size_t task) {
+      const uint32_t first = static_cast<uint32_t>(task) * tasks.size;
+      const uint32_t last = std::min(n, first + tasks.size);
+      float* st = f32(state);
+      for (uint32_t i = 0; i < count; ++i) {
+        recurrent_step(f32(input) + size_t{i} * n, f32(gate) + size_t{i} * n, first, last, st);
+        std::memcpy(f32(states) + size_t{i} * n + first, st + first, size_t{last - first} * 4);
+      }
+    });
   });
 }
 

@@ -12,6 +12,12 @@
 // While capturing, operations are appended to a list of closures bound to their raw
 // addresses and nothing runs; replay() queues ONE job that runs the whole list in order.
 //
+// Block operations (the prefill) split their independent outputs -- matmul rows, attention
+// heads and query ranges, recurrent state elements -- over a HostThreadPool owned by this
+// object: the job on the work stream is one of its threads. Each output value is computed by
+// one task in the contract's order, so the bits do not depend on the thread count (the tests
+// compare 1 thread with several). Per-token operations (decode) run on the stream thread alone.
+//
 // Checks on the host (InvalidArgument, nothing queued or recorded): zero sizes, a null or
 // misaligned f32 operand (4 bytes) or StepParams block (4 bytes), a KV cache misaligned for
 // its type (f16: 2 bytes, f32 and int8: 4 bytes), head_dim odd (rope_table, rope), a row
@@ -24,7 +30,8 @@
 // Transfers: an empty upload/download does nothing (download still waits for the stream).
 // upload copies `source` into a private buffer at once, then queues the memcpy.
 //
-// Numerics: exactly compute/kernel_contract.h (the formulas and summation orders).
+// Numerics: exactly compute/kernel_contract.h (the formulas and summation orders), with the
+// inner loops of host_kernel_loops.h.
 //
 // Thread rule: one thread at a time per object (compute/kernels.h). The SimBackend must outlive
 // this object and every job it queued.
@@ -36,15 +43,22 @@
 #include <string>
 #include <vector>
 
+#include "backends/sim/host_thread_pool.h"
 #include "backends/sim/sim_backend.h"
 #include "compute/kernels.h"
 
 namespace siesta {
 
+struct HostKernelsOptions {
+  unsigned threads = 0;  // of the block operations' pool, the stream's thread included; 0:
+                         // HostThreadPool::default_threads()
+};
+
 class HostKernels final : public Kernels {
  public:
   // Never fails today; a Result so that callers treat both backends alike.
-  static Result<std::unique_ptr<HostKernels>> create(SimBackend& backend);
+  static Result<std::unique_ptr<HostKernels>> create(SimBackend& backend,
+                                                     HostKernelsOptions options = {});
 
   std::string name() const override { return "host"; }
 
@@ -62,10 +76,28 @@ class HostKernels final : public Kernels {
                   DeviceAddress k_cache, DeviceAddress v_cache, DeviceAddress params) override;
   Status attention(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache, KvType type,
                    uint32_t heads, uint32_t head_dim, uint32_t context, DeviceAddress params,
-                   DeviceAddress scores, DeviceAddress out) override;
+                   DeviceAddress out) override;
   Status recurrent_update(DeviceAddress input, DeviceAddress gate, uint32_t n,
                           DeviceAddress state) override;
   Status argmax(DeviceAddress logits, uint32_t first, uint32_t last, DeviceAddress out) override;
+
+  Status embed_block(DeviceAddress table, uint32_t dim, DeviceAddress tokens, uint32_t count,
+                     DeviceAddress out) override;
+  Status rms_norm_block(DeviceAddress x, DeviceAddress weight, uint32_t dim, float eps,
+                        uint32_t count, DeviceAddress out) override;
+  Status matmul_block(DeviceAddress w, DeviceAddress x, uint32_t rows, uint32_t cols,
+                      uint32_t count, DeviceAddress out) override;
+  Status rope_block(DeviceAddress vec, uint32_t heads, uint32_t head_dim, DeviceAddress table,
+                    uint32_t position, uint32_t count) override;
+  Status kv_store_block(DeviceAddress k, DeviceAddress v, KvType type, uint32_t dim,
+                        DeviceAddress k_cache, DeviceAddress v_cache, uint32_t position,
+                        uint32_t count) override;
+  Status attention_block(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache,
+                         KvType type, uint32_t heads, uint32_t head_dim, uint32_t context,
+                         uint32_t position, uint32_t count, DeviceAddress scratch,
+                         DeviceAddress out) override;
+  Status recurrent_scan(DeviceAddress input, DeviceAddress gate, uint32_t n, uint32_t count,
+                        DeviceAddress state, DeviceAddress states) override;
 
   Status upload(std::span<const std::byte> source, DeviceAddress destination) override;
   Status download(DeviceAddress source, std::span<std::byte> destination) override;
@@ -80,8 +112,11 @@ class HostKernels final : public Kernels {
   // One bound operation: raw addresses and sizes captured by value, run on the stream.
   using Op = std::function<void()>;
 
+  unsigned threads() const { return pool_->threads(); }
+
  private:
-  explicit HostKernels(SimBackend& backend) : backend_(backend) {}
+  HostKernels(SimBackend& backend, unsigned threads)
+      : backend_(backend), pool_(std::make_shared<HostThreadPool>(threads)) {}
 
   // The common tail of every operation: `checked` is the host-side validation. Not OK: the
   // error is returned (and kept for end_capture() while capturing), nothing runs. OK: the
@@ -90,6 +125,8 @@ class HostKernels final : public Kernels {
   Status refuse_while_capturing(const char* what) const;
 
   SimBackend& backend_;
+  // Shared with the queued jobs that use it, so that it outlives them.
+  std::shared_ptr<HostThreadPool> pool_;
   bool capturing_ = false;
   std::vector<Op> recorded_;
   Status capture_error_;  // first error an operation returned while recording

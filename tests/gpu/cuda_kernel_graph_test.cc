@@ -30,8 +30,7 @@ constexpr uint32_t kVocab = 512, kHeads = 4, kHeadDim = 32, kDim = kHeads * kHea
 constexpr uint32_t kContext = 64, kSteps = 24;
 
 struct StepBuffers {
-  DeviceAddress table, norm, wq, rope, k_cache, v_cache, x, q, scores, attn, w_out, logits, token,
-      params;
+  DeviceAddress table, norm, wq, rope, k_cache, v_cache, x, q, attn, w_out, logits, token, params;
 };
 
 class CudaKernelGraphTest : public CudaKernelsTest, public ::testing::WithParamInterface<KvType> {
@@ -48,7 +47,6 @@ class CudaKernelGraphTest : public CudaKernelsTest, public ::testing::WithParamI
     b.v_cache = alloc(kv_row_bytes(type(), kDim) * kContext);
     b.x = alloc(kDim * 4);
     b.q = alloc(kDim * 4);
-    b.scores = alloc(size_t{kHeads} * kContext * 4);
     b.attn = alloc(kDim * 4);
     b.w_out = put(random_floats(size_t{kVocab} * kDim, 4));
     b.logits = alloc(kVocab * 4);
@@ -73,7 +71,7 @@ class CudaKernelGraphTest : public CudaKernelsTest, public ::testing::WithParamI
     SIESTA_RETURN_IF_ERROR(k.rope(b.q, kHeads, kHeadDim, b.rope, b.params));
     SIESTA_RETURN_IF_ERROR(k.kv_store(b.q, b.x, type(), kDim, b.k_cache, b.v_cache, b.params));
     SIESTA_RETURN_IF_ERROR(k.attention(b.q, b.k_cache, b.v_cache, type(), kHeads, kHeadDim,
-                                       kContext, b.params, b.scores, b.attn));
+                                       kContext, b.params, b.attn));
     SIESTA_RETURN_IF_ERROR(k.matmul(b.w_out, b.attn, kVocab, kDim, b.logits));
     return k.argmax(b.logits, 0, kVocab - 1, b.token);
   }
@@ -222,7 +220,7 @@ TEST_F(CudaKernelsTest, BadArgumentsAreRefusedBeforeTheDevice) {
   EXPECT_EQ(kernels_->kv_store(a, b, KvType::kInt8, 48, a, b, p).code(),
             StatusCode::kInvalidArgument)
       << "int8 dim not a multiple of 32";
-  EXPECT_EQ(kernels_->attention(a, a, b, KvType::kF32, 2, 4, 4, p, b, a + 16).code(),
+  EXPECT_EQ(kernels_->attention(a, a, b, KvType::kF32, 2, 4, 4, p, a + 16).code(),
             StatusCode::kInvalidArgument)
       << "out overlaps q";
   EXPECT_TRUE(kernels_->synchronize().ok()) << "nothing reached the device";

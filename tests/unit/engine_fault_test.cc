@@ -17,13 +17,14 @@ using testing::EngineRig;
 using testing::text_of;
 using testing::tiny_config;
 
-// Forwards everything to `inner`; the replay numbered fail_at (1-based, counted from arming)
-// returns an injected DeviceError instead of running.
-class ReplayFailingKernels final : public Kernels {
+// Forwards everything to `inner`; the step numbered fail_at (1-based, counted from arming)
+// returns an injected DeviceError instead of running. A step is a replay of the decode graph
+// (a generated token) or a prefill block, counted at its first operation (embed_block).
+class StepFailingKernels final : public Kernels {
  public:
-  explicit ReplayFailingKernels(Kernels& inner) : inner_(inner) {}
-  void fail_replay(uint64_t nth) {
-    replays_.store(0);
+  explicit StepFailingKernels(Kernels& inner) : inner_(inner) {}
+  void fail_step(uint64_t nth) {
+    steps_.store(0);
     fail_at_.store(nth);
   }
 
@@ -55,15 +56,44 @@ class ReplayFailingKernels final : public Kernels {
     return inner_.kv_store(k, v, t, d, kc, vc, p);
   }
   Status attention(DeviceAddress q, DeviceAddress kc, DeviceAddress vc, KvType t, uint32_t h,
-                   uint32_t hd, uint32_t c, DeviceAddress p, DeviceAddress s,
-                   DeviceAddress o) override {
-    return inner_.attention(q, kc, vc, t, h, hd, c, p, s, o);
+                   uint32_t hd, uint32_t c, DeviceAddress p, DeviceAddress o) override {
+    return inner_.attention(q, kc, vc, t, h, hd, c, p, o);
   }
   Status recurrent_update(DeviceAddress i, DeviceAddress g, uint32_t n, DeviceAddress s) override {
     return inner_.recurrent_update(i, g, n, s);
   }
   Status argmax(DeviceAddress l, uint32_t f, uint32_t la, DeviceAddress o) override {
     return inner_.argmax(l, f, la, o);
+  }
+  Status embed_block(DeviceAddress t, uint32_t d, DeviceAddress tk, uint32_t n,
+                     DeviceAddress o) override {
+    if (step_fails()) return DeviceError("injected prefill block failure");
+    return inner_.embed_block(t, d, tk, n, o);
+  }
+  Status rms_norm_block(DeviceAddress x, DeviceAddress w, uint32_t d, float e, uint32_t n,
+                        DeviceAddress o) override {
+    return inner_.rms_norm_block(x, w, d, e, n, o);
+  }
+  Status matmul_block(DeviceAddress w, DeviceAddress x, uint32_t r, uint32_t c, uint32_t n,
+                      DeviceAddress o) override {
+    return inner_.matmul_block(w, x, r, c, n, o);
+  }
+  Status rope_block(DeviceAddress v, uint32_t h, uint32_t hd, DeviceAddress t, uint32_t p,
+                    uint32_t n) override {
+    return inner_.rope_block(v, h, hd, t, p, n);
+  }
+  Status kv_store_block(DeviceAddress k, DeviceAddress v, KvType t, uint32_t d, DeviceAddress kc,
+                        DeviceAddress vc, uint32_t p, uint32_t n) override {
+    return inner_.kv_store_block(k, v, t, d, kc, vc, p, n);
+  }
+  Status attention_block(DeviceAddress q, DeviceAddress kc, DeviceAddress vc, KvType t,
+                         uint32_t h, uint32_t hd, uint32_t c, uint32_t p, uint32_t n,
+                         DeviceAddress s, DeviceAddress o) override {
+    return inner_.attention_block(q, kc, vc, t, h, hd, c, p, n, s, o);
+  }
+  Status recurrent_scan(DeviceAddress i, DeviceAddress g, uint32_t n, uint32_t c,
+                        DeviceAddress s, DeviceAddress ss) override {
+    return inner_.recurrent_scan(i, g, n, c, s, ss);
   }
   Status upload(std::span<const std::byte> s, DeviceAddress d) override {
     return inner_.upload(s, d);
@@ -75,15 +105,15 @@ class ReplayFailingKernels final : public Kernels {
   Status begin_capture() override { return inner_.begin_capture(); }
   Result<std::unique_ptr<KernelGraph>> end_capture() override { return inner_.end_capture(); }
   Status replay(const KernelGraph& graph) override {
-    if (replays_.fetch_add(1) + 1 == fail_at_.load()) {
-      return DeviceError("injected replay failure");
-    }
+    if (step_fails()) return DeviceError("injected replay failure");
     return inner_.replay(graph);
   }
 
  private:
+  bool step_fails() { return steps_.fetch_add(1) + 1 == fail_at_.load(); }
+
   Kernels& inner_;
-  std::atomic<uint64_t> replays_{0};
+  std::atomic<uint64_t> steps_{0};
   std::atomic<uint64_t> fail_at_{0};  // 0: never
 };
 
@@ -92,9 +122,13 @@ constexpr char kPrompt[] = "The rain in Spain stays mainly";  // 30 tokens
 class EngineFaultTest : public ::testing::TestWithParam<uint64_t> {};
 
 TEST_P(EngineFaultTest, DeviceErrorDiscardsTheHistoryAndTheEngineRecovers) {
-  ReplayFailingKernels* faulty = nullptr;
-  EngineRig rig(tiny_config(), "", [&faulty](Kernels& inner) {
-    auto k = std::make_unique<ReplayFailingKernels>(inner);
+  StepFailingKernels* faulty = nullptr;
+  // Prefill blocks of 8: the 30-token prompt is four blocks (8, 8, 8, 6), steps 1 to 4; the
+  // reference reads prompts in the default blocks, which must not change the bytes.
+  ModelConfig config = tiny_config();
+  config.prefill_block = 8;
+  EngineRig rig(config, "", [&faulty](Kernels& inner) {
+    auto k = std::make_unique<StepFailingKernels>(inner);
     faulty = k.get();
     return k;
   });
@@ -103,7 +137,7 @@ TEST_P(EngineFaultTest, DeviceErrorDiscardsTheHistoryAndTheEngineRecovers) {
   ASSERT_TRUE(rig.generate("An earlier conversation", 8).ok());
   ASSERT_GT(rig.history(), 0u);
 
-  faulty->fail_replay(GetParam());  // a prompt token's replay, or a generated token's
+  faulty->fail_step(GetParam());  // a prefill block, or a generated token's replay
   std::string streamed;
   GenerateRequest request;
   request.prompt = kPrompt;
@@ -123,8 +157,9 @@ TEST_P(EngineFaultTest, DeviceErrorDiscardsTheHistoryAndTheEngineRecovers) {
   EXPECT_EQ(want.compare(0, streamed.size(), streamed), 0);  // what streamed was right
 }
 
-// Replay 1: the first prompt token fed; 30: the last prompt token; 35: mid-generation.
-INSTANTIATE_TEST_SUITE_P(AtReplay, EngineFaultTest, ::testing::Values(1, 30, 35));
+// Step 1: the first prefill block; 4: the last; 5: the first generated token's replay; 12:
+// mid-generation.
+INSTANTIATE_TEST_SUITE_P(AtStep, EngineFaultTest, ::testing::Values(1, 4, 5, 12));
 
 }  // namespace
 }  // namespace siesta::engine

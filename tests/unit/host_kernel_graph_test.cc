@@ -166,8 +166,7 @@ Status record_mini_step(Kernels& k, const MiniStep& s, DeviceAddress scratch) {
                       w_up = s.inputs[6].first, state = s.inputs[7].first,
                       w_out = s.inputs[8].first;
   const DeviceAddress x = alloc(M::kDim * 4), xn = alloc(M::kDim * 4), q = alloc(M::kDim * 4),
-                      kk = alloc(M::kDim * 4), vv = alloc(M::kDim * 4),
-                      scores = alloc(M::kHeads * M::kContext * 4), att = alloc(M::kDim * 4),
+                      kk = alloc(M::kDim * 4), vv = alloc(M::kDim * 4), att = alloc(M::kDim * 4),
                       gate = alloc(M::kHidden * 4), up = alloc(M::kHidden * 4),
                       logits = alloc(M::kVocab * 4), token = alloc(4);
   SIESTA_RETURN_IF_ERROR(k.embed(table, M::kDim, s.params, x));
@@ -179,7 +178,7 @@ Status record_mini_step(Kernels& k, const MiniStep& s, DeviceAddress scratch) {
   SIESTA_RETURN_IF_ERROR(k.rope(kk, M::kHeads, M::kHeadDim, s.rope, s.params));
   SIESTA_RETURN_IF_ERROR(k.kv_store(kk, vv, s.type, M::kDim, s.k_cache, s.v_cache, s.params));
   SIESTA_RETURN_IF_ERROR(k.attention(q, s.k_cache, s.v_cache, s.type, M::kHeads, M::kHeadDim,
-                                     M::kContext, s.params, scores, att));
+                                     M::kContext, s.params, att));
   SIESTA_RETURN_IF_ERROR(k.add(att, M::kDim, x));
   SIESTA_RETURN_IF_ERROR(k.matmul(w_gate, x, M::kHidden, M::kDim, gate));
   SIESTA_RETURN_IF_ERROR(k.matmul(w_up, x, M::kHidden, M::kDim, up));
