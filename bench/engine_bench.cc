@@ -1,21 +1,41 @@
-// Prefill and decode speed of the reference engine on each backend: the baseline that later
-// work (the offloader, the server) must not slow down. Tokens per second are Google Benchmark
-// rate counters; run with --benchmark_format=json for docs/PERFORMANCE.md.
+// Prefill and decode speed of the reference engine on each backend. Tokens per second are
+// Google Benchmark counters; run with --benchmark_format=json for docs/PERFORMANCE.md.
 //
-//   prefill  a prompt of N tokens fed into an empty session (reuse_prefix + feed)
-//   decode   greedy generation: greedy_next + feed, one token at a time, on a session
-//            already holding a prompt
+//   prefill/<backend>/<model>   a prompt of N tokens fed into an empty session the way the
+//            engine reads it (Session::feed_block, blocks of the default prefill_block)
+//   prefill_history/<backend>/<model>/history:H   the prefill rate at H tokens of history:
+//            the session is filled to H tokens once (not timed), then each round rolls back to
+//            H (reuse_prefix, to the checkpoint at H) and feeds new tokens, alternately
+//              block_tok_s      in blocks of prefill_block (the engine's path), and
+//              block128_tok_s   in blocks of 128 (kMaxPrefillBlock),
+//              token_tok_s      one token at a time through the decode graph (feed(): the
+//                               per-token path every version before blocks used),
+//            each timed to the next token's download; medians over the rounds, so every
+//            ratio (block_ratio = block / token) compares runs of the same session, history
+//            and process.
+//   decode/<backend>/<model>    greedy generation: greedy_next + feed, one token at a time, on a
+//            session already holding a prompt
 //
 // Backends: "host" (HostKernels on the SimBackend) always; "cuda" (CudaKernels on the
 // CudaVmmBackend) where the build has CUDA and a device is present.
+//
+// Environment: SIESTA_BENCH_HISTORY_MODELS (default synthetic:small,synthetic:medium,
+// synthetic:large) and SIESTA_BENCH_HISTORIES (default 1024,8192,32768) choose the
+// prefill_history cases; SIESTA_BENCH_ROUNDS (default 3) their rounds. A history case's
+// session has a context of H + 1024 tokens.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/bench_engine_rig.h"
+#include "bench/bench_stats.h"
 #include "core/memory/host_vmm.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
@@ -35,8 +55,7 @@ struct Rig {
   std::unique_ptr<engine::Session> session;
 };
 
-Status make_rig(const std::string& backend_name, const std::string& spec, Rig& rig) {
-  SIESTA_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::model_config_from_spec(spec));
+Status make_rig(const std::string& backend_name, const engine::ModelConfig& config, Rig& rig) {
   SIESTA_RETURN_IF_ERROR(open_device(backend_name, rig.backend, rig.kernels));
   SIESTA_ASSIGN_OR_RETURN(rig.model, engine::Model::load(config, *rig.backend, *rig.kernels));
   SIESTA_ASSIGN_OR_RETURN(
@@ -44,9 +63,11 @@ Status make_rig(const std::string& backend_name, const std::string& spec, Rig& r
   return Status::Ok();
 }
 
-std::vector<Token> prompt_of(uint32_t tokens) {
+std::vector<Token> prompt_of(uint32_t tokens, uint32_t salt = 0) {
   std::vector<Token> prompt(tokens);
-  for (uint32_t i = 0; i < tokens; ++i) prompt[i] = static_cast<Token>('a' + (i * 7) % 26);
+  for (uint32_t i = 0; i < tokens; ++i) {
+    prompt[i] = static_cast<Token>('a' + (i * 7 + salt) % 26);
+  }
   return prompt;
 }
 
@@ -54,16 +75,34 @@ void fail(benchmark::State& state, const Status& status) {
   state.SkipWithError(status.to_string().c_str());
 }
 
+// Feeds tokens [from, end) in steps of at most `block` (1: feed(), the decode graph).
+Status feed_range(engine::Session& session, std::span<const Token> tokens, uint32_t block) {
+  for (size_t i = 0; i < tokens.size();) {
+    if (block == 1) {
+      SIESTA_RETURN_IF_ERROR(session.feed(tokens[i]));
+      ++i;
+      continue;
+    }
+    const size_t n = std::min<size_t>(block, tokens.size() - i);
+    SIESTA_ASSIGN_OR_RETURN(uint32_t fed, session.feed_block(tokens.subspan(i, n)));
+    i += fed;
+  }
+  return Status::Ok();
+}
+
 void prefill(benchmark::State& state, std::string backend, std::string spec, uint32_t tokens) {
   Rig rig;
-  if (Status made = make_rig(backend, spec, rig); !made.ok()) return fail(state, made);
+  Result<engine::ModelConfig> config = engine::model_config_from_spec(spec);
+  if (!config.ok()) return fail(state, config.status());
+  if (Status made = make_rig(backend, *config, rig); !made.ok()) return fail(state, made);
   const std::vector<Token> prompt = prompt_of(tokens);
   for (auto _ : state) {
     if (Status s = rig.session->discard_history(); !s.ok()) return fail(state, s);
     Result<uint32_t> reused = rig.session->reuse_prefix(prompt);
     if (!reused.ok()) return fail(state, reused.status());
-    for (uint32_t i = *reused; i < prompt.size(); ++i) {
-      if (Status s = rig.session->feed(prompt[i]); !s.ok()) return fail(state, s);
+    const std::span<const Token> rest = std::span(prompt).subspan(*reused);
+    if (Status s = feed_range(*rig.session, rest, config->prefill_block); !s.ok()) {
+      return fail(state, s);
     }
     Result<Token> next = rig.session->greedy_next();  // waits for the device
     if (!next.ok()) return fail(state, next.status());
@@ -74,9 +113,83 @@ void prefill(benchmark::State& state, std::string backend, std::string spec, uin
                          benchmark::Counter::kIsRate);
 }
 
+// One timed run of prefill_history: back to `history` tokens, then `tokens` new ones in
+// steps of `block`. Returns tokens per second.
+Result<double> timed_extension(Rig& rig, const std::vector<Token>& filled, uint32_t history,
+                               uint32_t tokens, uint32_t block, uint32_t salt) {
+  engine::Session& session = *rig.session;
+  std::vector<Token> prompt(filled.begin(), filled.begin() + history);
+  const std::vector<Token> suffix = prompt_of(tokens, salt);
+  prompt.insert(prompt.end(), suffix.begin(), suffix.end());
+  SIESTA_ASSIGN_OR_RETURN(uint32_t reused, session.reuse_prefix(prompt));
+  if (reused != history) {
+    return Internal("rolled back to " + std::to_string(reused) + " tokens, not " +
+                    std::to_string(history));
+  }
+  SIESTA_RETURN_IF_ERROR(rig.kernels->synchronize());  // the rollback's upload is done
+  const auto start = std::chrono::steady_clock::now();
+  SIESTA_RETURN_IF_ERROR(feed_range(session, std::span(prompt).subspan(history), block));
+  SIESTA_ASSIGN_OR_RETURN(Token next, session.greedy_next());
+  benchmark::DoNotOptimize(next);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return tokens / seconds;
+}
+
+void prefill_history(benchmark::State& state, std::string backend, std::string spec,
+                     uint32_t history, int rounds) {
+  Result<engine::ModelConfig> named = engine::model_config_from_spec(spec, history + 1024);
+  if (!named.ok()) return fail(state, named.status());
+  engine::ModelConfig config = *named;
+  const uint32_t engine_block = config.prefill_block;
+  config.prefill_block = engine::kMaxPrefillBlock;  // each run passes its own block size
+  Rig rig;
+  if (Status made = make_rig(backend, config, rig); !made.ok()) return fail(state, made);
+  const std::vector<Token> filled = prompt_of(history);
+  const auto fill_start = std::chrono::steady_clock::now();
+  if (Status s = feed_range(*rig.session, filled, engine::kMaxPrefillBlock); !s.ok()) {
+    return fail(state, s);
+  }
+  if (Result<Token> t = rig.session->greedy_next(); !t.ok()) return fail(state, t.status());
+  const double fill_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - fill_start).count();
+
+  // Enough tokens for a few blocks; fewer one at a time, whose rate does not depend on the
+  // count (each token costs the same at a given history).
+  const uint32_t block_tokens = 4 * engine::kMaxPrefillBlock;
+  const uint32_t token_tokens = history >= 16384 ? 16 : 32;
+  std::vector<double> block_rate, block128_rate, token_rate;
+  for (auto _ : state) {
+    for (int round = 0; round < rounds; ++round) {
+      Result<double> b = timed_extension(rig, filled, history, block_tokens,
+                                         engine_block, 3 * round + 1);
+      if (!b.ok()) return fail(state, b.status());
+      block_rate.push_back(*b);
+      Result<double> b128 = timed_extension(rig, filled, history, block_tokens,
+                                            engine::kMaxPrefillBlock, 3 * round + 2);
+      if (!b128.ok()) return fail(state, b128.status());
+      block128_rate.push_back(*b128);
+      Result<double> t = timed_extension(rig, filled, history, token_tokens, 1,
+                                         3 * round + 3);
+      if (!t.ok()) return fail(state, t.status());
+      token_rate.push_back(*t);
+    }
+  }
+  const double block = median(block_rate), token = median(token_rate);
+  state.counters["history"] = history;
+  state.counters["prefill_block"] = engine_block;
+  state.counters["block_tok_s"] = block;
+  state.counters["block128_tok_s"] = median(block128_rate);
+  state.counters["token_tok_s"] = token;
+  state.counters["block_ratio"] = block / token;
+  state.counters["fill_s"] = fill_s;
+}
+
 void decode(benchmark::State& state, std::string backend, std::string spec, uint32_t tokens) {
   Rig rig;
-  if (Status made = make_rig(backend, spec, rig); !made.ok()) return fail(state, made);
+  Result<engine::ModelConfig> config = engine::model_config_from_spec(spec);
+  if (!config.ok()) return fail(state, config.status());
+  if (Status made = make_rig(backend, *config, rig); !made.ok()) return fail(state, made);
   const std::vector<Token> prompt = prompt_of(16);
   for (auto _ : state) {
     state.PauseTiming();
@@ -98,6 +211,16 @@ void decode(benchmark::State& state, std::string backend, std::string spec, uint
                          benchmark::Counter::kIsRate);
 }
 
+std::vector<std::string> list_from_env(const char* name, const std::string& fallback) {
+  const char* text = std::getenv(name);
+  std::stringstream in(text != nullptr ? text : fallback);
+  std::vector<std::string> out;
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace siesta::bench
 
@@ -111,6 +234,12 @@ int main(int argc, char** argv) {
   };
   const Case cases[] = {
       {"synthetic:tiny", 128, 64}, {"synthetic:small", 512, 64}, {"synthetic:medium", 256, 32}};
+  const std::vector<std::string> history_models = list_from_env(
+      "SIESTA_BENCH_HISTORY_MODELS", "synthetic:small,synthetic:medium,synthetic:large");
+  const std::vector<std::string> histories =
+      list_from_env("SIESTA_BENCH_HISTORIES", "1024,8192,32768");
+  const char* rounds_text = std::getenv("SIESTA_BENCH_ROUNDS");
+  const int rounds = rounds_text != nullptr ? std::max(1, std::atoi(rounds_text)) : 3;
   for (const std::string& backend : backends) {
     for (const Case& c : cases) {
       benchmark::RegisterBenchmark(("prefill/" + backend + "/" + c.spec).c_str(), prefill, backend,
@@ -121,6 +250,17 @@ int main(int argc, char** argv) {
                                    std::string(c.spec), c.decode_tokens)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
+    }
+    for (const std::string& model : history_models) {
+      for (const std::string& history : histories) {
+        const uint32_t h = static_cast<uint32_t>(std::stoul(history));
+        benchmark::RegisterBenchmark(
+            ("prefill_history/" + backend + "/" + model + "/history:" + history).c_str(),
+            prefill_history, backend, model, h, rounds)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->Iterations(1);
+      }
     }
   }
   benchmark::Initialize(&argc, argv);

@@ -36,12 +36,13 @@ siesta_test_sources(offload_tests LABELS unit SOURCES
 siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader_race_test.cc)
 siesta_finish_test_binary(offload_tests)
 
-# compute: the contract's number formats (KvType names, f16, int8), and HostKernels against
-# tests/support/reference_kernels.h, with graph capture and replay across a decommit.
+# compute: the contract's number formats (KvType names, f16, int8, its exp), and HostKernels
+# against tests/support/reference_kernels.h, with graph capture and replay across a decommit,
+# and its block operations against its single-token ones (any thread count).
 siesta_test_binary(kernel_tests LABELS unit LIBS siesta_backend_sim)
 siesta_test_sources(kernel_tests LABELS unit SOURCES unit/kernel_numerics_test.cc)
 siesta_test_sources(kernel_tests LABELS unit concurrency SOURCES
-  unit/host_kernels_test.cc unit/host_kernel_graph_test.cc)
+  unit/host_kernels_test.cc unit/host_kernel_graph_test.cc unit/host_block_kernels_test.cc)
 siesta_finish_test_binary(kernel_tests)
 
 # engine/: model, tokenizer, session, sampler, stop strings, the command loop, exports, the

@@ -5,7 +5,10 @@
 // chains they keep in vector registers, so every result has the bits of
 // kernel_math::dot8 / the contract's attention, whatever the vector width.
 //
-// host_loops() picks the widest implementation this processor runs (chosen once).
+// host_loops() picks the widest implementation this processor runs, once: eight lanes (AVX2)
+// where the build and the processor have it, else four (the x86-64 baseline's SSE2; also
+// when the environment sets SIESTA_HOST_LOOPS=sse, for measuring one against the other).
+// Every implementation gives the same bits (the tests compare them).
 //
 // Thread rule: pure functions over the caller's memory; calls on disjoint outputs may run on
 // any threads at once.
@@ -39,9 +42,12 @@ struct HostLoops {
                     size_t b_stride, uint32_t nb, uint32_t n, float* out, size_t out_stride);
   // Attention of query rows [q_begin, q_end) for `head`: writes their out values of that head.
   void (*attend)(const AttentionRows& rows, uint32_t head, uint32_t q_begin, uint32_t q_end);
-  const char* name;  // "sse" (4 lanes)
+  const char* name;  // "sse" (4 lanes), "avx2" (8 lanes)
 };
 
 const HostLoops& host_loops();
+const HostLoops& host_loops_baseline();
+// Null when this build or processor has no AVX2.
+const HostLoops* host_loops_avx2();
 
 }  // namespace siesta

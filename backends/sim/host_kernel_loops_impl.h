@@ -1,6 +1,7 @@
 // The templates behind host_kernel_loops.h, for W float lanes. Included by the translation
-// units that instantiate them (host_kernel_loops.cc for the baseline width), each for its own
-// instruction set; nothing else should include it.
+// units that instantiate them, each for its own instruction set (host_kernel_loops.cc: W = 4,
+// the baseline; host_kernel_loops_avx2.cc: W = 8, SIESTA_SIMD_TARGET set first, see
+// host_simd.h); nothing else should include it.
 #pragma once
 
 #include <algorithm>
@@ -22,42 +23,51 @@ using host_simd::store;
 
 // RA x RB dot8 products at once (RA * RB == W): every pair (x, y) keeps its eight partial
 // sums in 8 / W vectors, fed in the contract's order, and the tree runs for all W outputs at
-// once (host_simd::tree8_of). out[y * os + x] = dot8(a + x * as, b + y * bs, n).
+// once (host_simd::tree8_of), output (x, y) in lane y * RA + x, so each y's RA results are
+// stored together. out[y * os + x] = dot8(a + x * as, b + y * bs, n).
 template <int W, int RA, int RB>
-inline void dot8_micro(const float* a, size_t as, const float* b, size_t bs, uint32_t n,
-                       float* out, size_t os) {
+SIESTA_SIMD void dot8_micro(const float* a, size_t as, const float* b, size_t bs, uint32_t n,
+                            float* out, size_t os) {
   static_assert(RA * RB == W);
   constexpr int kNv = 8 / W;
   F<W> acc[RA * RB * kNv] = {};
   const uint32_t whole = n - n % 8;
   for (uint32_t k = 0; k < whole; k += 8) {
+#pragma GCC unroll 8
     for (int v = 0; v < kNv; ++v) {
       F<W> av[RA], bv[RB];
+#pragma GCC unroll 8
       for (int x = 0; x < RA; ++x) av[x] = load<W>(a + x * as + k + v * W);
+#pragma GCC unroll 8
       for (int y = 0; y < RB; ++y) bv[y] = load<W>(b + y * bs + k + v * W);
-      for (int x = 0; x < RA; ++x) {
-        for (int y = 0; y < RB; ++y) acc[(x * RB + y) * kNv + v] += av[x] * bv[y];
+#pragma GCC unroll 8
+      for (int y = 0; y < RB; ++y) {
+#pragma GCC unroll 8
+        for (int x = 0; x < RA; ++x) acc[(y * RA + x) * kNv + v] += av[x] * bv[y];
       }
     }
   }
   for (uint32_t k = whole; k < n; ++k) {
     const uint32_t j = k % 8;
-    for (int x = 0; x < RA; ++x) {
-      for (int y = 0; y < RB; ++y) {
-        acc[(x * RB + y) * kNv + j / W][j % W] += a[x * as + k] * b[y * bs + k];
+#pragma GCC unroll 8
+    for (int y = 0; y < RB; ++y) {
+#pragma GCC unroll 8
+      for (int x = 0; x < RA; ++x) {
+        acc[(y * RA + x) * kNv + j / W][j % W] += a[x * as + k] * b[y * bs + k];
       }
     }
   }
   const F<W> total = host_simd::tree8_of<W>(acc);
-  for (int x = 0; x < RA; ++x) {
-    for (int y = 0; y < RB; ++y) out[y * os + x] = total[x * RB + y];
-  }
+  float lanes[W];
+  std::memcpy(lanes, &total, sizeof lanes);
+#pragma GCC unroll 8
+  for (int y = 0; y < RB; ++y) std::memcpy(out + y * os, lanes + y * RA, RA * sizeof(float));
 }
 
 template <int W>
-void dot8_tile(const float* a, size_t as, uint32_t na, const float* b, size_t bs, uint32_t nb,
+SIESTA_SIMD_TARGET void dot8_tile(const float* a, size_t as, uint32_t na, const float* b, size_t bs, uint32_t nb,
                uint32_t n, float* out, size_t os) {
-  constexpr int kRa = 2, kRb = W / 2;
+  constexpr int kRa = W / 2, kRb = 2;
   const uint32_t na_main = na - na % kRa;
   const uint32_t nb_main = nb - nb % kRb;
   for (uint32_t i = 0; i < na_main; i += kRa) {
@@ -85,13 +95,16 @@ void dot8_tile(const float* a, size_t as, uint32_t na, const float* b, size_t bs
 
 // The `count` values [first, first + count) of cache rows t0 .. t0 + rows - 1, decoded to f32,
 // into dst[t][0..count).
-inline void decode_rows(KvType type, const std::byte* cache, size_t row_bytes, uint32_t dim,
+template <int W>
+SIESTA_SIMD void decode_rows(KvType type, const std::byte* cache, size_t row_bytes, uint32_t dim,
                         uint32_t t0, uint32_t rows, uint32_t first, uint32_t count, float* dst) {
   for (uint32_t t = 0; t < rows; ++t) {
     const std::byte* row = cache + size_t{t0 + t} * row_bytes;
     float* out = dst + size_t{t} * count;
     if (type == KvType::kF16) {
-      for (uint32_t i = 0; i < count; ++i) {
+      uint32_t i = 0;
+      for (; i + W <= count; i += W) host_simd::halves_to_floats<W>(row + size_t{first + i} * 2, out + i);
+      for (; i < count; ++i) {
         uint16_t h;
         std::memcpy(&h, row + size_t{first + i} * 2, 2);
         out[i] = half_float::float_from_half(h);
@@ -109,10 +122,31 @@ inline void decode_rows(KvType type, const std::byte* cache, size_t row_bytes, u
   }
 }
 
+// s[t] = s[t] * scale for t < n; returns the largest (max_f32 over lanes, then across them:
+// without NaNs every order gives the same maximum).
+template <int W>
+SIESTA_SIMD float scale_and_max(float* s, float scale, uint32_t n) {
+  const F<W> sv = splat<W>(scale);
+  uint32_t t = 0;
+  F<W> mv = splat<W>(kernel_math::bits_to_float(0xff800000u));
+  for (; t + W <= n; t += W) {
+    const F<W> v = load<W>(s + t) * sv;
+    store<W>(s + t, v);
+    mv = host_simd::select<W>(mv < v, v, mv);
+  }
+  float m = mv[0];
+  for (int i = 1; i < W; ++i) m = kernel_math::max_f32(m, mv[i]);
+  for (; t < n; ++t) {
+    s[t] = s[t] * scale;
+    m = kernel_math::max_f32(m, s[t]);
+  }
+  return m;
+}
+
 // acc[d] = acc[d] * alpha, then acc[d] = acc[d] + e[t] * v[t][d] for t = 0 .. n-1 in order
 // (v rows `vs` floats apart): four vectors of acc stay in registers over all n rows.
 template <int W>
-inline void weighted_rows(float* acc, float alpha, const float* e, uint32_t n, const float* v,
+SIESTA_SIMD void weighted_rows(float* acc, float alpha, const float* e, uint32_t n, const float* v,
                           size_t vs, uint32_t hd) {
   const F<W> a = splat<W>(alpha);
   uint32_t d = 0;
@@ -146,11 +180,12 @@ inline void weighted_rows(float* acc, float alpha, const float* e, uint32_t n, c
 
 // sum8 (compute/kernel_contract.h) of e[0 .. n): partial j in lane j of 8 / W vectors.
 template <int W>
-inline float sum8(const float* e, uint32_t n) {
+SIESTA_SIMD float sum8(const float* e, uint32_t n) {
   constexpr int kNv = 8 / W;
   F<W> p[kNv] = {};
   const uint32_t whole = n - n % 8;
   for (uint32_t k = 0; k < whole; k += 8) {
+    #pragma GCC unroll 8
     for (int v = 0; v < kNv; ++v) p[v] = p[v] + load<W>(e + k + v * W);
   }
   for (uint32_t k = whole; k < n; ++k) p[(k % 8) / W][(k % 8) % W] += e[k];
@@ -161,13 +196,13 @@ inline float sum8(const float* e, uint32_t n) {
 
 // e[t] = exp_f32(s[t] - m) for t < n (lanes past n, up to a multiple of W, are scratch).
 template <int W>
-inline void exp_rows(const float* s, float m, uint32_t n, float* e) {
+SIESTA_SIMD void exp_rows(const float* s, float m, uint32_t n, float* e) {
   const F<W> mv = splat<W>(m);
   for (uint32_t t = 0; t < n; t += W) store<W>(e + t, host_simd::exp_f32<W>(load<W>(s + t) - mv));
 }
 
 template <int W>
-void attend(const AttentionRows& r, uint32_t h, uint32_t q_begin, uint32_t q_end) {
+SIESTA_SIMD_TARGET void attend(const AttentionRows& r, uint32_t h, uint32_t q_begin, uint32_t q_end) {
   namespace km = kernel_math;
   constexpr uint32_t kTile = km::kAttentionTile;
   const uint32_t hd = r.head_dim;
@@ -205,8 +240,8 @@ void attend(const AttentionRows& r, uint32_t h, uint32_t q_begin, uint32_t q_end
         v_base = reinterpret_cast<const float*>(r.v_cache + size_t{t0} * row_bytes) + size_t{h} * hd;
         stride = dim;
       } else {
-        decode_rows(r.type, r.k_cache, row_bytes, dim, t0, rows, h * hd, hd, k_rows.data());
-        decode_rows(r.type, r.v_cache, row_bytes, dim, t0, rows, h * hd, hd, v_rows.data());
+        decode_rows<W>(r.type, r.k_cache, row_bytes, dim, t0, rows, h * hd, hd, k_rows.data());
+        decode_rows<W>(r.type, r.v_cache, row_bytes, dim, t0, rows, h * hd, hd, v_rows.data());
         k_base = k_rows.data();
         v_base = v_rows.data();
         stride = hd;
@@ -220,9 +255,7 @@ void attend(const AttentionRows& r, uint32_t h, uint32_t q_begin, uint32_t q_end
         const uint32_t qi = i - q_begin;
         const uint32_t n = std::min(rows, r.position + i - t0 + 1);
         float* s = scores.data() + size_t{qi} * kTile;
-        for (uint32_t t = 0; t < n; ++t) s[t] = s[t] * scale;
-        float mt = s[0];
-        for (uint32_t t = 1; t < n; ++t) mt = km::max_f32(mt, s[t]);
+        const float mt = scale_and_max<W>(s, scale, n);
         km::SoftmaxState& st = chunk[qi];
         const float m = km::max_f32(st.m, mt);
         const float a = km::exp_f32(st.m - m);

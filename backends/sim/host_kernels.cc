@@ -554,11 +554,11 @@ Status HostKernels::attention_block(DeviceAddress q, DeviceAddress k_cache, Devi
   }();
   // Tasks: a head and a range of queries, enough of them to keep every thread busy. Each
   // (query, head) is one task's alone, so the split changes nothing in the bits.
-  const unsigned threads = pool_->threads();
-  const uint32_t per_head = std::min(count, std::max(1u, (2 * threads + heads - 1) / heads));
-  const uint32_t queries = (count + per_head - 1) / per_head;
-  const uint32_t ranges = (count + queries - 1) / queries;
   return launch(checked, [=, pool = pool_] {
+    const unsigned threads = pool->threads();
+    const uint32_t per_head = std::min(count, std::max(1u, (2 * threads + heads - 1) / heads));
+    const uint32_t queries = (count + per_head - 1) / per_head;
+    const uint32_t ranges = (count + queries - 1) / queries;
     const AttentionRows rows{f32(q), bytes(k_cache), bytes(v_cache), type, heads, head_dim,
                              position, f32(out)};
     pool->run(size_t{heads} * ranges, [&](size_t task) {

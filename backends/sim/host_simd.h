@@ -4,9 +4,12 @@
 // SSE register (the x86-64 baseline, no -march flag needed); W = 8 is two of them there, or
 // one AVX register where a translation unit is built for it.
 //
-// Everything is a template on W, and only the instantiations a translation unit asks for are
-// compiled there, so code built for a wider instruction set can never be linked in place of
-// the baseline's.
+// Everything is a template on W, marked SIESTA_SIMD: a translation unit that instantiates the
+// wide loops defines SIESTA_SIMD_TARGET first (host_kernel_loops_avx2.cc:
+// __attribute__((target("avx2")))), so those instantiations, and only they, are compiled for
+// that instruction set, while the file as a whole keeps the baseline's flags (no function it
+// shares with other files, a standard library one say, can come out built for AVX2). No FMA
+// is ever enabled: the bits are those of the baseline.
 //
 // Thread rule: pure functions.
 #pragma once
@@ -16,6 +19,11 @@
 #include <cstring>
 
 #include "compute/kernel_math.h"
+
+#ifndef SIESTA_SIMD_TARGET
+#define SIESTA_SIMD_TARGET
+#endif
+#define SIESTA_SIMD inline SIESTA_SIMD_TARGET
 
 namespace siesta::host_simd {
 
@@ -38,34 +46,35 @@ template <int W>
 using I = typename Simd<W>::I;
 
 template <int W>
-inline F<W> load(const float* p) {
+SIESTA_SIMD F<W> load(const float* p) {
   F<W> v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 template <int W>
-inline void store(float* p, F<W> v) {
+SIESTA_SIMD void store(float* p, F<W> v) {
   std::memcpy(p, &v, sizeof v);
 }
 template <int W>
-inline F<W> splat(float x) {
-  F<W> v;
+SIESTA_SIMD F<W> splat(float x) {
+  F<W> v = {};
+  #pragma GCC unroll 8
   for (int i = 0; i < W; ++i) v[i] = x;
   return v;
 }
 template <int W>
-inline F<W> zero() {
+SIESTA_SIMD F<W> zero() {
   return F<W>{};
 }
 // Lane-wise mask ? a : b (mask lanes all-ones or all-zeros, as comparisons give).
 template <int W>
-inline F<W> select(I<W> mask, F<W> a, F<W> b) {
+SIESTA_SIMD F<W> select(I<W> mask, F<W> a, F<W> b) {
   return (F<W>)(((I<W>)a & mask) | ((I<W>)b & ~mask));
 }
 
 // kernel_math::exp_f32 on every lane: the same steps, so the same bits.
 template <int W>
-inline F<W> exp_f32(F<W> x) {
+SIESTA_SIMD F<W> exp_f32(F<W> x) {
   namespace km = kernel_math;
   const I<W> nan = x != x;
   const I<W> low = x < splat<W>(km::kExpLowest);
@@ -88,34 +97,60 @@ inline F<W> exp_f32(F<W> x) {
   return select<W>(nan, x, select<W>(low, zero<W>(), select<W>(high, inf, y)));
 }
 
-// The contract's combining tree for W outputs at once: p[o * (8 / W) + v] holds lanes
-// v * W .. of output o's eight partial sums, and lane o of the result is
-// ((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7)) of output o: the partial sums transposed into vectors
-// over outputs, then added in the tree's order.
+// half_float::float_from_half on W halves at once, exactly: a finite half's 15 low bits
+// shifted into a float's place are the value times 2^-112 (a float subnormal for a half
+// subnormal), so one multiplication by 2^112 gives the value; infinities keep their sign and
+// every NaN becomes 0x7fffffff, as the scalar conversion does.
 template <int W>
-inline F<W> tree8_of(const F<W> p[8]) {
+SIESTA_SIMD void halves_to_floats(const std::byte* in, float* out) {
+  uint16_t h[W];
+  std::memcpy(h, in, sizeof h);
+  I<W> bits = {};
+  #pragma GCC unroll 8
+  for (int i = 0; i < W; ++i) bits[i] = h[i];
+  const I<W> magnitude = bits & 0x7fff;
+  const I<W> sign = (bits & 0x8000) << 16;
+  const F<W> finite = (F<W>)(magnitude << 13) * splat<W>(0x1p112f);
+  const I<W> special = magnitude >= 0x7c00;
+  const I<W> nan = magnitude > 0x7c00;
+  const I<W> inf_bits = sign | 0x7f800000;
+  I<W> result = sign | (I<W>)finite;
+  result = (result & ~special) | (inf_bits & special & ~nan) | (0x7fffffff & nan);
+  store<W>(out, (F<W>)result);
+}
+
+// Pairwise sums within each four-lane group: [a0+a1, a2+a3, b0+b1, b2+b3] per group (what
+// SSE3/AVX haddps computes; plain shuffles and one addition here).
+template <int W>
+SIESTA_SIMD F<W> hadd(F<W> a, F<W> b) {
   if constexpr (W == 4) {
-    auto transpose = [](F<4> a, F<4> b, F<4> c, F<4> d, F<4> out[4]) {
-      const F<4> t0 = __builtin_shufflevector(a, b, 0, 4, 1, 5);
-      const F<4> t1 = __builtin_shufflevector(a, b, 2, 6, 3, 7);
-      const F<4> t2 = __builtin_shufflevector(c, d, 0, 4, 1, 5);
-      const F<4> t3 = __builtin_shufflevector(c, d, 2, 6, 3, 7);
-      out[0] = __builtin_shufflevector(t0, t2, 0, 1, 4, 5);
-      out[1] = __builtin_shufflevector(t0, t2, 2, 3, 6, 7);
-      out[2] = __builtin_shufflevector(t1, t3, 0, 1, 4, 5);
-      out[3] = __builtin_shufflevector(t1, t3, 2, 3, 6, 7);
-    };
-    F<4> lo[4], hi[4];
-    transpose(p[0], p[2], p[4], p[6], lo);  // partials 0..3 of outputs 0..3
-    transpose(p[1], p[3], p[5], p[7], hi);  // partials 4..7
-    return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
+    return __builtin_shufflevector(a, b, 0, 2, 4, 6) + __builtin_shufflevector(a, b, 1, 3, 5, 7);
   } else {
     static_assert(W == 8);
-    F<8> t[8];
-    for (int j = 0; j < 8; ++j) {
-      for (int o = 0; o < 8; ++o) t[j][o] = p[o][j];
-    }
-    return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+    return __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14) +
+           __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15);
+  }
+}
+
+// The contract's combining tree for W outputs at once: p[o * (8 / W) + v] holds lanes
+// v * W .. of output o's eight partial sums, and lane o of the result is
+// ((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7)) of output o: each level of the tree is one pairwise
+// sum over vectors of outputs, so every addition is the tree's own.
+template <int W>
+SIESTA_SIMD F<W> tree8_of(const F<W> p[8]) {
+  if constexpr (W == 4) {
+    // p[2o] = (s0..s3), p[2o + 1] = (s4..s7) of output o.
+    const F<4> low = hadd<4>(hadd<4>(p[0], p[2]), hadd<4>(p[4], p[6]));   // (s0+s1)+(s2+s3)
+    const F<4> high = hadd<4>(hadd<4>(p[1], p[3]), hadd<4>(p[5], p[7]));  // (s4+s5)+(s6+s7)
+    return low + high;
+  } else {
+    static_assert(W == 8);
+    // p[o] = (s0..s7) of output o; after two levels, lanes 0-3 of g0 hold outputs 0-3's
+    // (s0+s1)+(s2+s3) and lanes 4-7 their (s4+s5)+(s6+s7); g1 the same for outputs 4-7.
+    const F<8> g0 = hadd<8>(hadd<8>(p[0], p[1]), hadd<8>(p[2], p[3]));
+    const F<8> g1 = hadd<8>(hadd<8>(p[4], p[5]), hadd<8>(p[6], p[7]));
+    return __builtin_shufflevector(g0, g1, 0, 1, 2, 3, 8, 9, 10, 11) +
+           __builtin_shufflevector(g0, g1, 4, 5, 6, 7, 12, 13, 14, 15);
   }
 }
 

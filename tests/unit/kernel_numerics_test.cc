@@ -1,6 +1,7 @@
-// The arithmetic contract's number formats (compute/kernel_contract.h, compute/half_float.h):
-// KvType names, every f16 conversion against an independent computation, and the int8 rules
-// of the reference encoder the kernels are compared with.
+// The arithmetic contract's number formats (compute/kernel_contract.h, compute/half_float.h,
+// compute/kernel_math.h): KvType names, every f16 conversion against an independent
+// computation (and the host kernels' vector conversion against the scalar one), the int8
+// rules of the reference encoder the kernels are compared with, and the contract's exp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/sim/host_simd.h"
 #include "compute/half_float.h"
+#include "compute/kernel_math.h"
 #include "compute/kernels.h"
 #include "tests/support/backend_test_util.h"
 #include "tests/support/host_kernels_fixture.h"
@@ -149,6 +152,55 @@ TEST(HalfFloatTest, SpecialValues) {
   EXPECT_EQ(half_from_float(1e-30f), 0x0000);
   EXPECT_EQ(half_from_float(1e30f), 0x7c00);
   EXPECT_EQ(std::bit_cast<uint32_t>(float_from_half(0xfe01)), 0x7fffffffu);
+}
+
+TEST(HalfFloatTest, TheVectorConversionIsTheScalarOneForEveryHalf) {
+  for (uint32_t first = 0; first <= 0xffff; first += 4) {
+    uint16_t h[4];
+    for (uint32_t i = 0; i < 4; ++i) h[i] = static_cast<uint16_t>(first + i);
+    float got[4];
+    host_simd::halves_to_floats<4>(reinterpret_cast<const std::byte*>(h), got);
+    for (uint32_t i = 0; i < 4; ++i) {
+      const float want = float_from_half(h[i]);
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want)) << "half " << h[i];
+    }
+  }
+}
+
+// ---- The contract's exp ----
+
+// Distance in units in the last place between two finite floats of the same sign.
+int64_t ulps(float a, float b) {
+  return std::llabs(static_cast<int64_t>(std::bit_cast<int32_t>(a)) -
+                    static_cast<int64_t>(std::bit_cast<int32_t>(b)));
+}
+
+TEST(ExpF32Test, WithinTwoUlpOfExpAndExactAtTheEdges) {
+  using kernel_math::exp_f32;
+  int64_t worst = 0;
+  float worst_at = 0;
+  // Every 97th float in [-87, 88] (both signs of the reduced argument, every binade).
+  for (uint32_t bits = std::bit_cast<uint32_t>(88.0f); bits > 0; bits -= 97) {
+    for (float x : {std::bit_cast<float>(bits), -std::bit_cast<float>(bits)}) {
+      if (x < -87.0f || x > 88.0f) continue;
+      const float want = static_cast<float>(std::exp(static_cast<double>(x)));
+      const int64_t d = ulps(exp_f32(x), want);
+      if (d > worst) {
+        worst = d;
+        worst_at = x;
+      }
+    }
+  }
+  std::printf("exp_f32: worst %lld ulp at %.9g\n", static_cast<long long>(worst), worst_at);
+  EXPECT_LE(worst, 2) << "at " << worst_at;
+  EXPECT_EQ(exp_f32(0.0f), 1.0f);
+  EXPECT_EQ(exp_f32(-0.0f), 1.0f);
+  EXPECT_EQ(std::bit_cast<uint32_t>(exp_f32(-87.5f)), 0u);  // +0, never -0
+  EXPECT_EQ(std::bit_cast<uint32_t>(exp_f32(-INFINITY)), 0u);
+  EXPECT_EQ(exp_f32(88.5f), INFINITY);
+  EXPECT_TRUE(std::isnan(exp_f32(std::nanf(""))));
+  EXPECT_GT(exp_f32(-87.0f), 0.0f);
+  EXPECT_TRUE(std::isfinite(exp_f32(88.0f)));
 }
 
 TEST(KvInt8Test, QuantizationRules) {
