@@ -1,6 +1,7 @@
 # Property tests (RapidCheck; each prints its seed and case count): the simulator against a
-# model, snapshot files against damage, the Offloader against a model of its state machine, and
-# the real engine with offload against the same engine without it. At least 1000 sequences
+# model, snapshot files against damage, the Offloader against a model of its state machine,
+# the real engine with offload against the same engine without it, and prompts cut into random
+# prefill blocks against one token at a time. At least 1000 sequences
 # each in CI for the offloader and the engine.
 siesta_test_binary(property_tests LABELS property LIBS siesta_engine siesta_backend_sim PROPERTY)
 siesta_test_sources(property_tests LABELS property concurrency SOURCES
@@ -11,4 +12,6 @@ siesta_test_sources(property_tests LABELS property ENVIRONMENT "RC_PARAMS=max_su
 siesta_test_sources(property_tests LABELS property
   ENVIRONMENT "RC_PARAMS=max_success=1000 max_size=40"
   SOURCES property/engine_offload_property_test.cc)
+siesta_test_sources(property_tests LABELS property ENVIRONMENT "RC_PARAMS=max_success=200"
+  SOURCES property/prefill_split_property_test.cc)
 siesta_finish_test_binary(property_tests)

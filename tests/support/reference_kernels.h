@@ -7,7 +7,9 @@
 // argmax, and rope_table (it is the formula documented in compute/kernel_contract.h, in
 // double; a GPU's double cos/sin may differ by an ulp before rounding to float).
 // Everything else is computed in double and rounded to float once at the end; the tests
-// state how far a backend may be from it.
+// state how far a backend may be from it. contract_attention is the exception: the contract's
+// own attention (compute/kernel_contract.h) one scalar step at a time, which HostKernels and
+// CudaKernels must equal bit for bit.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "compute/half_float.h"
+#include "compute/kernel_math.h"
 #include "compute/kernels.h"
 
 namespace siesta::ref {
@@ -188,6 +191,59 @@ inline std::vector<float> attention(const std::vector<float>& q,
       for (size_t t = 0; t < rows; ++t) acc += s[t] / sum * v[t][o + d];
       out[o + d] = static_cast<float>(acc);
     }
+  }
+  return out;
+}
+
+// The contract's attention of q at `position`, written as the contract reads: chunks, tiles,
+// dot8, exp_f32, sum8 and the folds, in f32, one value at a time.
+inline std::vector<float> contract_attention(const std::vector<float>& q,
+                                             const std::vector<std::byte>& k_cache,
+                                             const std::vector<std::byte>& v_cache, KvType type,
+                                             uint32_t heads, uint32_t head_dim,
+                                             uint32_t position) {
+  namespace km = kernel_math;
+  const uint32_t dim = heads * head_dim;
+  const size_t row_bytes = kv_row_bytes(type, dim);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  std::vector<std::vector<float>> k_rows, v_rows;
+  for (uint32_t t = 0; t <= position; ++t) {
+    k_rows.push_back(kv_decode(type, std::span(k_cache).subspan(t * row_bytes, row_bytes), dim));
+    v_rows.push_back(kv_decode(type, std::span(v_cache).subspan(t * row_bytes, row_bytes), dim));
+  }
+  std::vector<float> out(dim);
+  for (uint32_t h = 0; h < heads; ++h) {
+    const float* qh = q.data() + size_t{h} * head_dim;
+    km::SoftmaxState folded = km::softmax_start();
+    std::vector<float> big(head_dim, 0.0f);
+    for (uint32_t c0 = 0; c0 <= position; c0 += km::kAttentionChunk) {
+      const uint32_t c_end = std::min(position, c0 + km::kAttentionChunk - 1);
+      km::SoftmaxState chunk = km::softmax_start();
+      std::vector<float> acc(head_dim, 0.0f);
+      for (uint32_t t0 = c0; t0 <= c_end; t0 += km::kAttentionTile) {
+        const uint32_t t1 = std::min(c_end, t0 + km::kAttentionTile - 1);
+        std::vector<float> s, e;
+        for (uint32_t t = t0; t <= t1; ++t) {
+          s.push_back(km::dot8(qh, k_rows[t].data() + size_t{h} * head_dim, head_dim) * scale);
+        }
+        float mt = s[0];
+        for (float x : s) mt = km::max_f32(mt, x);
+        const float m = km::max_f32(chunk.m, mt);
+        const float a = km::exp_f32(chunk.m - m);
+        for (float x : s) e.push_back(km::exp_f32(x - m));
+        chunk.l = chunk.l * a + km::sum8(e.data(), static_cast<uint32_t>(e.size()));
+        chunk.m = m;
+        for (uint32_t d = 0; d < head_dim; ++d) {
+          acc[d] = acc[d] * a;
+          for (size_t t = 0; t < e.size(); ++t) {
+            acc[d] = acc[d] + e[t] * v_rows[t0 + t][size_t{h} * head_dim + d];
+          }
+        }
+      }
+      const km::FoldFactors f = km::softmax_fold(folded, chunk);
+      for (uint32_t d = 0; d < head_dim; ++d) big[d] = big[d] * f.fa + acc[d] * f.fb;
+    }
+    for (uint32_t d = 0; d < head_dim; ++d) out[size_t{h} * head_dim + d] = big[d] / folded.l;
   }
   return out;
 }
