@@ -4,7 +4,8 @@
 // Every figure is a Google Benchmark counter, so --benchmark_format=json (or --benchmark_out=
 // FILE --benchmark_out_format=json) gives a plot script what it needs.
 //
-//   ttft/<backend>/<model>/history:N          N = 1024, 4096, 16384 tokens of history
+//   ttft/<backend>/<model>/history:N          N = 1024, 4096, 16384 tokens of history (or
+//                                             SIESTA_BENCH_HISTORIES)
 //     resident_ms   the history is resident; a request extends it by two tokens (the previous
 //                   answer and "x") with max_tokens 1: generate() to the future's result
 //     restored_ms   the same after Engine::offload_now() and the save it posts: the request
@@ -35,13 +36,14 @@
 //   SIESTA_BENCH_CTX    context in tokens (default 20480: room for 16k of history)
 //   SIESTA_BENCH_DIR    where the snapshot directory siesta-engine-offload-bench is made
 //                       (default /tmp; choose a real disk: tmpfs makes fdatasync free)
+//   SIESTA_BENCH_HISTORIES       ttft's histories, comma-separated (default 1024,4096,16384;
+//                                those that do not fit the context are left out)
+//   SIESTA_BENCH_TTFT_ITERATIONS ttft's iterations (default 3, and 2 from 16k tokens)
 //
-// Prefill is one token at a time and each token attends to the whole history, so a fill costs
-// the square of its length: on the host kernels 4k tokens take ~15 s and 16k ~4 min on a
-// 2-core VM, and each fallback reads the whole history again. Iterations are therefore few and
-// fixed (3; 2 from 16k tokens), and the whole host run takes ~20 minutes there; filter with
-// --benchmark_filter (e.g. 'history:(1024|4096)|decode|tokens:(256|1024|2048|4096)/') for a
-// quick look.
+// Prefill reads the prompt in blocks (engine/session.h), but each token still attends to the
+// whole history, so a fill, and each fallback, costs the square of its length. Iterations are
+// therefore few and fixed; filter with --benchmark_filter (e.g.
+// 'history:(1024|4096)|decode|tokens:(256|1024|2048|4096)/') for a quick look.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -50,6 +52,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -338,20 +341,29 @@ int main(int argc, char** argv) {
   config.model = *model;
   config.dir = bench_store_dir(bench_base_dir(), "siesta-engine-offload-bench");
 
+  std::vector<uint32_t> histories;
+  {
+    std::stringstream list(env_or("SIESTA_BENCH_HISTORIES", "1024,4096,16384"));
+    for (std::string item; std::getline(list, item, ',');) {
+      if (!item.empty()) histories.push_back(static_cast<uint32_t>(std::stoul(item)));
+    }
+  }
+  const int ttft_iterations = std::atoi(env_or("SIESTA_BENCH_TTFT_ITERATIONS", "0"));
+
   // Room for the requests that follow the fill: each iteration adds a few tokens.
   constexpr uint32_t kHeadroom = 64;
   const uint32_t context = config.model.context;
   std::vector<std::shared_ptr<SnapshotSeries>> series_list;
   for (const std::string& backend : engine_backends("engine_offload_bench")) {
     const std::string suffix = "/" + backend + "/" + config.spec;
-    for (uint32_t history : {1024u, 4096u, 16384u}) {
+    for (uint32_t history : histories) {
       if (history + kHeadroom > context) continue;
       benchmark::RegisterBenchmark(
           ("ttft" + suffix + "/history:" + std::to_string(history)).c_str(), ttft, config, backend,
           history)
           ->Unit(benchmark::kMillisecond)
           ->UseManualTime()
-          ->Iterations(history >= 16384 ? 2 : 3);
+          ->Iterations(ttft_iterations > 0 ? ttft_iterations : (history >= 16384 ? 2 : 3));
     }
     if (std::string(kDecodePrompt).size() + kDecodeTokens <= context) {
       benchmark::RegisterBenchmark(("decode_offload" + suffix).c_str(), decode_offload, config,
