@@ -2,14 +2,15 @@
 // Google Benchmark counters; run with --benchmark_format=json for docs/PERFORMANCE.md.
 //
 //   prefill/<backend>/<model>   a prompt of N tokens fed into an empty session the way the
-//            engine reads it (Session::feed_block, blocks of the default prefill_block)
+//            engine reads it (Session::feed_block, blocks of the session's prefill_block())
 //   prefill_history/<backend>/<model>/history:H   the prefill rate at H tokens of history:
 //            the session is filled to H tokens once (not timed), then each round rolls back to
 //            H (reuse_prefix, to the checkpoint at H) and feeds new tokens, alternately
-//              block_tok_s      in blocks of prefill_block (the engine's path), and
-//              block128_tok_s   in blocks of 128 (kMaxPrefillBlock),
+//              block64_tok_s, block128_tok_s   in blocks of 64 and of 128 tokens,
 //              token_tok_s      one token at a time through the decode graph (feed(): the
 //                               per-token path every version before blocks used),
+//            and block_tok_s is the block the engine uses (prefill_block: the kernels'
+//            preference, 64 on the host and 128 on CUDA),
 //            each timed to the next token's download; medians over the rounds, so every
 //            ratio (block_ratio = block / token) compares runs of the same session, history
 //            and process.
@@ -101,7 +102,7 @@ void prefill(benchmark::State& state, std::string backend, std::string spec, uin
     Result<uint32_t> reused = rig.session->reuse_prefix(prompt);
     if (!reused.ok()) return fail(state, reused.status());
     const std::span<const Token> rest = std::span(prompt).subspan(*reused);
-    if (Status s = feed_range(*rig.session, rest, config->prefill_block); !s.ok()) {
+    if (Status s = feed_range(*rig.session, rest, rig.session->prefill_block()); !s.ok()) {
       return fail(state, s);
     }
     Result<Token> next = rig.session->greedy_next();  // waits for the device
@@ -141,10 +142,13 @@ void prefill_history(benchmark::State& state, std::string backend, std::string s
   Result<engine::ModelConfig> named = engine::model_config_from_spec(spec, history + 1024);
   if (!named.ok()) return fail(state, named.status());
   engine::ModelConfig config = *named;
-  const uint32_t engine_block = config.prefill_block;
   config.prefill_block = engine::kMaxPrefillBlock;  // each run passes its own block size
   Rig rig;
   if (Status made = make_rig(backend, config, rig); !made.ok()) return fail(state, made);
+  // The engine's block: the model's setting, or the kernels' preference.
+  const uint32_t engine_block = named->prefill_block != 0
+                                    ? named->prefill_block
+                                    : rig.kernels->preferred_prefill_block();
   const std::vector<Token> filled = prompt_of(history);
   const auto fill_start = std::chrono::steady_clock::now();
   if (Status s = feed_range(*rig.session, filled, engine::kMaxPrefillBlock); !s.ok()) {
@@ -158,28 +162,29 @@ void prefill_history(benchmark::State& state, std::string backend, std::string s
   // count (each token costs the same at a given history).
   const uint32_t block_tokens = 4 * engine::kMaxPrefillBlock;
   const uint32_t token_tokens = history >= 16384 ? 16 : 32;
-  std::vector<double> block_rate, block128_rate, token_rate;
+  std::vector<double> block64_rate, block128_rate, token_rate;
   for (auto _ : state) {
     for (int round = 0; round < rounds; ++round) {
-      Result<double> b = timed_extension(rig, filled, history, block_tokens,
-                                         engine_block, 3 * round + 1);
-      if (!b.ok()) return fail(state, b.status());
-      block_rate.push_back(*b);
-      Result<double> b128 = timed_extension(rig, filled, history, block_tokens,
-                                            engine::kMaxPrefillBlock, 3 * round + 2);
+      Result<double> b64 = timed_extension(rig, filled, history, block_tokens, 64, 3 * round + 1);
+      if (!b64.ok()) return fail(state, b64.status());
+      block64_rate.push_back(*b64);
+      Result<double> b128 =
+          timed_extension(rig, filled, history, block_tokens, 128, 3 * round + 2);
       if (!b128.ok()) return fail(state, b128.status());
       block128_rate.push_back(*b128);
-      Result<double> t = timed_extension(rig, filled, history, token_tokens, 1,
-                                         3 * round + 3);
+      Result<double> t = timed_extension(rig, filled, history, token_tokens, 1, 3 * round + 3);
       if (!t.ok()) return fail(state, t.status());
       token_rate.push_back(*t);
     }
   }
-  const double block = median(block_rate), token = median(token_rate);
+  const double block64 = median(block64_rate), block128 = median(block128_rate);
+  const double token = median(token_rate);
+  const double block = engine_block == 128 ? block128 : block64;
   state.counters["history"] = history;
   state.counters["prefill_block"] = engine_block;
   state.counters["block_tok_s"] = block;
-  state.counters["block128_tok_s"] = median(block128_rate);
+  state.counters["block64_tok_s"] = block64;
+  state.counters["block128_tok_s"] = block128;
   state.counters["token_tok_s"] = token;
   state.counters["block_ratio"] = block / token;
   state.counters["fill_s"] = fill_s;

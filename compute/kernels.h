@@ -109,6 +109,12 @@ class Kernels {
 
   virtual std::string name() const = 0;  // "host", "cuda"
 
+  // The prefill block length (tokens) this backend's block operations want: past it, a block
+  // costs about as much per token as a longer one, and shorter ones leave the device idle.
+  // The engine reads prompts in blocks of this many tokens unless configured otherwise
+  // (engine::ModelConfig::prefill_block); any length gives the same bits.
+  virtual uint32_t preferred_prefill_block() const = 0;
+
   // ---- Operations (enqueued; recorded while capturing) ----
 
   // out[0..dim) = table[params.token][0..dim). table: [vocab][dim].

@@ -68,7 +68,6 @@ Status validate(const ModelConfig& c) {
       {"layers", c.layers},   {"dim", c.dim},
       {"heads", c.heads},     {"ffn_dim", c.ffn_dim},
       {"context", c.context}, {"checkpoint_interval", c.checkpoint_interval},
-      {"prefill_block", c.prefill_block},
   };
   for (const auto& [field, value] : counts) {
     if (value == 0) return field_error(field, value, "must be greater than 0");

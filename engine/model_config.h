@@ -49,11 +49,8 @@ inline constexpr uint32_t kLastPrintable = 0x7e;
 // Prefill block sizes: a prompt is read in steps of at most prefill_block tokens, each a
 // matrix-matrix pass through the model (engine/session.h). The session's scratch holds
 // kMaxPrefillBlock rows whatever the choice, so the choice changes neither the session's
-// layout nor its fingerprint (the bytes computed never depend on it). 64 keeps one step of
-// synthetic:small at 32k tokens of history near 0.1 s on two CPU cores (docs/PERFORMANCE.md),
-// so a cancel is seen promptly, while the GPU already runs its matrix work at full tiles.
+// layout nor its fingerprint (the bytes computed never depend on it).
 inline constexpr uint32_t kMaxPrefillBlock = 128;
-inline constexpr uint32_t kDefaultPrefillBlock = 64;
 
 struct ModelConfig {
   std::string name;  // "synthetic:tiny", as /v1/models and /v1/status show it
@@ -68,10 +65,11 @@ struct ModelConfig {
   uint64_t weight_seed = 0;
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
-  // Tokens a prefill step computes at once, 1 .. kMaxPrefillBlock; 1 reads the prompt one
-  // token at a time through the decode graph (the path every version before blocks used).
-  // An engine option, not part of the model: the session's fingerprint leaves it out.
-  uint32_t prefill_block = kDefaultPrefillBlock;
+  // Tokens a prefill step computes at most, up to kMaxPrefillBlock; 0 (the default): the
+  // kernels' Kernels::preferred_prefill_block() (64 on the host, 128 on CUDA); 1 reads the
+  // prompt one token at a time through the decode graph (the path every version before blocks
+  // used). An engine option, not part of the model: the session's fingerprint leaves it out.
+  uint32_t prefill_block = 0;
 
   uint32_t head_dim() const { return dim / heads; }
   // Bytes of one layer's K (or V) cache: context rows of kv_row_bytes(kv_type, dim).
@@ -84,7 +82,7 @@ struct ModelConfig {
 
 // Checks what the kernels and the session need: every count > 0; dim a multiple of heads and
 // of kKvInt8Block; head_dim even; recurrent_after < layers; 1 <= checkpoint_interval <=
-// context; context <= kMaxContext; 1 <= prefill_block <= kMaxPrefillBlock. Failure:
+// context; context <= kMaxContext; prefill_block <= kMaxPrefillBlock. Failure:
 // InvalidArgument naming the field and the rule.
 inline constexpr uint32_t kMaxContext = 1u << 20;
 Status validate(const ModelConfig& config);

@@ -171,12 +171,18 @@ Status Session::feed(Token token) {
   return Status::Ok();
 }
 
+uint32_t Session::prefill_block() const {
+  const uint32_t configured = config().prefill_block;
+  const uint32_t block = configured != 0 ? configured : kernels_.preferred_prefill_block();
+  return std::clamp(block, 1u, kMaxPrefillBlock);
+}
+
 Result<uint32_t> Session::feed_block(std::span<const Token> tokens) {
   const ModelConfig& c = config();
   if (tokens.empty()) return InvalidArgument("feed_block: no tokens");
   SIESTA_RETURN_IF_ERROR(check_can_feed("feed_block"));
   const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(
-      {tokens.size(), c.prefill_block, layout_->buffers.rows, uint64_t{c.context} - length_}));
+      {tokens.size(), prefill_block(), layout_->buffers.rows, uint64_t{c.context} - length_}));
   if (count == 1) {
     SIESTA_RETURN_IF_ERROR(feed(tokens[0]));
     return 1u;

@@ -85,7 +85,11 @@ class Session final : public OffloadTarget {
   // state is then unspecified: discard_history()).
   Status feed(Token token);
 
-  // Feeds the first min(tokens.size(), prefill_block, room left in the context) tokens of
+  // The prefill block length feed_block() uses: ModelConfig::prefill_block, or where that is 0
+  // the kernels' preferred_prefill_block() (at most kMaxPrefillBlock).
+  uint32_t prefill_block() const;
+
+  // Feeds the first min(tokens.size(), prefill_block(), room left in the context) tokens of
   // `tokens` as one prefill block at position length(); returns how many it fed (at least 1).
   // Checkpoints are taken at the same multiples of the interval as feed() takes them (the
   // block's recurrent states are all kept, so a block may span a checkpoint). A block of one

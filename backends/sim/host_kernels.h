@@ -61,6 +61,9 @@ class HostKernels final : public Kernels {
                                                      HostKernelsOptions options = {});
 
   std::string name() const override { return "host"; }
+  // 64: a block of synthetic:small at 32k tokens of history then takes about 0.1 s on two
+  // cores (docs/PERFORMANCE.md), so the engine's cancel check between blocks stays prompt.
+  uint32_t preferred_prefill_block() const override { return 64; }
 
   Status embed(DeviceAddress table, uint32_t dim, DeviceAddress params, DeviceAddress out) override;
   Status rms_norm(DeviceAddress x, DeviceAddress weight, uint32_t dim, float eps,

@@ -29,6 +29,7 @@ class StepFailingKernels final : public Kernels {
   }
 
   std::string name() const override { return inner_.name(); }
+  uint32_t preferred_prefill_block() const override { return inner_.preferred_prefill_block(); }
   Status embed(DeviceAddress t, uint32_t d, DeviceAddress p, DeviceAddress o) override {
     return inner_.embed(t, d, p, o);
   }

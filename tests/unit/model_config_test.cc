@@ -115,6 +115,7 @@ TEST(ModelConfigValidate, NamesTheFieldAndTheRule) {
       {"context", [](ModelConfig& c) { c.context = kMaxContext + 1; }},
       {"rope_theta", [](ModelConfig& c) { c.rope_theta = 0.0f; }},
       {"norm_eps", [](ModelConfig& c) { c.norm_eps = -1.0f; }},
+      {"prefill_block", [](ModelConfig& c) { c.prefill_block = kMaxPrefillBlock + 1; }},
   };
   for (const Breakage& b : cases) {
     ModelConfig c = model_config_table()[0].config;
@@ -133,6 +134,10 @@ TEST(ModelConfigValidate, AcceptsBoundaryValues) {
   EXPECT_TRUE(validate(c).ok()) << validate(c).to_string();
   c.checkpoint_interval = 1;
   EXPECT_TRUE(validate(c).ok());
+  for (uint32_t block : {0u, 1u, kMaxPrefillBlock}) {  // 0: the kernels' choice
+    c.prefill_block = block;
+    EXPECT_TRUE(validate(c).ok()) << block;
+  }
 }
 
 }  // namespace

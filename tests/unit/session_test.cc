@@ -125,6 +125,35 @@ TEST_P(SessionTest, RandomEditsMatchFullPrefills) {
   }
 }
 
+TEST_P(SessionTest, FeedBlockFeedsUpToThePrefillBlockAndTakesEveryCheckpointItPasses) {
+  // The host kernels' preference unless the model says otherwise.
+  EXPECT_EQ(session().prefill_block(), rig_.kernels->preferred_prefill_block());
+  ModelConfig c = config_;
+  c.prefill_block = 24;
+  Rig rig;
+  SIESTA_ASSERT_OK(rig.init(c));
+  ASSERT_EQ(rig.session->prefill_block(), 24u);
+  const std::vector<Token> prompt = encode(kPrompt);  // 69 tokens, interval 16
+  SIESTA_EXPECT_CODE(rig.session->feed_block({}), StatusCode::kInvalidArgument);
+  SIESTA_ASSERT_OK_AND_ASSIGN(uint32_t first, rig.session->feed_block(std::span(prompt).first(10)));
+  EXPECT_EQ(first, 10u);
+  // 10 .. 33: one block across the checkpoints at 16 and 32.
+  SIESTA_ASSERT_OK_AND_ASSIGN(uint32_t second, rig.session->feed_block(std::span(prompt).subspan(10)));
+  EXPECT_EQ(second, 24u);
+  EXPECT_EQ(rig.session->length(), 34u);
+  auto regions = regions_by_name(*rig.session);
+  EXPECT_EQ(regions["recurrent.checkpoints"].layout.extents,
+            prefix(2 * uint64_t{config_.dim} * sizeof(float)));
+  // The checkpoints a block passed hold what one token at a time leaves there.
+  SIESTA_ASSERT_OK(prefill(session(), std::string(kPrompt.substr(0, 34))));
+  auto want = regions_by_name(session())["recurrent.checkpoints"];
+  const uint64_t bytes = 2 * uint64_t{config_.dim} * sizeof(float);
+  EXPECT_EQ(std::memcmp(regions["recurrent.checkpoints"].host, want.host, bytes), 0);
+  SIESTA_ASSERT_OK_AND_ASSIGN(Answer blocked, answer(*rig.session, 8));
+  SIESTA_ASSERT_OK_AND_ASSIGN(Answer one_by_one, answer(session(), 8));
+  EXPECT_EQ(blocked, one_by_one);
+}
+
 TEST_P(SessionTest, DiscardHistoryStartsOver) {
   SIESTA_ASSERT_OK(prefill(session(), kPrompt));
   SIESTA_ASSERT_OK(session().discard_history());
