@@ -178,6 +178,49 @@ SIESTA_SIMD void weighted_rows(float* acc, float alpha, const float* e, uint32_t
   }
 }
 
+// weighted_rows for two queries over the same rows, sharing each load of v: for each query,
+// exactly weighted_rows' steps (rows past a query's own n are not added to it).
+template <int W>
+SIESTA_SIMD void weighted_rows2(float* acc0, float alpha0, const float* e0, uint32_t n0,
+                                float* acc1, float alpha1, const float* e1, uint32_t n1,
+                                const float* v, size_t vs, uint32_t hd) {
+  const uint32_t both = std::min(n0, n1);
+  const F<W> a0 = splat<W>(alpha0), a1 = splat<W>(alpha1);
+  uint32_t d = 0;
+  for (; d + 2 * W <= hd; d += 2 * W) {
+    F<W> r0 = load<W>(acc0 + d) * a0, r1 = load<W>(acc0 + d + W) * a0;
+    F<W> s0 = load<W>(acc1 + d) * a1, s1 = load<W>(acc1 + d + W) * a1;
+    uint32_t t = 0;
+    for (; t < both; ++t) {
+      const float* row = v + t * vs + d;
+      const F<W> x0 = load<W>(row), x1 = load<W>(row + W);
+      const F<W> e0v = splat<W>(e0[t]), e1v = splat<W>(e1[t]);
+      r0 = r0 + e0v * x0;
+      r1 = r1 + e0v * x1;
+      s0 = s0 + e1v * x0;
+      s1 = s1 + e1v * x1;
+    }
+    for (uint32_t u = t; u < n0; ++u) {
+      const F<W> ev = splat<W>(e0[u]);
+      r0 = r0 + ev * load<W>(v + u * vs + d);
+      r1 = r1 + ev * load<W>(v + u * vs + d + W);
+    }
+    for (uint32_t u = t; u < n1; ++u) {
+      const F<W> ev = splat<W>(e1[u]);
+      s0 = s0 + ev * load<W>(v + u * vs + d);
+      s1 = s1 + ev * load<W>(v + u * vs + d + W);
+    }
+    store<W>(acc0 + d, r0);
+    store<W>(acc0 + d + W, r1);
+    store<W>(acc1 + d, s0);
+    store<W>(acc1 + d + W, s1);
+  }
+  if (d < hd) {  // the last values, one query at a time
+    weighted_rows<W>(acc0 + d, alpha0, e0, n0, v + d, vs, hd - d);
+    weighted_rows<W>(acc1 + d, alpha1, e1, n1, v + d, vs, hd - d);
+  }
+}
+
 // sum8 (compute/kernel_contract.h) of e[0 .. n): partial j in lane j of 8 / W vectors.
 template <int W>
 SIESTA_SIMD float sum8(const float* e, uint32_t n) {
@@ -214,10 +257,11 @@ SIESTA_SIMD_TARGET void attend(const AttentionRows& r, uint32_t h, uint32_t q_be
   const bool direct = r.type == KvType::kF32;    // f32 rows are read in place
 
   // Per query: the folded state (M, L) and A[hd], the chunk's (m, l) and acc[hd]; the tile's
-  // scores and one query's exponentials; the decoded K and V rows of the tile.
+  // scores (then exponentials), alpha and row count; the decoded K and V rows of the tile.
   std::vector<km::SoftmaxState> folded(nq, km::softmax_start()), chunk(nq);
   std::vector<float> sums(size_t{nq} * hd * 2, 0.0f);  // A then acc, per query
-  std::vector<float> scores(size_t{nq} * kTile), exps(kTile + W);
+  std::vector<float> scores(size_t{nq} * kTile), alphas(nq);
+  std::vector<uint32_t> counts(nq);
   std::vector<float> k_rows(direct ? 0 : size_t{kTile} * hd), v_rows(direct ? 0 : kTile * hd);
   auto big_a = [&](uint32_t i) { return sums.data() + size_t{i} * hd * 2; };
   auto acc = [&](uint32_t i) { return sums.data() + size_t{i} * hd * 2 + hd; };
@@ -251,6 +295,8 @@ SIESTA_SIMD_TARGET void attend(const AttentionRows& r, uint32_t h, uint32_t q_be
       // are computed and never read.
       dot8_tile<W>(k_base, stride, rows, r.q + size_t{qt} * dim + size_t{h} * hd, dim,
                    q_end - qt, hd, scores.data() + size_t{qt - q_begin} * kTile, kTile);
+      // The softmax step of each query, its exponentials written over its scores; then the
+      // weighted sums, two queries at a time (they share the loads of V).
       for (uint32_t i = qt; i < q_end; ++i) {
         const uint32_t qi = i - q_begin;
         const uint32_t n = std::min(rows, r.position + i - t0 + 1);
@@ -258,11 +304,23 @@ SIESTA_SIMD_TARGET void attend(const AttentionRows& r, uint32_t h, uint32_t q_be
         const float mt = scale_and_max<W>(s, scale, n);
         km::SoftmaxState& st = chunk[qi];
         const float m = km::max_f32(st.m, mt);
-        const float a = km::exp_f32(st.m - m);
-        exp_rows<W>(s, m, n, exps.data());
-        st.l = st.l * a + sum8<W>(exps.data(), n);
+        alphas[qi] = km::exp_f32(st.m - m);
+        exp_rows<W>(s, m, n, s);
+        st.l = st.l * alphas[qi] + sum8<W>(s, n);
         st.m = m;
-        weighted_rows<W>(acc(qi), a, exps.data(), n, v_base, stride, hd);
+        counts[qi] = n;
+      }
+      uint32_t i = qt;
+      for (; i + 2 <= q_end; i += 2) {
+        const uint32_t qi = i - q_begin;
+        weighted_rows2<W>(acc(qi), alphas[qi], scores.data() + size_t{qi} * kTile, counts[qi],
+                          acc(qi + 1), alphas[qi + 1], scores.data() + size_t{qi + 1} * kTile,
+                          counts[qi + 1], v_base, stride, hd);
+      }
+      if (i < q_end) {
+        const uint32_t qi = i - q_begin;
+        weighted_rows<W>(acc(qi), alphas[qi], scores.data() + size_t{qi} * kTile, counts[qi],
+                         v_base, stride, hd);
       }
     }
     for (uint32_t i = qc; i < q_end; ++i) {

@@ -20,6 +20,10 @@
 
 #include "compute/kernel_math.h"
 
+#if defined(SIESTA_SIMD_F16C)
+#include <immintrin.h>
+#endif
+
 #ifndef SIESTA_SIMD_TARGET
 #define SIESTA_SIMD_TARGET
 #endif
@@ -103,6 +107,19 @@ SIESTA_SIMD F<W> exp_f32(F<W> x) {
 // every NaN becomes 0x7fffffff, as the scalar conversion does.
 template <int W>
 SIESTA_SIMD void halves_to_floats(const std::byte* in, float* out) {
+#if defined(SIESTA_SIMD_F16C)
+  if constexpr (W == 8) {
+    // The processor's conversion is exact too; only its NaNs keep their payload and sign,
+    // so they are made canonical as above.
+    __m128i h;
+    std::memcpy(&h, in, sizeof h);
+    const __m256 converted = _mm256_cvtph_ps(h);
+    F<8> v;
+    std::memcpy(&v, &converted, sizeof v);
+    store<8>(out, select<8>(v != v, (F<8>)(I<8>{} + 0x7fffffff), v));
+    return;
+  }
+#endif
   uint16_t h[W];
   std::memcpy(h, in, sizeof h);
   I<W> bits = {};
