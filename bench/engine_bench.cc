@@ -146,9 +146,8 @@ void prefill_history(benchmark::State& state, std::string backend, std::string s
   Rig rig;
   if (Status made = make_rig(backend, config, rig); !made.ok()) return fail(state, made);
   // The engine's block: the model's setting, or the kernels' preference.
-  const uint32_t engine_block = named->prefill_block != 0
-                                    ? named->prefill_block
-                                    : rig.kernels->preferred_prefill_block();
+  const uint32_t engine_block =
+      named->prefill_block != 0 ? named->prefill_block : rig.kernels->preferred_prefill_block();
   const std::vector<Token> filled = prompt_of(history);
   const auto fill_start = std::chrono::steady_clock::now();
   if (Status s = feed_range(*rig.session, filled, engine::kMaxPrefillBlock); !s.ok()) {
@@ -168,8 +167,7 @@ void prefill_history(benchmark::State& state, std::string backend, std::string s
       Result<double> b64 = timed_extension(rig, filled, history, block_tokens, 64, 3 * round + 1);
       if (!b64.ok()) return fail(state, b64.status());
       block64_rate.push_back(*b64);
-      Result<double> b128 =
-          timed_extension(rig, filled, history, block_tokens, 128, 3 * round + 2);
+      Result<double> b128 = timed_extension(rig, filled, history, block_tokens, 128, 3 * round + 2);
       if (!b128.ok()) return fail(state, b128.status());
       block128_rate.push_back(*b128);
       Result<double> t = timed_extension(rig, filled, history, token_tokens, 1, 3 * round + 3);

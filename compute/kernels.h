@@ -30,8 +30,9 @@
 //     replays them with the same raw addresses (a CUDA graph on the GPU, a list of bound calls
 //     on the simulator). upload/download/synchronize are refused while capturing.
 //   - Numerics are deterministic on each backend: the same inputs give the same bits on every
-//     run (fixed reduction orders, no atomics). The two backends agree within the tolerances
-//     the kernel tests state, not bit for bit.
+//     run (fixed reduction orders, no atomics), and a block operation's rows have the bits of
+//     the single-token operation. The two backends agree within the tolerances the kernel
+//     tests state (matmul and attention bit for bit), not bit for bit overall.
 //
 // Errors: an operation returns InvalidArgument for arguments it can check on the host (zero
 // sizes, dim not a multiple of the int8 block, first > last...), FailedPrecondition for
@@ -194,19 +195,19 @@ class Kernels {
                             DeviceAddress table, uint32_t position, uint32_t count) = 0;
   // Rows i of k and v stored as cache rows position + i.
   virtual Status kv_store_block(DeviceAddress k, DeviceAddress v, KvType type, uint32_t dim,
-                                DeviceAddress k_cache, DeviceAddress v_cache,
-                                uint32_t position, uint32_t count) = 0;
+                                DeviceAddress k_cache, DeviceAddress v_cache, uint32_t position,
+                                uint32_t count) = 0;
   // Query row i attends to cache rows [0, position + i] (the block's own rows must be stored
   // first). scratch: attention_scratch_bytes(count, heads, head_dim, context) bytes of device
   // memory the kernels may use (4-byte aligned). out must not overlap q.
   virtual Status attention_block(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache,
-                                 KvType type, uint32_t heads, uint32_t head_dim,
-                                 uint32_t context, uint32_t position, uint32_t count,
-                                 DeviceAddress scratch, DeviceAddress out) = 0;
+                                 KvType type, uint32_t heads, uint32_t head_dim, uint32_t context,
+                                 uint32_t position, uint32_t count, DeviceAddress scratch,
+                                 DeviceAddress out) = 0;
   // The recurrent update applied for row 0, 1, ... count-1 of input and gate ([count][n]) in
   // turn; states[i] ([count][n]) receives the state after row i, and `state` ends as the last.
-  virtual Status recurrent_scan(DeviceAddress input, DeviceAddress gate, uint32_t n,
-                                uint32_t count, DeviceAddress state, DeviceAddress states) = 0;
+  virtual Status recurrent_scan(DeviceAddress input, DeviceAddress gate, uint32_t n, uint32_t count,
+                                DeviceAddress state, DeviceAddress states) = 0;
 
   // ---- Transfers (refused while capturing) ----
 

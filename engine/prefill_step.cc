@@ -27,9 +27,8 @@ Status enqueue_prefill_step(Kernels& k, const Model& model, const SessionLayout&
     SIESTA_RETURN_IF_ERROR(k.rope_block(q, c.heads, c.head_dim(), rope, position, n));
     SIESTA_RETURN_IF_ERROR(k.rope_block(kk, c.heads, c.head_dim(), rope, position, n));
     SIESTA_RETURN_IF_ERROR(k.kv_store_block(kk, v, c.kv_type, d, k_cache, v_cache, position, n));
-    SIESTA_RETURN_IF_ERROR(k.attention_block(q, k_cache, v_cache, c.kv_type, c.heads,
-                                             c.head_dim(), c.context, position, n, scratch,
-                                             attn));
+    SIESTA_RETURN_IF_ERROR(k.attention_block(q, k_cache, v_cache, c.kv_type, c.heads, c.head_dim(),
+                                             c.context, position, n, scratch, attn));
     SIESTA_RETURN_IF_ERROR(k.matmul_block(w.wo, attn, d, d, n, proj));
     SIESTA_RETURN_IF_ERROR(k.add(proj, n * d, x));
     SIESTA_RETURN_IF_ERROR(k.rms_norm_block(x, w.ffn_norm, d, c.norm_eps, n, xn));

@@ -193,8 +193,7 @@ Result<uint32_t> Session::feed_block(std::span<const Token> tokens) {
   std::vector<int32_t> ids(tokens.begin(), tokens.begin() + count);
   SIESTA_RETURN_IF_ERROR(
       kernels_.upload(std::as_bytes(std::span(ids)), base + layout_->buffers.tokens));
-  SIESTA_RETURN_IF_ERROR(
-      enqueue_prefill_step(kernels_, model_, *layout_, base, position, count));
+  SIESTA_RETURN_IF_ERROR(enqueue_prefill_step(kernels_, model_, *layout_, base, position, count));
   std::byte* history = host_region(*host_, *layout_, layout_->tokens);
   for (uint32_t i = 0; i < count; ++i) history[position + i] = static_cast<std::byte>(tokens[i]);
   length_ = position + count;

@@ -49,10 +49,10 @@ __global__ void attention_token_kernel(const float* q, const void* k_cache, cons
   const uint64_t row_bytes = kv_row_bytes_device(type, dim);
   // A position past the caches is clamped rather than read past them.
   const int32_t position = params->position;
-  const uint32_t p = position < 0 ? 0u
-                                  : (static_cast<uint32_t>(position) >= context
-                                         ? context - 1
-                                         : static_cast<uint32_t>(position));
+  const uint32_t p =
+      position < 0 ? 0u
+                   : (static_cast<uint32_t>(position) >= context ? context - 1
+                                                                 : static_cast<uint32_t>(position));
   const float scale = 1.0f / sqrtf(static_cast<float>(head_dim));
   const uint32_t base = h * head_dim;
   for (uint32_t d = threadIdx.x; d < head_dim; d += kThreads) qs[d] = q[base + d];
@@ -124,17 +124,16 @@ __global__ void attention_token_kernel(const float* q, const void* k_cache, cons
 // One chunk's softmax state for up to kQueries queries of one head (see the file comment).
 // partials: per (query, head, chunk) m, l, then head_dim acc values; chunks: its chunk count.
 template <KvType type>
-__global__ void attention_partials_kernel(const float* q, const void* k_cache,
-                                          const void* v_cache, uint32_t heads, uint32_t head_dim,
-                                          uint32_t chunks, uint32_t position, uint32_t count,
-                                          float* partials) {
+__global__ void attention_partials_kernel(const float* q, const void* k_cache, const void* v_cache,
+                                          uint32_t heads, uint32_t head_dim, uint32_t chunks,
+                                          uint32_t position, uint32_t count, float* partials) {
   extern __shared__ float shared[];
   const uint32_t hd = head_dim;
-  float* qs = shared;                              // [kQueries][hd]
-  float* ks = qs + kQueries * hd;                  // [kTile][hd + 1] (padded: no conflicts)
-  float* vs = ks + kTile * (hd + 1);               // [kTile][hd]
-  float* es = vs + kTile * hd;                     // [kQueries][kTile + 1]: scores, then e
-  float* st = es + kQueries * (kTile + 1);         // [kQueries][3]: m, l, alpha
+  float* qs = shared;                       // [kQueries][hd]
+  float* ks = qs + kQueries * hd;           // [kTile][hd + 1] (padded: no conflicts)
+  float* vs = ks + kTile * (hd + 1);        // [kTile][hd]
+  float* es = vs + kTile * hd;              // [kQueries][kTile + 1]: scores, then e
+  float* st = es + kQueries * (kTile + 1);  // [kQueries][3]: m, l, alpha
   const uint32_t q0 = blockIdx.x * kQueries;
   const uint32_t h = blockIdx.y;
   const uint32_t c = blockIdx.z;
@@ -165,10 +164,10 @@ __global__ void attention_partials_kernel(const float* q, const void* k_cache,
   }
   const uint32_t pairs = (kQueries / 4) * hd;
   const uint32_t j = threadIdx.x % 8;
-  const uint32_t qb = threadIdx.x / 64;      // scores: queries qb * 4 ..
-  const uint32_t tb = threadIdx.x / 8 % 8;   // and rows tb * 8 .. of the tile
-  const uint32_t sq = threadIdx.x / 16;      // softmax step: this thread's query
-  const uint32_t sub = threadIdx.x % 16;     // and its place among the query's 16 threads
+  const uint32_t qb = threadIdx.x / 64;     // scores: queries qb * 4 ..
+  const uint32_t tb = threadIdx.x / 8 % 8;  // and rows tb * 8 .. of the tile
+  const uint32_t sq = threadIdx.x / 16;     // softmax step: this thread's query
+  const uint32_t sub = threadIdx.x % 16;    // and its place among the query's 16 threads
   __syncthreads();
 
   for (uint32_t t0 = c0; t0 <= c_end; t0 += kTile) {
@@ -336,8 +335,8 @@ cudaError_t launch_token(cudaStream_t stream, const float* q, const void* k_cach
                          const void* v_cache, uint32_t heads, uint32_t head_dim, uint32_t context,
                          const StepParams* params, float* out) {
   const size_t shared = (size_t{head_dim} + kTile) * sizeof(float);
-  attention_token_kernel<type><<<heads, kThreads, shared, stream>>>(
-      q, k_cache, v_cache, heads, head_dim, context, params, out);
+  attention_token_kernel<type><<<heads, kThreads, shared, stream>>>(q, k_cache, v_cache, heads,
+                                                                    head_dim, context, params, out);
   return cudaGetLastError();
 }
 
@@ -360,8 +359,8 @@ cudaError_t launch_block(cudaStream_t stream, const float* q, const void* k_cach
   const cudaError_t launched = cudaGetLastError();
   if (launched != cudaSuccess) return launched;
   const unsigned fold_threads = head_dim >= 128 ? 128 : (head_dim + 31) / 32 * 32;
-  attention_fold_kernel<<<dim3(count, heads), fold_threads, 0, stream>>>(
-      scratch, heads, head_dim, chunks, position, out);
+  attention_fold_kernel<<<dim3(count, heads), fold_threads, 0, stream>>>(scratch, heads, head_dim,
+                                                                         chunks, position, out);
   return cudaGetLastError();
 }
 

@@ -29,16 +29,16 @@ __global__ void embed_block_kernel(const float* table, uint32_t dim, const int32
   }
 }
 
-__global__ void rms_norm_block_kernel(const float* x, const float* weight, uint32_t dim,
-                                      float eps, float* out) {
+__global__ void rms_norm_block_kernel(const float* x, const float* weight, uint32_t dim, float eps,
+                                      float* out) {
   __shared__ float shared[kThreads];
   const uint64_t row = uint64_t{blockIdx.x} * dim;
   rms_norm_row(x + row, weight, dim, eps, out + row, shared);
 }
 
-constexpr uint32_t kTileRows = 32;    // rows of w per block
-constexpr uint32_t kTileTokens = 32;  // tokens per block
-constexpr uint32_t kTileK = 32;       // values of a row per shared-memory step
+constexpr uint32_t kTileRows = 32;        // rows of w per block
+constexpr uint32_t kTileTokens = 32;      // tokens per block
+constexpr uint32_t kTileK = 32;           // values of a row per shared-memory step
 constexpr uint32_t kStride = kTileK + 2;  // padded: the 4 row groups of a warp hit 4 bank octets
 
 __global__ void matmul_block_kernel(const float* w, const float* x, uint32_t rows, uint32_t cols,
@@ -97,8 +97,8 @@ __global__ void matmul_block_kernel(const float* w, const float* x, uint32_t row
   }
 }
 
-__global__ void rope_block_kernel(float* vec, uint32_t heads, uint32_t head_dim,
-                                  const float* table, uint32_t position, uint32_t count) {
+__global__ void rope_block_kernel(float* vec, uint32_t heads, uint32_t head_dim, const float* table,
+                                  uint32_t position, uint32_t count) {
   const uint32_t half = head_dim / 2;
   const uint64_t pairs = uint64_t{heads} * half;
   const uint64_t total = pairs * count;
@@ -117,8 +117,8 @@ __global__ void kv_store_block_kernel(const float* k, const float* v, KvType typ
   if (i >= dim) return;  // a whole warp leaves (or stays): dim is a multiple of 32 for int8
   const uint32_t r = blockIdx.z;
   const float* src = (blockIdx.y == 0 ? k : v) + uint64_t{r} * dim;
-  char* row = const_cast<char*>(kv_row(blockIdx.y == 0 ? k_cache : v_cache,
-                                       uint64_t{position} + r, kv_row_bytes_device(type, dim)));
+  char* row = const_cast<char*>(kv_row(blockIdx.y == 0 ? k_cache : v_cache, uint64_t{position} + r,
+                                       kv_row_bytes_device(type, dim)));
   kv_store_value(type, dim, static_cast<uint32_t>(i), src[i], row);
 }
 
@@ -169,15 +169,13 @@ cudaError_t kv_store_block(cudaStream_t stream, const float* k, const float* v, 
                            uint32_t dim, void* k_cache, void* v_cache, uint32_t position,
                            uint32_t count) {
   const dim3 grid((dim + kThreads - 1) / kThreads, 2, count);
-  kv_store_block_kernel<<<grid, kThreads, 0, stream>>>(k, v, type, dim, k_cache, v_cache,
-                                                       position);
+  kv_store_block_kernel<<<grid, kThreads, 0, stream>>>(k, v, type, dim, k_cache, v_cache, position);
   return cudaGetLastError();
 }
 
 cudaError_t recurrent_scan(cudaStream_t stream, const float* input, const float* gate, uint32_t n,
                            uint32_t count, float* state, float* states) {
-  recurrent_scan_kernel<<<grid_for(n), kThreads, 0, stream>>>(input, gate, n, count, state,
-                                                              states);
+  recurrent_scan_kernel<<<grid_for(n), kThreads, 0, stream>>>(input, gate, n, count, state, states);
   return cudaGetLastError();
 }
 

@@ -43,7 +43,6 @@ cudaError_t recurrent_update(cudaStream_t stream, const float* input, const floa
 cudaError_t argmax(cudaStream_t stream, const float* logits, uint32_t first, uint32_t last,
                    int32_t* out);
 
-
 // Block operations (cuda_kernel_block_ops.cu, cuda_kernel_attention.cu): rows [0, count) at
 // positions [position, position + count).
 cudaError_t embed_block(cudaStream_t stream, const float* table, uint32_t dim,

@@ -253,18 +253,19 @@ Status attention_checks(std::string_view op, DeviceAddress q, DeviceAddress k_ca
                         uint32_t context, uint32_t rows, DeviceAddress out) {
   const uint64_t dim = uint64_t{heads} * head_dim;
   const std::string name(op);
-  return all({positive(heads, name + " heads"), positive(head_dim, name + " head_dim"),
-              positive(context, name + " context"),
-              dim <= UINT32_MAX ? Status::Ok() : InvalidArgument(name + " heads * head_dim overflows"),
-              head_dim <= cuda_ops::kMaxAttentionHeadDim
-                  ? Status::Ok()
-                  : InvalidArgument(name + " head_dim " + std::to_string(head_dim) +
-                                    " is above the CUDA kernels' " +
-                                    std::to_string(cuda_ops::kMaxAttentionHeadDim)),
-              kv_dim(type, static_cast<uint32_t>(dim), op), f32(q, name + " q"),
-              kv_cache(type, k_cache, name + " k_cache"), kv_cache(type, v_cache, name + " v_cache"),
-              f32(out, name + " out"),
-              disjoint(out, dim * 4 * rows, q, dim * 4 * rows, name + " out and q")});
+  return all(
+      {positive(heads, name + " heads"), positive(head_dim, name + " head_dim"),
+       positive(context, name + " context"),
+       dim <= UINT32_MAX ? Status::Ok() : InvalidArgument(name + " heads * head_dim overflows"),
+       head_dim <= cuda_ops::kMaxAttentionHeadDim
+           ? Status::Ok()
+           : InvalidArgument(name + " head_dim " + std::to_string(head_dim) +
+                             " is above the CUDA kernels' " +
+                             std::to_string(cuda_ops::kMaxAttentionHeadDim)),
+       kv_dim(type, static_cast<uint32_t>(dim), op), f32(q, name + " q"),
+       kv_cache(type, k_cache, name + " k_cache"), kv_cache(type, v_cache, name + " v_cache"),
+       f32(out, name + " out"),
+       disjoint(out, dim * 4 * rows, q, dim * 4 * rows, name + " out and q")});
 }
 
 }  // namespace
@@ -272,16 +273,16 @@ Status attention_checks(std::string_view op, DeviceAddress q, DeviceAddress k_ca
 Status CudaKernels::attention(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache,
                               KvType type, uint32_t heads, uint32_t head_dim, uint32_t context,
                               DeviceAddress params, DeviceAddress out) {
-  return impl_->run(
-      "attention",
-      all({attention_checks("attention", q, k_cache, v_cache, type, heads, head_dim, context, 1,
-                            out),
-           step_params(params, "attention")}),
-      [&](cudaStream_t s) {
-        return cuda_ops::attention(s, ptr<const float>(q), ptr<const void>(k_cache),
-                                   ptr<const void>(v_cache), type, heads, head_dim, context,
-                                   ptr<const StepParams>(params), ptr<float>(out));
-      });
+  return impl_->run("attention",
+                    all({attention_checks("attention", q, k_cache, v_cache, type, heads, head_dim,
+                                          context, 1, out),
+                         step_params(params, "attention")}),
+                    [&](cudaStream_t s) {
+                      return cuda_ops::attention(s, ptr<const float>(q), ptr<const void>(k_cache),
+                                                 ptr<const void>(v_cache), type, heads, head_dim,
+                                                 context, ptr<const StepParams>(params),
+                                                 ptr<float>(out));
+                    });
 }
 
 Status CudaKernels::recurrent_update(DeviceAddress input, DeviceAddress gate, uint32_t n,
@@ -337,17 +338,16 @@ Status CudaKernels::rms_norm_block(DeviceAddress x, DeviceAddress weight, uint32
 
 Status CudaKernels::matmul_block(DeviceAddress w, DeviceAddress x, uint32_t rows, uint32_t cols,
                                  uint32_t count, DeviceAddress out) {
-  return impl_->run(
-      "matmul_block",
-      all({positive(rows, "matmul_block rows"), positive(cols, "matmul_block cols"),
-           positive(count, "matmul_block count"), f32(w, "matmul_block w"),
-           f32(x, "matmul_block x"), f32(out, "matmul_block out"),
-           disjoint(out, uint64_t{count} * rows * 4, x, uint64_t{count} * cols * 4,
-                    "matmul_block out and x")}),
-      [&](cudaStream_t s) {
-        return cuda_ops::matmul_block(s, ptr<const float>(w), ptr<const float>(x), rows, cols,
-                                      count, ptr<float>(out));
-      });
+  return impl_->run("matmul_block",
+                    all({positive(rows, "matmul_block rows"), positive(cols, "matmul_block cols"),
+                         positive(count, "matmul_block count"), f32(w, "matmul_block w"),
+                         f32(x, "matmul_block x"), f32(out, "matmul_block out"),
+                         disjoint(out, uint64_t{count} * rows * 4, x, uint64_t{count} * cols * 4,
+                                  "matmul_block out and x")}),
+                    [&](cudaStream_t s) {
+                      return cuda_ops::matmul_block(s, ptr<const float>(w), ptr<const float>(x),
+                                                    rows, cols, count, ptr<float>(out));
+                    });
 }
 
 Status CudaKernels::rope_block(DeviceAddress vec, uint32_t heads, uint32_t head_dim,
@@ -363,8 +363,8 @@ Status CudaKernels::rope_block(DeviceAddress vec, uint32_t heads, uint32_t head_
 }
 
 Status CudaKernels::kv_store_block(DeviceAddress k, DeviceAddress v, KvType type, uint32_t dim,
-                                   DeviceAddress k_cache, DeviceAddress v_cache,
-                                   uint32_t position, uint32_t count) {
+                                   DeviceAddress k_cache, DeviceAddress v_cache, uint32_t position,
+                                   uint32_t count) {
   return impl_->run(
       "kv_store_block",
       all({kv_dim(type, dim, "kv_store_block"), positive(count, "kv_store_block count"),
@@ -395,15 +395,15 @@ Status CudaKernels::attention_block(DeviceAddress q, DeviceAddress k_cache, Devi
 
 Status CudaKernels::recurrent_scan(DeviceAddress input, DeviceAddress gate, uint32_t n,
                                    uint32_t count, DeviceAddress state, DeviceAddress states) {
-  return impl_->run(
-      "recurrent_scan",
-      all({positive(n, "recurrent_scan n"), positive(count, "recurrent_scan count"),
-           f32(input, "recurrent_scan input"), f32(gate, "recurrent_scan gate"),
-           f32(state, "recurrent_scan state"), f32(states, "recurrent_scan states")}),
-      [&](cudaStream_t s) {
-        return cuda_ops::recurrent_scan(s, ptr<const float>(input), ptr<const float>(gate), n,
-                                        count, ptr<float>(state), ptr<float>(states));
-      });
+  return impl_->run("recurrent_scan",
+                    all({positive(n, "recurrent_scan n"), positive(count, "recurrent_scan count"),
+                         f32(input, "recurrent_scan input"), f32(gate, "recurrent_scan gate"),
+                         f32(state, "recurrent_scan state"), f32(states, "recurrent_scan states")}),
+                    [&](cudaStream_t s) {
+                      return cuda_ops::recurrent_scan(s, ptr<const float>(input),
+                                                      ptr<const float>(gate), n, count,
+                                                      ptr<float>(state), ptr<float>(states));
+                    });
 }
 
 // ---- Transfers -------------------------------------------------------------------------------

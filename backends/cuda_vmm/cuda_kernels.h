@@ -93,10 +93,9 @@ class CudaKernels final : public Kernels {
   Status kv_store_block(DeviceAddress k, DeviceAddress v, KvType type, uint32_t dim,
                         DeviceAddress k_cache, DeviceAddress v_cache, uint32_t position,
                         uint32_t count) override;
-  Status attention_block(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache,
-                         KvType type, uint32_t heads, uint32_t head_dim, uint32_t context,
-                         uint32_t position, uint32_t count, DeviceAddress scratch,
-                         DeviceAddress out) override;
+  Status attention_block(DeviceAddress q, DeviceAddress k_cache, DeviceAddress v_cache, KvType type,
+                         uint32_t heads, uint32_t head_dim, uint32_t context, uint32_t position,
+                         uint32_t count, DeviceAddress scratch, DeviceAddress out) override;
   Status recurrent_scan(DeviceAddress input, DeviceAddress gate, uint32_t n, uint32_t count,
                         DeviceAddress state, DeviceAddress states) override;
 

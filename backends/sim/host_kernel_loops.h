@@ -38,8 +38,8 @@ struct AttentionRows {
 struct HostLoops {
   // out[j * out_stride + i] = dot8(a + i * a_stride, b + j * b_stride, n), i < na, j < nb.
   // Strides in floats.
-  void (*dot8_tile)(const float* a, size_t a_stride, uint32_t na, const float* b,
-                    size_t b_stride, uint32_t nb, uint32_t n, float* out, size_t out_stride);
+  void (*dot8_tile)(const float* a, size_t a_stride, uint32_t na, const float* b, size_t b_stride,
+                    uint32_t nb, uint32_t n, float* out, size_t out_stride);
   // Attention of query rows [q_begin, q_end) for `head`: writes their out values of that head.
   void (*attend)(const AttentionRows& rows, uint32_t head, uint32_t q_begin, uint32_t q_end);
   const char* name;  // "sse" (4 lanes), "avx2" (8 lanes)

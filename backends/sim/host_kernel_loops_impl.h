@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "backends/sim/host_kernel_loops.h"
@@ -65,8 +66,8 @@ SIESTA_SIMD void dot8_micro(const float* a, size_t as, const float* b, size_t bs
 }
 
 template <int W>
-SIESTA_SIMD_TARGET void dot8_tile(const float* a, size_t as, uint32_t na, const float* b, size_t bs, uint32_t nb,
-               uint32_t n, float* out, size_t os) {
+SIESTA_SIMD_TARGET void dot8_tile(const float* a, size_t as, uint32_t na, const float* b, size_t bs,
+                                  uint32_t nb, uint32_t n, float* out, size_t os) {
   constexpr int kRa = W / 2, kRb = 2;
   const uint32_t na_main = na - na % kRa;
   const uint32_t nb_main = nb - nb % kRb;
@@ -97,13 +98,15 @@ SIESTA_SIMD_TARGET void dot8_tile(const float* a, size_t as, uint32_t na, const 
 // into dst[t][0..count).
 template <int W>
 SIESTA_SIMD void decode_rows(KvType type, const std::byte* cache, size_t row_bytes, uint32_t dim,
-                        uint32_t t0, uint32_t rows, uint32_t first, uint32_t count, float* dst) {
+                             uint32_t t0, uint32_t rows, uint32_t first, uint32_t count,
+                             float* dst) {
   for (uint32_t t = 0; t < rows; ++t) {
     const std::byte* row = cache + size_t{t0 + t} * row_bytes;
     float* out = dst + size_t{t} * count;
     if (type == KvType::kF16) {
       uint32_t i = 0;
-      for (; i + W <= count; i += W) host_simd::halves_to_floats<W>(row + size_t{first + i} * 2, out + i);
+      for (; i + W <= count; i += W)
+        host_simd::halves_to_floats<W>(row + size_t{first + i} * 2, out + i);
       for (; i < count; ++i) {
         uint16_t h;
         std::memcpy(&h, row + size_t{first + i} * 2, 2);
@@ -147,7 +150,7 @@ SIESTA_SIMD float scale_and_max(float* s, float scale, uint32_t n) {
 // (v rows `vs` floats apart): four vectors of acc stay in registers over all n rows.
 template <int W>
 SIESTA_SIMD void weighted_rows(float* acc, float alpha, const float* e, uint32_t n, const float* v,
-                          size_t vs, uint32_t hd) {
+                               size_t vs, uint32_t hd) {
   const F<W> a = splat<W>(alpha);
   uint32_t d = 0;
   for (; d + 4 * W <= hd; d += 4 * W) {
@@ -228,7 +231,7 @@ SIESTA_SIMD float sum8(const float* e, uint32_t n) {
   F<W> p[kNv] = {};
   const uint32_t whole = n - n % 8;
   for (uint32_t k = 0; k < whole; k += 8) {
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int v = 0; v < kNv; ++v) p[v] = p[v] + load<W>(e + k + v * W);
   }
   for (uint32_t k = whole; k < n; ++k) p[(k % 8) / W][(k % 8) % W] += e[k];
@@ -245,7 +248,8 @@ SIESTA_SIMD void exp_rows(const float* s, float m, uint32_t n, float* e) {
 }
 
 template <int W>
-SIESTA_SIMD_TARGET void attend(const AttentionRows& r, uint32_t h, uint32_t q_begin, uint32_t q_end) {
+SIESTA_SIMD_TARGET void attend(const AttentionRows& r, uint32_t h, uint32_t q_begin,
+                               uint32_t q_end) {
   namespace km = kernel_math;
   constexpr uint32_t kTile = km::kAttentionTile;
   const uint32_t hd = r.head_dim;
@@ -258,13 +262,26 @@ SIESTA_SIMD_TARGET void attend(const AttentionRows& r, uint32_t h, uint32_t q_be
 
   // Per query: the folded state (M, L) and A[hd], the chunk's (m, l) and acc[hd]; the tile's
   // scores (then exponentials), alpha and row count; the decoded K and V rows of the tile.
-  std::vector<km::SoftmaxState> folded(nq, km::softmax_start()), chunk(nq);
-  std::vector<float> sums(size_t{nq} * hd * 2, 0.0f);  // A then acc, per query
-  std::vector<float> scores(size_t{nq} * kTile), alphas(nq);
-  std::vector<uint32_t> counts(nq);
-  std::vector<float> k_rows(direct ? 0 : size_t{kTile} * hd), v_rows(direct ? 0 : kTile * hd);
-  auto big_a = [&](uint32_t i) { return sums.data() + size_t{i} * hd * 2; };
-  auto acc = [&](uint32_t i) { return sums.data() + size_t{i} * hd * 2 + hd; };
+  // Kept per thread and only grown: a decode step calls this for every head of every layer,
+  // and fresh buffers there cost more than a short history's arithmetic.
+  thread_local std::vector<km::SoftmaxState> states;
+  thread_local std::vector<float> floats;
+  thread_local std::vector<uint32_t> counts;
+  states.resize(std::max<size_t>(states.size(), 2 * size_t{nq}));
+  counts.resize(std::max<size_t>(counts.size(), nq));
+  const size_t sums_size = size_t{nq} * hd * 2, scores_size = size_t{nq} * kTile;
+  const size_t rows_size = direct ? 0 : size_t{kTile} * hd;
+  floats.resize(std::max(floats.size(), sums_size + scores_size + nq + 2 * rows_size));
+  km::SoftmaxState* folded = states.data();
+  km::SoftmaxState* chunk = states.data() + nq;
+  float* sums = floats.data();  // A then acc, per query
+  std::span<float> scores(floats.data() + sums_size, scores_size);
+  float* alphas = floats.data() + sums_size + scores_size;
+  std::span<float> k_rows(alphas + nq, rows_size), v_rows(alphas + nq + rows_size, rows_size);
+  std::fill(folded, folded + nq, km::softmax_start());
+  std::fill(sums, sums + sums_size, 0.0f);
+  auto big_a = [&](uint32_t i) { return sums + size_t{i} * hd * 2; };
+  auto acc = [&](uint32_t i) { return sums + size_t{i} * hd * 2 + hd; };
 
   for (uint32_t c0 = 0; c0 <= last; c0 += km::kAttentionChunk) {
     const uint32_t c_end = std::min(last, c0 + km::kAttentionChunk - 1);
@@ -280,8 +297,10 @@ SIESTA_SIMD_TARGET void attend(const AttentionRows& r, uint32_t h, uint32_t q_be
       const float* v_base;
       size_t stride;
       if (direct) {
-        k_base = reinterpret_cast<const float*>(r.k_cache + size_t{t0} * row_bytes) + size_t{h} * hd;
-        v_base = reinterpret_cast<const float*>(r.v_cache + size_t{t0} * row_bytes) + size_t{h} * hd;
+        k_base =
+            reinterpret_cast<const float*>(r.k_cache + size_t{t0} * row_bytes) + size_t{h} * hd;
+        v_base =
+            reinterpret_cast<const float*>(r.v_cache + size_t{t0} * row_bytes) + size_t{h} * hd;
         stride = dim;
       } else {
         decode_rows<W>(r.type, r.k_cache, row_bytes, dim, t0, rows, h * hd, hd, k_rows.data());
@@ -293,8 +312,8 @@ SIESTA_SIMD_TARGET void attend(const AttentionRows& r, uint32_t h, uint32_t q_be
       const uint32_t qt = t0 > r.position + q_begin ? t0 - r.position : q_begin;
       // Scores of every (row, query) of the tile, the causally hidden ones included: they
       // are computed and never read.
-      dot8_tile<W>(k_base, stride, rows, r.q + size_t{qt} * dim + size_t{h} * hd, dim,
-                   q_end - qt, hd, scores.data() + size_t{qt - q_begin} * kTile, kTile);
+      dot8_tile<W>(k_base, stride, rows, r.q + size_t{qt} * dim + size_t{h} * hd, dim, q_end - qt,
+                   hd, scores.data() + size_t{qt - q_begin} * kTile, kTile);
       // The softmax step of each query, its exponentials written over its scores; then the
       // weighted sums, two queries at a time (they share the loads of V).
       for (uint32_t i = qt; i < q_end; ++i) {

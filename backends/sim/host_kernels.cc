@@ -400,8 +400,14 @@ Status HostKernels::attention(DeviceAddress q, DeviceAddress k_cache, DeviceAddr
     return check_address("attention", "params", params);
   }();
   return launch(checked, [=] {
-    AttentionRows rows{f32(q), bytes(k_cache), bytes(v_cache), type, heads, head_dim,
-                       static_cast<uint32_t>(step(params).position), f32(out)};
+    AttentionRows rows{f32(q),
+                       bytes(k_cache),
+                       bytes(v_cache),
+                       type,
+                       heads,
+                       head_dim,
+                       static_cast<uint32_t>(step(params).position),
+                       f32(out)};
     for (uint32_t h = 0; h < heads; ++h) host_loops().attend(rows, h, 0, 1);
   });
 }
@@ -520,16 +526,15 @@ Status HostKernels::rope_block(DeviceAddress vec, uint32_t heads, uint32_t head_
 }
 
 Status HostKernels::kv_store_block(DeviceAddress k, DeviceAddress v, KvType type, uint32_t dim,
-                                   DeviceAddress k_cache, DeviceAddress v_cache,
-                                   uint32_t position, uint32_t count) {
+                                   DeviceAddress k_cache, DeviceAddress v_cache, uint32_t position,
+                                   uint32_t count) {
   Status checked = [&]() -> Status {
     SIESTA_RETURN_IF_ERROR(check_nonzero("kv_store_block", "dim", dim));
     SIESTA_RETURN_IF_ERROR(check_nonzero("kv_store_block", "count", count));
     SIESTA_RETURN_IF_ERROR(check_kv_layout("kv_store_block", type, dim));
     SIESTA_RETURN_IF_ERROR(check_address("kv_store_block", "k", k));
     SIESTA_RETURN_IF_ERROR(check_address("kv_store_block", "v", v));
-    SIESTA_RETURN_IF_ERROR(
-        check_address("kv_store_block", "k_cache", k_cache, kv_alignment(type)));
+    SIESTA_RETURN_IF_ERROR(check_address("kv_store_block", "k_cache", k_cache, kv_alignment(type)));
     return check_address("kv_store_block", "v_cache", v_cache, kv_alignment(type));
   }();
   return launch(checked, [=] {
@@ -549,8 +554,8 @@ Status HostKernels::attention_block(DeviceAddress q, DeviceAddress k_cache, Devi
   Status checked = [&]() -> Status {
     SIESTA_RETURN_IF_ERROR(check_nonzero("attention_block", "count", count));
     SIESTA_RETURN_IF_ERROR(check_address("attention_block", "scratch", scratch));
-    return check_attention("attention_block", q, k_cache, v_cache, type, heads, head_dim,
-                           context, count, out);
+    return check_attention("attention_block", q, k_cache, v_cache, type, heads, head_dim, context,
+                           count, out);
   }();
   // Tasks: a head and a range of queries, enough of them to keep every thread busy. Each
   // (query, head) is one task's alone, so the split changes nothing in the bits.
@@ -559,8 +564,8 @@ Status HostKernels::attention_block(DeviceAddress q, DeviceAddress k_cache, Devi
     const uint32_t per_head = std::min(count, std::max(1u, (2 * threads + heads - 1) / heads));
     const uint32_t queries = (count + per_head - 1) / per_head;
     const uint32_t ranges = (count + queries - 1) / queries;
-    const AttentionRows rows{f32(q), bytes(k_cache), bytes(v_cache), type, heads, head_dim,
-                             position, f32(out)};
+    const AttentionRows rows{f32(q), bytes(k_cache), bytes(v_cache), type,
+                             heads,  head_dim,       position,       f32(out)};
     pool->run(size_t{heads} * ranges, [&](size_t task) {
       const uint32_t h = static_cast<uint32_t>(task % heads);
       const uint32_t first = static_cast<uint32_t>(task / heads) * queries;

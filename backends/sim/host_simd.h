@@ -62,7 +62,7 @@ SIESTA_SIMD void store(float* p, F<W> v) {
 template <int W>
 SIESTA_SIMD F<W> splat(float x) {
   F<W> v = {};
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int i = 0; i < W; ++i) v[i] = x;
   return v;
 }
@@ -85,7 +85,8 @@ SIESTA_SIMD F<W> exp_f32(F<W> x) {
   const I<W> high = x > splat<W>(km::kExpHighest);
   const I<W> special = nan | low | high;
   const F<W> xs = select<W>(special, zero<W>(), x);
-  const F<W> n = (xs * splat<W>(km::kLog2e) + splat<W>(km::kRoundMagic)) - splat<W>(km::kRoundMagic);
+  const F<W> n =
+      (xs * splat<W>(km::kLog2e) + splat<W>(km::kRoundMagic)) - splat<W>(km::kRoundMagic);
   F<W> r = xs - n * splat<W>(km::kLn2Hi);
   r = r - n * splat<W>(km::kLn2Lo);
   F<W> y = splat<W>(km::kExpP0);
@@ -123,7 +124,7 @@ SIESTA_SIMD void halves_to_floats(const std::byte* in, float* out) {
   uint16_t h[W];
   std::memcpy(h, in, sizeof h);
   I<W> bits = {};
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int i = 0; i < W; ++i) bits[i] = h[i];
   const I<W> magnitude = bits & 0x7fff;
   const I<W> sign = (bits & 0x8000) << 16;

@@ -51,9 +51,9 @@ class HostThreadPool {
   bool stopping_ = false;         // guarded by mutex_
   unsigned busy_helpers_ = 0;     // guarded by mutex_: helpers still in the current round
   const std::function<void(size_t)>* body_ = nullptr;  // guarded by mutex_ (set per round)
-  size_t tasks_ = 0;                                    // guarded by mutex_
-  size_t next_task_ = 0;                                // guarded by mutex_
-  std::vector<std::thread> helpers_;                    // last: started when the rest exists
+  size_t tasks_ = 0;                                   // guarded by mutex_
+  size_t next_task_ = 0;                               // guarded by mutex_
+  std::vector<std::thread> helpers_;                   // last: started when the rest exists
 };
 
 }  // namespace siesta

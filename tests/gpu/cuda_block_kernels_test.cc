@@ -52,8 +52,8 @@ TEST_F(CudaBlockKernelsTest, MatmulBlockRowsAreTheHostsDot8) {
       // The single-token kernel gives the same bits for row 0.
       const DeviceAddress one = alloc(rows * 4);
       ASSERT_TRUE(kernels_->matmul(wa, xa, rows, cols, one).ok());
-      ASSERT_TRUE(same(std::vector<float>(want.begin(), want.begin() + rows),
-                       get<float>(one, rows)));
+      ASSERT_TRUE(
+          same(std::vector<float>(want.begin(), want.begin() + rows), get<float>(one, rows)));
     }
   }
 }
@@ -88,9 +88,9 @@ TEST_F(CudaBlockKernelsTest, ElementwiseBlockRowsAreSingleTokenKernels) {
     ASSERT_TRUE(kernels_->rope(x, heads, head_dim, rope, p).ok());
     const auto row = get<float>(x, dim);
     rows.insert(rows.end(), row.begin(), row.end());
-    ASSERT_TRUE(kernels_->recurrent_update(ia + size_t{i} * dim * 4, ga + size_t{i} * dim * 4,
-                                           dim, s1)
-                    .ok());
+    ASSERT_TRUE(
+        kernels_->recurrent_update(ia + size_t{i} * dim * 4, ga + size_t{i} * dim * 4, dim, s1)
+            .ok());
     const auto st = get<float>(s1, dim);
     states.insert(states.end(), st.begin(), st.end());
   }
@@ -111,8 +111,8 @@ TEST_F(CudaBlockKernelsTest, KvStoreBlockWritesTheRowsOfSingleStores) {
     ASSERT_TRUE(kernels_->kv_store_block(ka, va, type, dim, kb, vb, position, count).ok());
     for (uint32_t i = 0; i < count; ++i) {
       ASSERT_TRUE(kernels_
-                      ->kv_store(ka + size_t{i} * dim * 4, va + size_t{i} * dim * 4, type, dim,
-                                 k1, v1, put_params(0, position + i))
+                      ->kv_store(ka + size_t{i} * dim * 4, va + size_t{i} * dim * 4, type, dim, k1,
+                                 v1, put_params(0, position + i))
                       .ok());
     }
     EXPECT_TRUE(SameBits(get<std::byte>(k1, row * context), get<std::byte>(kb, row * context)))
@@ -141,8 +141,7 @@ TEST_F(CudaBlockKernelsTest, AttentionBlockRowsAreTheContractsAttention) {
         v_cache.insert(v_cache.end(), v.begin(), v.end());
       }
       const DeviceAddress kc = put(k_cache), vc = put(v_cache);
-      const DeviceAddress scratch =
-          alloc(attention_scratch_bytes(128, heads, head_dim, context));
+      const DeviceAddress scratch = alloc(attention_scratch_bytes(128, heads, head_dim, context));
       for (const Block& b : blocks) {
         const std::string where = std::string(kv_type_name(type)) + " head_dim " +
                                   std::to_string(head_dim) + " block at " +
@@ -164,11 +163,10 @@ TEST_F(CudaBlockKernelsTest, AttentionBlockRowsAreTheContractsAttention) {
           const std::vector<float> row(block.begin() + size_t{i} * dim,
                                        block.begin() + size_t{i + 1} * dim);
           EXPECT_TRUE(same(single, row)) << where << " row " << i << ": block vs single";
-          const std::vector<float> qi(q.begin() + size_t{i} * dim,
-                                      q.begin() + size_t{i + 1} * dim);
-          EXPECT_TRUE(same(ref::contract_attention(qi, k_cache, v_cache, type, heads, head_dim,
-                                                   b.position + i),
-                           single))
+          const std::vector<float> qi(q.begin() + size_t{i} * dim, q.begin() + size_t{i + 1} * dim);
+          EXPECT_TRUE(same(
+              ref::contract_attention(qi, k_cache, v_cache, type, heads, head_dim, b.position + i),
+              single))
               << where << " row " << i << ": against the contract's steps";
           EXPECT_TRUE(Close(ref::attention(qi, k_cache, v_cache, type, heads, head_dim,
                                            static_cast<int32_t>(b.position + i)),

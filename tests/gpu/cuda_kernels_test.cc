@@ -222,10 +222,10 @@ TEST_F(CudaKernelsTest, AttentionMatchesReferenceForEveryKvType) {
     const DeviceAddress dk = put(k_cache), dv = put(v_cache), dq = put(q);
     const DeviceAddress out = alloc(dim * 4);
     for (int32_t position : {0, 1, 37, 255, 299}) {
-      ASSERT_TRUE(kernels_
-                      ->attention(dq, dk, dv, type, heads, head_dim, context,
-                                  put_params(0, position), out)
-                      .ok());
+      ASSERT_TRUE(
+          kernels_
+              ->attention(dq, dk, dv, type, heads, head_dim, context, put_params(0, position), out)
+              .ok());
       EXPECT_TRUE(Close(ref::attention(q, k_cache, v_cache, type, heads, head_dim, position),
                         get<float>(out, dim), 2e-5, 0))
           << kv_type_name(type) << " position " << position;

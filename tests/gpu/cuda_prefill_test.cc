@@ -36,8 +36,10 @@ using test_util::SessionBytes;
 uint64_t seed() {
   static const uint64_t value = [] {
     const char* fixed = std::getenv("SIESTA_PREFILL_SEED");
-    const uint64_t s = fixed != nullptr ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
-    std::printf("cuda prefill seed: SIESTA_PREFILL_SEED=%llu\n", static_cast<unsigned long long>(s));
+    const uint64_t s =
+        fixed != nullptr ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
+    std::printf("cuda prefill seed: SIESTA_PREFILL_SEED=%llu\n",
+                static_cast<unsigned long long>(s));
     return s;
   }();
   return value;
@@ -85,8 +87,8 @@ std::vector<uint32_t> random_cuts(std::mt19937_64& rng) {
   std::uniform_int_distribution<uint32_t> size(1, kMaxPrefillBlock);
   std::uniform_int_distribution<int> small(0, 3);
   std::vector<uint32_t> cuts(std::uniform_int_distribution<int>(1, 6)(rng));
-  for (uint32_t& c : cuts) c = small(rng) == 0 ? std::uniform_int_distribution<uint32_t>(1, 3)(rng)
-                                                : size(rng);
+  for (uint32_t& c : cuts)
+    c = small(rng) == 0 ? std::uniform_int_distribution<uint32_t>(1, 3)(rng) : size(rng);
   return cuts;
 }
 
@@ -126,7 +128,8 @@ TEST_P(CudaPrefillTest, ARandomSplitGivesTheBytesOfOneTokenAtATime) {
     SIESTA_ASSERT_OK(feed_in_blocks(*blocked, std::span(prompt).first(prefix), 0, cuts));
     SIESTA_ASSERT_OK_AND_ASSIGN(uint32_t reused, blocked->reuse_prefix(prompt));
     SIESTA_ASSERT_OK(feed_in_blocks(*blocked, prompt, reused, cuts));
-    SIESTA_ASSERT_OK_AND_ASSIGN(SessionBytes want, capture(*one_by_one, *d.backend, *d.kernels, 16));
+    SIESTA_ASSERT_OK_AND_ASSIGN(SessionBytes want,
+                                capture(*one_by_one, *d.backend, *d.kernels, 16));
     SIESTA_ASSERT_OK_AND_ASSIGN(SessionBytes got, capture(*blocked, *d.backend, *d.kernels, 16));
     EXPECT_EQ(test_util::first_difference(want, got), "");
   }
@@ -152,8 +155,9 @@ TEST_P(CudaPrefillTest, CudaAgreesWithTheHostKernelsWithinTheirTolerance) {
     scale = std::max(scale, std::fabs(logits[1][k]));
     worst = std::max(worst, std::fabs(logits[0][k] - logits[1][k]));
   }
-  std::printf("%s: %zu tokens, largest |cuda - host| logit difference %.3g (largest |logit| %.3g)\n",
-              c.name.c_str(), prompt.size(), worst, scale);
+  std::printf(
+      "%s: %zu tokens, largest |cuda - host| logit difference %.3g (largest |logit| %.3g)\n",
+      c.name.c_str(), prompt.size(), worst, scale);
   // rms_norm's sum and expf/tanhf differ by ulps between the backends; through every layer
   // the logits may drift by this much, never more.
   EXPECT_LE(worst, 1e-3f * scale + 1e-4f);

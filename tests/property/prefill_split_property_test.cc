@@ -43,14 +43,17 @@ struct Case {
 rc::Gen<Case> case_gen() {
   const auto length = rc::gen::weightedOneOf<size_t>(
       {{6, rc::gen::inRange<size_t>(1, 200)}, {1, rc::gen::inRange<size_t>(200, 1201)}});
-  const auto cut = rc::gen::weightedOneOf<uint32_t>(
-      {{1, rc::gen::just<uint32_t>(1)}, {1, rc::gen::inRange<uint32_t>(2, 9)},
-       {2, rc::gen::inRange<uint32_t>(9, kMaxPrefillBlock + 1)}});
+  const auto cut =
+      rc::gen::weightedOneOf<uint32_t>({{1, rc::gen::just<uint32_t>(1)},
+                                        {1, rc::gen::inRange<uint32_t>(2, 9)},
+                                        {2, rc::gen::inRange<uint32_t>(9, kMaxPrefillBlock + 1)}});
   return rc::gen::mapcat(length, [cut](size_t n) {
     return rc::gen::build<Case>(
-        rc::gen::set(&Case::prompt, rc::gen::container<std::vector<Token>>(n, rc::gen::arbitrary<Token>())),
-        rc::gen::set(&Case::cuts, rc::gen::resize(6, rc::gen::nonEmpty(
-                                                         rc::gen::container<std::vector<uint32_t>>(cut)))),
+        rc::gen::set(&Case::prompt,
+                     rc::gen::container<std::vector<Token>>(n, rc::gen::arbitrary<Token>())),
+        rc::gen::set(
+            &Case::cuts,
+            rc::gen::resize(6, rc::gen::nonEmpty(rc::gen::container<std::vector<uint32_t>>(cut)))),
         rc::gen::set(&Case::type, rc::gen::element(KvType::kF32, KvType::kF16, KvType::kInt8)),
         rc::gen::set(&Case::path,
                      rc::gen::element(Path::kFresh, Path::kCachedPrefix, Path::kAfterFallback)),

@@ -70,9 +70,9 @@ inline Result<SessionBytes> capture(Session& session, MemoryBackend& backend, Ke
     std::vector<std::byte> bytes;
     for (const snapshot::Extent& e : r.layout.extents) {
       if (r.place == SnapshotRegion::Place::kDevice) {
-        SIESTA_ASSIGN_OR_RETURN(std::vector<std::byte> part,
-                                siesta::test_util::read_device(backend, r.device + e.offset,
-                                                               e.length));
+        SIESTA_ASSIGN_OR_RETURN(
+            std::vector<std::byte> part,
+            siesta::test_util::read_device(backend, r.device + e.offset, e.length));
         bytes.insert(bytes.end(), part.begin(), part.end());
       } else {
         bytes.insert(bytes.end(), r.host + e.offset, r.host + e.offset + e.length);

@@ -200,8 +200,7 @@ inline std::vector<float> attention(const std::vector<float>& q,
 inline std::vector<float> contract_attention(const std::vector<float>& q,
                                              const std::vector<std::byte>& k_cache,
                                              const std::vector<std::byte>& v_cache, KvType type,
-                                             uint32_t heads, uint32_t head_dim,
-                                             uint32_t position) {
+                                             uint32_t heads, uint32_t head_dim, uint32_t position) {
   namespace km = kernel_math;
   const uint32_t dim = heads * head_dim;
   const size_t row_bytes = kv_row_bytes(type, dim);

@@ -87,13 +87,13 @@ class StepFailingKernels final : public Kernels {
                         DeviceAddress vc, uint32_t p, uint32_t n) override {
     return inner_.kv_store_block(k, v, t, d, kc, vc, p, n);
   }
-  Status attention_block(DeviceAddress q, DeviceAddress kc, DeviceAddress vc, KvType t,
-                         uint32_t h, uint32_t hd, uint32_t c, uint32_t p, uint32_t n,
-                         DeviceAddress s, DeviceAddress o) override {
+  Status attention_block(DeviceAddress q, DeviceAddress kc, DeviceAddress vc, KvType t, uint32_t h,
+                         uint32_t hd, uint32_t c, uint32_t p, uint32_t n, DeviceAddress s,
+                         DeviceAddress o) override {
     return inner_.attention_block(q, kc, vc, t, h, hd, c, p, n, s, o);
   }
-  Status recurrent_scan(DeviceAddress i, DeviceAddress g, uint32_t n, uint32_t c,
-                        DeviceAddress s, DeviceAddress ss) override {
+  Status recurrent_scan(DeviceAddress i, DeviceAddress g, uint32_t n, uint32_t c, DeviceAddress s,
+                        DeviceAddress ss) override {
     return inner_.recurrent_scan(i, g, n, c, s, ss);
   }
   Status upload(std::span<const std::byte> s, DeviceAddress d) override {

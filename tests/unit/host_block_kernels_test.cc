@@ -45,9 +45,9 @@ TEST(HostLoopsTest, Dot8TileIsTheScalarDot8ForEveryShape) {
           want[j * na + i] = kernel_math::dot8(a.data() + i * n, b.data() + j * n, n);
         }
       }
-      expect_same_bits(got, want,
-                       "n " + std::to_string(n) + " " + std::to_string(na) + "x" +
-                           std::to_string(nb));
+      expect_same_bits(
+          got, want,
+          "n " + std::to_string(n) + " " + std::to_string(na) + "x" + std::to_string(nb));
     }
   }
 }
@@ -81,20 +81,20 @@ TEST(HostLoopsTest, EveryWidthGivesTheSameBits) {
     std::vector<float> x(size_t{count} * dim), y(x.size());
     const uint32_t position = rows - count;
     for (uint32_t h = 0; h < heads; ++h) {
-      base.attend({q.data(), k_cache.data(), v_cache.data(), type, heads, head_dim, position,
-                   x.data()},
-                  h, 0, count);
-      wide->attend({q.data(), k_cache.data(), v_cache.data(), type, heads, head_dim, position,
-                    y.data()},
-                   h, 0, count);
+      base.attend(
+          {q.data(), k_cache.data(), v_cache.data(), type, heads, head_dim, position, x.data()}, h,
+          0, count);
+      wide->attend(
+          {q.data(), k_cache.data(), v_cache.data(), type, heads, head_dim, position, y.data()}, h,
+          0, count);
     }
     expect_same_bits(y, x, std::string("attend ") + std::string(kv_type_name(type)));
   }
 }
 
 TEST(HostLoopsTest, VectorExpIsTheScalarExpOnEveryLane) {
-  std::vector<float> xs = {0.0f, -0.0f, -87.0f, -87.00001f, 88.0f, 88.00001f, -1e30f, 1e30f,
-                           -INFINITY, INFINITY, std::nanf(""), 1e-30f, -1e-30f};
+  std::vector<float> xs = {0.0f,  -0.0f,     -87.0f,   -87.00001f,    88.0f,  88.00001f, -1e30f,
+                           1e30f, -INFINITY, INFINITY, std::nanf(""), 1e-30f, -1e-30f};
   for (float x = -100.0f; x < 100.0f; x += 0.00731f) xs.push_back(x);
   while (xs.size() % 4 != 0) xs.push_back(0.5f);
   for (size_t i = 0; i < xs.size(); i += 4) {
@@ -120,8 +120,8 @@ class HostBlockKernelsTest : public HostKernelsTest {
 
 TEST_F(HostBlockKernelsTest, MatmulBlockRowsAreSingleTokenMatmuls) {
   Random rng(301);
-  for (auto [rows, cols] : {std::pair{1u, 1u}, std::pair{9u, 37u}, std::pair{64u, 128u},
-                            std::pair{33u, 256u}}) {
+  for (auto [rows, cols] :
+       {std::pair{1u, 1u}, std::pair{9u, 37u}, std::pair{64u, 128u}, std::pair{33u, 256u}}) {
     for (uint32_t count : {1u, 2u, 5u, 17u}) {
       const auto w = rng.floats(size_t{rows} * cols), x = rng.floats(size_t{count} * cols, -2, 2);
       const DeviceAddress wa = put(w), xa = put(x), out = alloc(size_t{count} * rows * 4);
@@ -134,9 +134,9 @@ TEST_F(HostBlockKernelsTest, MatmulBlockRowsAreSingleTokenMatmuls) {
         const auto row = get(one, rows);
         single.insert(single.end(), row.begin(), row.end());
       }
-      expect_rows_equal(single, block,
-                        std::to_string(rows) + "x" + std::to_string(cols) + " count " +
-                            std::to_string(count));
+      expect_rows_equal(
+          single, block,
+          std::to_string(rows) + "x" + std::to_string(cols) + " count " + std::to_string(count));
     }
   }
 }
@@ -194,10 +194,12 @@ TEST_F(HostBlockKernelsTest, KvStoreBlockWritesTheRowsOfSingleStores) {
       SIESTA_ASSERT_OK(kernels_->kv_store(ka + i * dim * 4, va + i * dim * 4, type, dim, k1, v1,
                                           put_params(0, position + i)));
     }
-    EXPECT_EQ(test_util::first_difference(get_bytes(kb, row * context), get_bytes(k1, row * context)),
-              -1);
-    EXPECT_EQ(test_util::first_difference(get_bytes(vb, row * context), get_bytes(v1, row * context)),
-              -1);
+    EXPECT_EQ(
+        test_util::first_difference(get_bytes(kb, row * context), get_bytes(k1, row * context)),
+        -1);
+    EXPECT_EQ(
+        test_util::first_difference(get_bytes(vb, row * context), get_bytes(v1, row * context)),
+        -1);
   }
 }
 
@@ -254,13 +256,14 @@ TEST_F(HostBlockKernelsTest, AttentionBlockRowsAreSingleTokenAttentionAcrossTile
         single.insert(single.end(), row.begin(), row.end());
         // And each against the double-precision reference, and the contract's own steps.
         const std::vector<float> qi(q.begin() + size_t{i} * dim, q.begin() + size_t{i + 1} * dim);
-        expect_close(row, ref::attention(qi, c.k_cache, c.v_cache, type, heads, head_dim,
-                                         static_cast<int32_t>(b.position + i)),
+        expect_close(row,
+                     ref::attention(qi, c.k_cache, c.v_cache, type, heads, head_dim,
+                                    static_cast<int32_t>(b.position + i)),
                      0, 2e-5 * c.max_v + 1e-6, "against the reference");
         if (i == 0 || i + 1 == b.count) {  // the scalar contract is slow: the block's ends
           expect_same_bits(row,
-                           ref::contract_attention(qi, c.k_cache, c.v_cache, type, heads,
-                                                   head_dim, b.position + i),
+                           ref::contract_attention(qi, c.k_cache, c.v_cache, type, heads, head_dim,
+                                                   b.position + i),
                            "against the contract's steps");
         }
       }

@@ -138,7 +138,8 @@ TEST_P(SessionTest, FeedBlockFeedsUpToThePrefillBlockAndTakesEveryCheckpointItPa
   SIESTA_ASSERT_OK_AND_ASSIGN(uint32_t first, rig.session->feed_block(std::span(prompt).first(10)));
   EXPECT_EQ(first, 10u);
   // 10 .. 33: one block across the checkpoints at 16 and 32.
-  SIESTA_ASSERT_OK_AND_ASSIGN(uint32_t second, rig.session->feed_block(std::span(prompt).subspan(10)));
+  SIESTA_ASSERT_OK_AND_ASSIGN(uint32_t second,
+                              rig.session->feed_block(std::span(prompt).subspan(10)));
   EXPECT_EQ(second, 24u);
   EXPECT_EQ(rig.session->length(), 34u);
   auto regions = regions_by_name(*rig.session);
