@@ -26,6 +26,11 @@ siesta_test_sources(snapshot_tests LABELS unit SOURCES
   unit/snapshot_export_test.cc unit/snapshot_expiry_test.cc unit/snapshot_store_test.cc)
 siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES
   unit/snapshot_file_test.cc unit/snapshot_parallel_test.cc)
+# The known-answer test re-encodes the documented format with OpenSSL of its own.
+siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_known_answer_test.cc)
+if(TARGET snapshot_tests)
+  target_link_libraries(snapshot_tests PRIVATE OpenSSL::Crypto)
+endif()
 siesta_finish_test_binary(snapshot_tests)
 
 # core/offload: the settings' rules, every transition of the Offloader (ManualClock and

@@ -364,7 +364,16 @@ TEST_P(SnapshotFileTest, TruncationTrailingBytesMagicAndVersion) {
     return read_sample(key_);
   };
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b.resize(b.size() - 1); }), StatusCode::kTruncated);
-  SIESTA_EXPECT_CODE(damaged([](auto& b) { b.resize(b.size() - 40); }), StatusCode::kTruncated);
+  // Cut inside the trailer's body, on the boundary before it, and inside the last chunk
+  // record (its tag).
+  SIESTA_EXPECT_CODE(damaged([](auto& b) { b.resize(b.size() - snapshot::kTrailerBytes + 3); }),
+                     StatusCode::kTruncated);
+  SIESTA_EXPECT_CODE(damaged([](auto& b) { b.resize(b.size() - snapshot::kTrailerBytes); }),
+                     StatusCode::kTruncated);
+  SIESTA_EXPECT_CODE(damaged([](auto& b) {
+                       b.resize(b.size() - snapshot::kTrailerBytes - snapshot::kTagBytes / 2);
+                     }),
+                     StatusCode::kTruncated);
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b.resize(10); }), StatusCode::kTruncated);
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b.clear(); }), StatusCode::kTruncated);
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b.push_back(0); }), StatusCode::kCorrupt);
@@ -375,6 +384,23 @@ TEST_P(SnapshotFileTest, TruncationTrailingBytesMagicAndVersion) {
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b[b.size() - 1] ^= 1; }), StatusCode::kCorrupt);
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b[200] ^= 1; }), StatusCode::kCorrupt);
   SIESTA_EXPECT_CODE(damaged([](auto& b) { b[95] ^= 1; }), StatusCode::kCorrupt);  // expiry
+}
+
+// The file is cut after the reader took its size (another process truncating it mid-read):
+// wherever the cut, in the header, a chunk record or the trailer, the short read is Truncated.
+TEST_P(SnapshotFileTest, AFileThatShrinksWhileReadIsTruncated) {
+  SIESTA_ASSERT_OK_AND_ASSIGN(SnapshotWriteResult written, write_sample(1));
+  const uint64_t size = written.file_bytes;
+  for (uint64_t cut : {uint64_t{10}, uint64_t{snapshot::kMinHeaderBytes}, size / 2,
+                       size - snapshot::kTrailerBytes - 1, size - 1}) {
+    SCOPED_TRACE("cut at byte " + std::to_string(cut) + " of " + std::to_string(size));
+    snapshot_test::TestFileSystem shrinking;
+    shrinking.shrink_after_size_at = cut;
+    auto regions = sample(0);
+    SnapshotReader reader(shrinking, clock_, key_, nullptr);
+    const Status read = reader.read(read_options(), views(regions)).status();
+    SIESTA_EXPECT_CODE(read, StatusCode::kTruncated);
+  }
 }
 
 TEST_P(SnapshotFileTest, NoSpaceWritesNothing) {
