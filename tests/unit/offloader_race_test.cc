@@ -71,12 +71,10 @@ TEST(OffloaderRaceTest, ACommandArrivingAtEveryStepOfASaveRunsOnIntactMemory) {
     f.fs_.set_call_hook([&, op = step_op, nth = step_call](FsOp o, uint64_t call) {
       if (o != op || call != nth || command.joinable()) return;
       command = std::thread([&] {
-        admitted = f.offloader_->acquire();
+        Result<Offloader::Lease> lease = f.offloader_->acquire();
+        admitted = lease.ok() ? Result<Admission>(lease->admission()) : lease.status();
         let_in = true;
-        if (admitted.ok()) {
-          f.target_->advance(1);
-          f.offloader_->release();
-        }
+        if (lease.ok()) f.target_->advance(1);
       });
       wait_for_command(*f.offloader_, let_in);
       let_in_during_step = let_in.load();
@@ -127,7 +125,7 @@ TEST(OffloaderRaceTest, TimersDuringARestoreNeitherSaveNorExpire) {
     f.executor_.run_due();
     seen.push_back(f.offloader_->status().state);
   });
-  Result<Admission> admitted = f.offloader_->acquire();
+  Result<Offloader::Lease> admitted = f.offloader_->acquire();
   f.fs_.set_call_hook({});
   ASSERT_FALSE(seen.empty());
   for (OffloadState s : seen) EXPECT_EQ(s, OffloadState::kRestoring);
@@ -136,7 +134,7 @@ TEST(OffloaderRaceTest, TimersDuringARestoreNeitherSaveNorExpire) {
   }
   ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
   EXPECT_EQ(f.target_->verify(), "");
-  f.offloader_->release();
+  admitted->release();
   EXPECT_EQ(f.offloader_->status().counters.saves, 1u);
 }
 
@@ -157,8 +155,8 @@ TEST(OffloaderConcurrencyTest, CommandsAroundTheIdleDeadlineNeverHangCrashOrLose
   options.chunk_bytes = setup.chunk_bytes;
   options.log = [](const std::string&) {};
   f.offloader_.reset();
-  f.offloader_ = Offloader::create({*f.target_, *f.faulty_backend_, f.host_, f.fs_, clock, executor,
-                                    f.store_.get(), f.key_.get()},
+  f.offloader_ = Offloader::create({*f.target_, *f.faulty_backend_, f.host_, f.fs_, clock,
+                                    &executor, f.store_.get(), f.key_.get()},
                                    options)
                      .value();
   const int kRounds = 1000;
@@ -169,19 +167,19 @@ TEST(OffloaderConcurrencyTest, CommandsAroundTheIdleDeadlineNeverHangCrashOrLose
     // Arrive somewhere around the save: before it starts, during it, or after it released.
     const int spins = static_cast<int>(draws() % 20000);
     for (int i = 0; i < spins; ++i) std::this_thread::yield();
-    Result<Admission> admitted = f.offloader_->acquire();
+    Result<Offloader::Lease> admitted = f.offloader_->acquire();
     ASSERT_TRUE(admitted.ok()) << "round " << round << ": " << admitted.status().to_string();
-    ASSERT_FALSE(admitted->fallback.has_value()) << "round " << round;
+    ASSERT_FALSE(admitted->admission().fallback.has_value()) << "round " << round;
     ASSERT_EQ(f.target_->length(), expected_length) << "round " << round;
     f.target_->advance(1);
     expected_length =
         (expected_length + 1 < setup.positions) ? expected_length + 1 : setup.positions;
     ASSERT_EQ(f.target_->verify(), "") << "round " << round;
-    f.offloader_->release();
+    admitted->release();
     if (f.target_->length() == setup.positions) {
-      ASSERT_TRUE(f.offloader_->acquire().ok());
+      Result<Offloader::Lease> again = f.offloader_->acquire();
+      ASSERT_TRUE(again.ok());
       ASSERT_TRUE(f.target_->discard_history().ok());
-      f.offloader_->release();
       expected_length = 0;
     }
   }
