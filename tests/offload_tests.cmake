@@ -2,6 +2,9 @@
 # with a FakeOffloadTarget (tests/support/fake_offload_target.h), so that they need no model.
 siesta_add_gtest(executor_test SOURCES unit/executor_test.cc LABELS unit concurrency
                  LIBS)
+# The state table, walked pair by pair against the one docs/ARCHITECTURE.md documents.
+siesta_add_gtest(offload_machine_test SOURCES unit/offload_machine_test.cc LABELS unit LIBS)
+target_compile_definitions(offload_machine_test PRIVATE SIESTA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 siesta_add_gtest(offloader_test SOURCES unit/offloader_test.cc LABELS unit
                  LIBS siesta_backend_sim)
 siesta_add_gtest(offloader_race_test SOURCES unit/offloader_race_test.cc LABELS unit concurrency

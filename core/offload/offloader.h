@@ -8,8 +8,9 @@
 //   disk --command--> restoring --ok--> resident
 //   restoring --missing/corrupt/truncated/foreign/expired--> resident, history discarded
 //   restoring --out of memory--> disk           (the command fails, retryable; snapshot kept)
-//   restoring --any other commit/map failure--> lost (on_fatal; every later command fails)
-//   disk --expiry--> expired (file deleted)  --command--> resident, fresh session
+//   restoring --any other commit/map failure--> disk, lost (on_fatal; every command fails)
+//   disk --expiry--> expired (file deleted)  --command--> restoring --> resident, fresh
+//   restoring (after expiry) --out of memory--> expired
 //
 // The phases behind these states and the one table of their transitions are in
 // core/offload/internal/offload_machine.h.

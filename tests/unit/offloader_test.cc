@@ -7,6 +7,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <regex>
+#include <string>
 
 #include "tests/support/offloader_fixture.h"
 
@@ -338,6 +341,81 @@ TEST(OffloaderTest, AWriteFailureKeepsTheMemoryAndRetriesWithBackoffLoggingOnce)
   admitted->release();
 }
 
+TEST(OffloaderTest, AForcedOffloadThatRanOutOfSpaceIsRetriedWithTheIdleBackoff) {
+  OffloaderFixture f;
+  ASSERT_TRUE(f.command(12).ok());
+  // Injected: every write fails with ENOSPC (the FaultyFileSystem's kNoSpace).
+  f.fs_.set_plan({FsOp::kWrite, 1, FsFaultKind::kNoSpace, true});
+  ASSERT_TRUE(f.offloader_->offload_now().ok());
+  f.pass(0);
+  OffloadStatus status = f.offloader_->status();
+  EXPECT_EQ(status.state, OffloadState::kResident) << "memory kept";
+  EXPECT_EQ(status.counters.write_failures, 1u);
+  EXPECT_NE(status.last_error.find("no_space"), std::string::npos) << status.last_error;
+  // Retried after 1 s, then 2 s later, ... -- long before the 60 s idle deadline.
+  f.pass(1);
+  EXPECT_EQ(f.offloader_->status().counters.write_failures, 2u) << "first retry after 1 s";
+  f.pass(1);
+  EXPECT_EQ(f.offloader_->status().counters.write_failures, 2u) << "the backoff doubled";
+  f.pass(1);
+  EXPECT_EQ(f.offloader_->status().counters.write_failures, 3u);
+  f.fs_.set_plan(FsFaultPlan::none());
+  f.pass(4);
+  EXPECT_EQ(f.state(), OffloadState::kDisk);
+  EXPECT_LT(f.offloader_->status().seconds_since_activity, OffloaderFixture::kIdle);
+  Result<Admission> admitted = f.command(0);
+  ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
+  EXPECT_TRUE(admitted->restored);
+  EXPECT_EQ(f.target_->verify(), "");
+}
+
+TEST(OffloaderTest, ACommandWithdrawsAFailedOffloadRequest) {
+  OffloaderFixture f;
+  ASSERT_TRUE(f.command(12).ok());
+  // Injected: every write fails with ENOSPC.
+  f.fs_.set_plan({FsOp::kWrite, 1, FsFaultKind::kNoSpace, true});
+  ASSERT_TRUE(f.offloader_->offload_now().ok());
+  f.pass(0);
+  ASSERT_EQ(f.offloader_->status().counters.write_failures, 1u);
+  ASSERT_TRUE(f.command(1).ok());  // newer than the request: the idle rule applies again
+  f.pass(OffloaderFixture::kIdle - 1);
+  EXPECT_EQ(f.offloader_->status().counters.write_failures, 1u);
+  f.pass(1);
+  EXPECT_EQ(f.offloader_->status().counters.write_failures, 2u) << "the idle save, failing";
+}
+
+// "restored N tokens in T ms (commit C ms, read R ms at X GB/s, retire D ms)": every figure in
+// tenths of a millisecond, and C + R + D <= T.
+TEST(OffloaderTest, TheRestoreLinesPartsNeverExceedItsTotal) {
+  OffloaderFixture f;
+  ASSERT_TRUE(f.command(40).ok());
+  f.pass(OffloaderFixture::kIdle);
+  ASSERT_EQ(f.state(), OffloadState::kDisk);
+  // Each file-system call of the restore takes 0.37 ms of the ManualClock (the reads run on
+  // the reader's threads), so every part is fractional and the total is a sum of many.
+  std::mutex hook_mutex;
+  f.fs_.set_call_hook([&](FsOp, uint64_t) {
+    std::lock_guard lock(hook_mutex);
+    f.clock_.advance(std::chrono::microseconds(370));
+  });
+  f.log_.clear();
+  ASSERT_TRUE(f.command(0).ok());
+  f.fs_.set_call_hook({});
+  const std::regex line(
+      R"(offload: restored 40 tokens in (\d+)\.(\d) ms \(commit (\d+)\.(\d) ms, )"
+      R"(read (\d+)\.(\d) ms at [0-9.]+ GB/s, retire (\d+)\.(\d) ms\); state resident)");
+  std::smatch m;
+  ASSERT_EQ(f.log_.size(), 1u);
+  ASSERT_TRUE(std::regex_match(f.log_[0], m, line)) << f.log_[0];
+  auto tenths = [&](int i) { return std::stoi(m[i]) * 10 + std::stoi(m[i + 1]); };
+  const int total = tenths(1), commit = tenths(3), read = tenths(5), retire = tenths(7);
+  EXPECT_GT(read, 0) << f.log_[0];
+  EXPECT_GT(retire, 0) << f.log_[0];
+  EXPECT_LE(commit + read + retire, total) << f.log_[0];
+  EXPECT_EQ(static_cast<int>(f.offloader_->status().last_restore_ms * 10), total)
+      << "the status's figure is the line's total";
+}
+
 TEST(OffloaderTest, OffloadNowSavesWithoutWaitingForTheIdleTimer) {
   OffloaderFixture f;
   ASSERT_TRUE(f.command(8).ok());
@@ -366,6 +444,43 @@ TEST(OffloaderTest, OneCommandAtATime) {
   EXPECT_EQ(f.offloader_->offload_now().code(), StatusCode::kFailedPrecondition);
   admitted->release();
   EXPECT_TRUE(f.offloader_->acquire().ok()) << "the lease was given back";
+}
+
+TEST(OffloaderTest, ALeaseGivesTheSessionBackWhenItGoes) {
+  OffloaderFixture f;
+  {
+    Result<Offloader::Lease> lease = f.offloader_->acquire();
+    ASSERT_TRUE(lease.ok());
+    EXPECT_TRUE(lease->held());
+    f.target_->advance(5);
+    f.clock_.advance(std::chrono::seconds(30));  // the command takes 30 s
+  }  // destroyed: the session is back, and the idle time counts from here
+  EXPECT_TRUE(f.offloader_->acquire().ok()) << "no lease is held any more";
+  EXPECT_EQ(f.offloader_->status().tokens, 5u);
+  f.pass(OffloaderFixture::kIdle - 1);
+  EXPECT_EQ(f.state(), OffloadState::kResident);
+  f.pass(1);
+  EXPECT_EQ(f.state(), OffloadState::kDisk);
+}
+
+TEST(OffloaderTest, AMovedLeaseHoldsTheSessionOnce) {
+  OffloaderFixture f;
+  Result<Offloader::Lease> acquired = f.offloader_->acquire();
+  ASSERT_TRUE(acquired.ok());
+  Offloader::Lease lease = std::move(acquired).value();
+  Offloader::Lease moved = std::move(lease);
+  EXPECT_FALSE(lease.held());  // NOLINT(bugprone-use-after-move): what a move leaves
+  EXPECT_TRUE(moved.held());
+  lease.release();  // NOLINT(bugprone-use-after-move): gives nothing back
+  EXPECT_EQ(f.offloader_->acquire().status().code(), StatusCode::kFailedPrecondition)
+      << "the session is still held, by the moved-to lease";
+  Offloader::Lease assigned;
+  assigned = std::move(moved);
+  EXPECT_TRUE(assigned.held());
+  assigned.release();
+  assigned.release();  // once only
+  EXPECT_FALSE(assigned.held());
+  EXPECT_TRUE(f.offloader_->acquire().ok());
 }
 
 TEST(OffloaderTest, NoSaveWhileACommandRuns) {
