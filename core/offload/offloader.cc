@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -70,7 +71,14 @@ Offloader::~Offloader() {
   {
     MutexLock lock(impl.mu);
     if (offload::holds_command(impl.phase())) {
-      impl.log("internal error: the Offloader is destroyed while a command holds the session");
+      // A Lease outlives its Offloader: a bug of the caller, like an illegal event.
+      const char* line = "internal error: the Offloader is destroyed while a Lease is held";
+#ifndef NDEBUG
+      std::fprintf(stderr, "siesta: %s\n", line);
+      std::abort();
+#else
+      impl.log(line);
+#endif
     }
     impl.closing = true;
     impl.cancel_save = true;

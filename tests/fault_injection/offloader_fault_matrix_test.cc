@@ -33,7 +33,7 @@ const char* expect_name(Expect e) {
     case Expect::kHit: return "restored anyway";
     case Expect::kFallback: return "history discarded";
     case Expect::kRetry: return "503, restored later";
-    case Expect::kFatal: return "fatal exit";
+    case Expect::kFatal: return "session lost";
   }
   return "?";
 }
