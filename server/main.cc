@@ -5,7 +5,7 @@
 // process's snapshot files are removed.
 //
 // Exit status: 0 after a clean stop, 1 when the server cannot run (backend, address), 2 for
-// a command line or snapshot directory it refuses (ANCHORS.md: a bad combination exits 2),
+// a command line or snapshot directory it refuses (a bad combination of flags exits 2),
 // 70 when the session's memory is lost after an offload (exit_on_session_memory_lost).
 // stdout carries exactly one line, "siesta-server listening on http://HOST:PORT", once the
 // socket is bound (tests and scripts read it to learn the port); logs go to stderr.
