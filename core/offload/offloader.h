@@ -35,9 +35,9 @@
 //   - Released bytes are what the backend and HostVmm report as given back (their stats
 //     before and after), not what the code meant to release.
 //
-// Thread rule: acquire() on the thread that runs the session's commands (one command at a
-// time), and its Lease given back on any thread; status() and offload_now() from any thread;
-// timers and saves run on the Executor.
+// Thread rule: acquire() and the Lease it returns on the thread that runs the session's
+// commands (one command at a time: the Lease reads the session when it is given back);
+// status() and offload_now() from any thread; timers and saves run on the Executor.
 #pragma once
 
 #include <cstdint>
@@ -191,7 +191,7 @@ class Offloader {
     // What acquire() did before the command could run.
     const Admission& admission() const { return admission_; }
     bool held() const { return impl_ != nullptr; }
-    // Gives the session back now; nothing when not held. Any thread.
+    // Gives the session back now; nothing when not held. On the command's thread.
     void release();
 
    private:
