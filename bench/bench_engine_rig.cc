@@ -50,7 +50,7 @@ Status make_engine_rig(const std::string& backend_name, const engine::ModelConfi
     engine::EngineOffload offload;
     // The idle deadline, an hour away, never comes during a benchmark: saves happen only
     // when the benchmark asks (save_now()), and every command still goes through the
-    // Offloader's acquire() and release().
+    // Offloader's lease.
     offload.options.idle_seconds = 3600;
     offload.options.expire_seconds = 7200;
     offload.options.encrypt = encrypt;

@@ -127,7 +127,7 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   }
   SIESTA_ASSIGN_OR_RETURN(rig.offloader, Offloader::create({*rig.session, *rig.backend, rig.host,
                                                             rig.fs, SystemClock::instance(),
-                                                            executor, rig.store.get(), &*rig.key},
+                                                            &executor, rig.store.get(), &*rig.key},
                                                            options));
   return Status::Ok();
 }
@@ -263,8 +263,11 @@ Status measure_offload(Rig& rig, ManualExecutor& executor, Round& round) {
   const OffloadStatus slept = rig.offloader->status();
   if (slept.state != OffloadState::kDisk)
     return Internal("save did not complete: " + slept.last_error);
-  SIESTA_ASSIGN_OR_RETURN(Admission woke, rig.offloader->acquire());
-  rig.offloader->release();
+  Admission woke;
+  {
+    SIESTA_ASSIGN_OR_RETURN(const Offloader::Lease lease, rig.offloader->acquire());
+    woke = lease.admission();
+  }
   executor.run_due();  // the restored file's unlink, which the restore posted: timed by no one
   if (!woke.restored) return Internal("restore: history not restored");
   round.save = slept.last_save_ms / 1e3;
@@ -359,8 +362,7 @@ void mid_save_wait(benchmark::State& state, const BenchBackend& which, uint64_t 
   auto full_save = [&]() -> bool {
     if (!offloader.offload_now().ok() || !until_state(OffloadState::kDisk)) return false;
     save_ms = offloader.status().last_save_ms;
-    if (!offloader.acquire().ok()) return false;
-    offloader.release();
+    if (!offloader.acquire().ok()) return false;  // the lease goes back at once
     return true;
   };
   for (auto _ : state) {
@@ -379,18 +381,19 @@ void mid_save_wait(benchmark::State& state, const BenchBackend& which, uint64_t 
       std::uniform_real_distribution<double> moment(0, 0.9 * save_ms);
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(moment(random)));
       const auto arrived = std::chrono::steady_clock::now();
-      Result<Admission> admitted = offloader.acquire();
+      Result<Offloader::Lease> admitted = offloader.acquire();
       const double wait_ms = seconds_since(arrived) * 1e3;
       if (!admitted.ok()) {
         state.SkipWithError(admitted.status().to_string().c_str());
         return;
       }
-      offloader.release();
-      if (admitted->cancelled_save) {
+      const Admission admission = admitted->admission();
+      admitted->release();
+      if (admission.cancelled_save) {
         waits_ms.push_back(wait_ms);
       } else {
         ++missed;
-        if (admitted->restored) save_ms = offloader.status().last_save_ms;
+        if (admission.restored) save_ms = offloader.status().last_save_ms;
       }
     }
     state.SetIterationTime(1e-3 * percentile(waits_ms, 0.99));

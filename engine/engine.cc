@@ -78,15 +78,13 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options, MemoryBacke
                             SnapshotExporter::open(fs, clock, &backend, options.export_dir,
                                                    SnapshotExporter::Options()));
   }
-  std::unique_ptr<Offloader> offloader;
-  if (options.offload) {
-    const EngineOffload& offload = *options.offload;
-    if (offload.executor == nullptr) return InvalidArgument("idle offload needs an executor");
-    SIESTA_ASSIGN_OR_RETURN(
-        offloader, Offloader::create({*session, backend, host, fs, clock, *offload.executor,
-                                      offload.store, offload.key},
-                                     offload.options));
-  }
+  // Always an Offloader: with offload off it reports "disabled" and admits every command at
+  // once, so that there is one way to be disabled (offload_enabled()).
+  const EngineOffload& offload = options.offload;
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Offloader> offloader,
+                          Offloader::create({*session, backend, host, fs, clock, offload.executor,
+                                             offload.store, offload.key},
+                                            offload.options));
   return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(session),
                                             std::move(exporter), std::move(offloader), kernels));
 }
@@ -164,21 +162,23 @@ void Engine::thread_main() {
 void Engine::run_command(Command& command) {
   // The session's memory first: restored, or its unusable history discarded. A restore
   // refused for memory (or a lost session) fails the command before it touches anything.
-  Result<Admission> admitted = offloader_ ? offloader_->acquire() : Result<Admission>(Admission{});
-  if (!admitted.ok()) {
+  Result<Offloader::Lease> leased = offloader_->acquire();
+  if (!leased.ok()) {
     publish_history();
     {
       std::lock_guard lock(mutex_);
       ++commands_run_;
       busy_ = false;
     }
-    command.fail(admitted.status());
+    command.fail(leased.status());
     return;
   }
-  admission_ = *admitted;
-  command.run();
-  publish_history();
-  if (offloader_) offloader_->release();  // the idle timer counts from here
+  {
+    const Offloader::Lease lease = std::move(leased).value();
+    admission_ = lease.admission();
+    command.run();
+    publish_history();
+  }  // the lease goes back here: the idle timer counts from now
   {
     std::lock_guard lock(mutex_);
     ++commands_run_;
@@ -188,18 +188,9 @@ void Engine::run_command(Command& command) {
   command.deliver();
 }
 
-OffloadStatus Engine::cache_status() const {
-  if (offloader_) return offloader_->status();
-  OffloadStatus status;
-  status.state = OffloadState::kDisabled;
-  status.tokens = history_tokens_.load();
-  return status;
-}
+OffloadStatus Engine::cache_status() const { return offloader_->status(); }
 
-Status Engine::offload_now() {
-  if (!offloader_) return FailedPrecondition("idle offload is disabled");
-  return offloader_->offload_now();
-}
+Status Engine::offload_now() { return offloader_->offload_now(); }
 
 EngineStatus Engine::status() const {
   EngineStatus s;

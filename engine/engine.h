@@ -1,14 +1,15 @@
 // Engine: the command loop. One engine thread owns the Model and the Session and runs the
 // commands one at a time, in the order they were submitted (FIFO): generate, reset, export
 // and import of the conversation. status() is answered from copies the engine thread
-// publishes, so it never waits for a command (DESIGN.md: status never wakes a session).
+// publishes, so it never waits for a command, and never wakes a sleeping session.
 //
-// Idle offload (EngineOptions::offload): the engine owns the session's Offloader. Every
-// command runs through one private function, run_command(), which asks the offloader for the
-// session first (restoring it, or discarding an unusable snapshot's history) and hands it
-// back afterwards (arming the idle timer). A restore refused for lack of memory fails the
-// command with OutOfMemory (retry later; the snapshot stays) before the command touches
-// anything. Status and cache_status() never wake a sleeping session.
+// Idle offload (EngineOptions::offload): the engine owns the session's Offloader, also when
+// offload is off (it then reports "disabled"). Every command runs through one private
+// function, run_command(), which holds an Offloader::Lease while the command runs: acquiring
+// it restores the session (or discards an unusable snapshot's history), giving it back arms
+// the idle timer. A restore refused for lack of memory fails the command with OutOfMemory
+// (retry later; the snapshot stays) before the command touches anything. Status and
+// cache_status() never wake a sleeping session.
 //
 // Errors and the session: a command refused for its input (InvalidArgument,
 // FailedPrecondition, NotFound, Foreign...) leaves the session exactly as it was, so the next
@@ -31,7 +32,6 @@
 #include <future>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -57,9 +57,10 @@ namespace siesta::engine {
 inline constexpr size_t kMaxStopStrings = 4;
 inline constexpr size_t kMaxStopBytes = 64;
 
-// Idle offload of the engine's session. The store, key and executor must outlive the engine.
+// Idle offload of the engine's session. The store, key and executor must outlive the engine;
+// they are needed only when offload is on (offload_enabled(options.idle_seconds)).
 struct EngineOffload {
-  OffloaderOptions options;  // idle_seconds 0: the offloader reports "disabled"
+  OffloaderOptions options;  // idle_seconds 0 (the default): the offloader reports "disabled"
   SnapshotStore* store = nullptr;
   const ProcessKey* key = nullptr;
   Executor* executor = nullptr;
@@ -70,8 +71,8 @@ struct EngineOptions {
   // Where export_conversation / import_conversation keep their files (SnapshotExporter:
   // private to this user, created 0700). Empty: both are refused with FailedPrecondition.
   std::string export_dir;
-  // Unset: no offloader at all (cache_status() says "disabled").
-  std::optional<EngineOffload> offload;
+  // The default is offload off: cache_status() says "disabled" with these options' times.
+  EngineOffload offload;
 };
 
 enum class FinishReason : uint8_t { kLength, kStop, kCancelled };
@@ -127,10 +128,12 @@ struct EngineStatus {
 
 class Engine {
  public:
-  // Loads the model, creates the session (history empty), opens the exporter when
-  // options.export_dir is set, and starts the engine thread.
-  // Failure: the model's InvalidArgument for a bad configuration; OutOfMemory / DeviceError
-  // from the backend or the kernels; the exporter's errors for an unusable export directory.
+  // Loads the model, creates the session (history empty) and its Offloader, opens the
+  // exporter when options.export_dir is set, and starts the engine thread.
+  // Failure: the model's InvalidArgument for a bad configuration; Offloader::create()'s
+  // InvalidArgument for bad offload options (or a missing store, key or executor with offload
+  // on); OutOfMemory / DeviceError from the backend or the kernels; the exporter's errors for
+  // an unusable export directory.
   // Nothing is left running or reserved on failure.
   // `backend`, `kernels`, `host`, `fs` and `clock` must outlive the engine; `kernels` must
   // compute on `backend`'s device and is used only by the engine thread from now on.
@@ -184,7 +187,6 @@ class Engine {
   EngineStatus status() const;
 
   // The offloader's status (state, bytes, counters); never waits and never wakes the session.
-  // Without an offloader: state disabled, tokens from status().
   OffloadStatus cache_status() const;
 
   // Offloads the session now (POST /v1/cache/offload). Failure: FailedPrecondition when
@@ -226,7 +228,7 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<SnapshotExporter> exporter_;  // null without an export directory
-  // Declared after session_: destroyed first (it refers to the session). Null without offload.
+  // Declared after session_: destroyed first (it refers to the session). Never null.
   std::unique_ptr<Offloader> offloader_;
   Kernels& kernels_;
   Admission admission_;  // of the running command (engine thread only)

@@ -5,7 +5,8 @@
 // process's snapshot files are removed.
 //
 // Exit status: 0 after a clean stop, 1 when the server cannot run (backend, address), 2 for
-// a command line or snapshot directory it refuses (ANCHORS.md: a bad combination exits 2).
+// a command line or snapshot directory it refuses (a bad combination of flags exits 2),
+// 70 when the session's memory is lost after an offload (exit_on_session_memory_lost).
 // stdout carries exactly one line, "siesta-server listening on http://HOST:PORT", once the
 // socket is bound (tests and scripts read it to learn the port); logs go to stderr.
 #include <signal.h>
@@ -88,7 +89,8 @@ int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
   }
 
   Result<std::unique_ptr<srv::ServerApp>> started = srv::ServerApp::start(
-      config, siesta::SystemClock::instance(), [](const std::string& line) { log_line(line); });
+      config, siesta::SystemClock::instance(), [](const std::string& line) { log_line(line); },
+      srv::exit_on_session_memory_lost);
   if (!started.ok()) {
     log_line(started.status().message());
     return kRuntimeErrorExitCode;

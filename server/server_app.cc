@@ -1,6 +1,8 @@
 #include "server/server_app.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "server/metrics_text.h"
@@ -20,6 +22,16 @@ void log_cleanup(const SnapshotStore::CleanupReport& cleanup, const LogLine& log
 
 }  // namespace
 
+void exit_on_session_memory_lost(const Status& reason) {
+  std::fprintf(stderr,
+               "siesta: fatal: the session's memory could not be mapped back at its addresses "
+               "(%s); exiting with status %d\n",
+               reason.to_string().c_str(), kSessionMemoryLostExitCode);
+  // _Exit, not exit: this runs on the engine thread mid-command, with other threads running;
+  // static destructors must not run under them.
+  std::_Exit(kSessionMemoryLostExitCode);
+}
+
 ServerApp::ServerApp(ServerConfig config, const Clock& clock)
     : config_(std::move(config)), clock_(clock), started_(clock.now()) {}
 
@@ -32,7 +44,8 @@ ServerApp::~ServerApp() {
 }
 
 Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const Clock& clock,
-                                                    LogLine log) {
+                                                    LogLine log,
+                                                    SessionLostHandler on_session_lost) {
   if (!log) log = [](const std::string&) {};
   std::unique_ptr<ServerApp> app(new ServerApp(std::move(config), clock));
   const ServerConfig& cfg = app->config_;
@@ -43,7 +56,14 @@ Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const C
   if (!device.ok()) return device.status();
   app->device_ = std::move(device).value();
 
-  std::optional<engine::EngineOffload> offload;
+  // The offloader is always there; with offload off it reports "disabled" with these times.
+  engine::EngineOffload offload;
+  offload.options.idle_seconds = cfg.offload.idle_seconds;
+  offload.options.expire_seconds = cfg.offload.expire_seconds;
+  offload.options.encrypt = cfg.cache_encrypt;
+  offload.options.log = log;  // one line per save, restore, fallback and expiry
+  // Losing the session's memory is the server's to handle (main: one line, exit 70).
+  offload.options.on_fatal = std::move(on_session_lost);
   if (cfg.offload.enabled()) {
     Result<std::unique_ptr<OffloadStorage>> storage =
         OffloadStorage::open(cfg.offload.disk_dir, clock);
@@ -52,15 +72,9 @@ Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const C
     log_cleanup(app->storage_->store().startup_cleanup(), log);
 
     app->executor_ = std::make_unique<ThreadExecutor>(clock);
-    OffloaderOptions options;
-    options.idle_seconds = cfg.offload.idle_seconds;
-    options.expire_seconds = cfg.offload.expire_seconds;
-    options.encrypt = cfg.cache_encrypt;
-    options.log = log;  // one line per save, restore, fallback and expiry
-    // on_fatal keeps its default: one line and exit kExitSessionMemoryLost, since no later
-    // request could run on a session whose addresses are gone.
-    offload = engine::EngineOffload{std::move(options), &app->storage_->store(),
-                                    &app->storage_->key(), app->executor_.get()};
+    offload.store = &app->storage_->store();
+    offload.key = &app->storage_->key();
+    offload.executor = app->executor_.get();
   }
 
   Result<engine::ModelConfig> model =
@@ -92,12 +106,6 @@ StatusSnapshot ServerApp::status() const {
                      engine.history_tokens};
   snapshot.cache = engine_->cache_status();
   snapshot.clients_gone = clients_gone();
-  if (!config_.offload.enabled()) {
-    // No offloader: report the configured times anyway, as the seed's status did, so a
-    // client sees what --cache-expire-seconds would be once offload is switched on.
-    snapshot.cache.idle_seconds = config_.offload.idle_seconds;
-    snapshot.cache.expire_seconds = config_.offload.expire_seconds;
-  }
   return snapshot;
 }
 

@@ -32,13 +32,25 @@ namespace siesta::server {
 // One line for the server's log (main prefixes "siesta-server: " and writes it to stderr).
 using LogLine = std::function<void(const std::string&)>;
 
+// Called once, on the engine thread, when the session's memory could not be mapped back after
+// an offload (Offloader's on_fatal): no later request could run safely on it.
+using SessionLostHandler = std::function<void(const Status&)>;
+
+// The exit status of a server whose session memory was lost (docs/IDLE_SESSION.md).
+inline constexpr int kSessionMemoryLostExitCode = 70;
+
+// The server's policy for a lost session, which main() installs: one line on stderr
+// ("siesta: fatal: the session's memory could not be mapped back ...") and exit status 70.
+[[noreturn]] void exit_on_session_memory_lost(const Status& reason);
+
 class ServerApp {
  public:
   // Opens, in order: the device of config.backend (open_device(); the kAuto note is logged),
   // the snapshot storage on config.offload.disk_dir when offload is on (its start-up
   // clean-up is logged), the executor, and the engine with config.model / context / kv_type,
   // export_dir = config.slot_save_path and, when offload is on, an Offloader whose one line
-  // per operation goes to `log`.
+  // per operation goes to `log`, and `on_session_lost` is called if the session's memory is
+  // lost (empty: the request that found it fails with DeviceError, and so do later ones).
   // REQUIRES: `config` came from parse_server_flags() (validated), and when offload is on its
   // disk_dir passed prepare_cache_dir(); `clock` outlives the app. The offloader's timers run
   // on a ThreadExecutor against `clock`: SystemClock in the server; under a ManualClock they
@@ -46,7 +58,8 @@ class ServerApp {
   // Failure: the device's, the storage's or Engine::start()'s status, with context; whatever
   // was opened is closed again.
   static Result<std::unique_ptr<ServerApp>> start(ServerConfig config, const Clock& clock,
-                                                  LogLine log);
+                                                  LogLine log,
+                                                  SessionLostHandler on_session_lost = {});
 
   // Destroys the engine first (running command finished, queued ones cancelled, a running
   // save stopped), then the executor, the storage (this process's snapshots removed), the

@@ -261,6 +261,27 @@ Status validate_scale_flags(const ServerConfig& config) {
   return Status::Ok();
 }
 
+// Core's offload rules, worded with the flags a person changes to fix them.
+Status validate_offload_flags(const OffloadConfig& config) {
+  const std::optional<OffloadConfigProblem> problem = find_offload_config_problem(config);
+  if (!problem) return Status::Ok();
+  const std::string idle = std::to_string(problem->idle_seconds);
+  const std::string expire = std::to_string(problem->expire_seconds);
+  const std::string range = "0 and " + std::to_string(kMaxOffloadSeconds);
+  switch (problem->rule) {
+    case OffloadConfigRule::kIdleOutOfRange:
+      return InvalidArgument("--cache-idle-seconds (" + idle + ") must be between " + range);
+    case OffloadConfigRule::kExpireOutOfRange:
+      return InvalidArgument("--cache-expire-seconds (" + expire + ") must be between " + range);
+    case OffloadConfigRule::kExpireNotAfterIdle:
+      return InvalidArgument("--cache-expire-seconds (" + expire +
+                             ") must be greater than --cache-idle-seconds (" + idle + ")");
+    case OffloadConfigRule::kDirectoryMissing:
+      return InvalidArgument("--cache-disk-dir is required when --cache-idle-seconds is not 0");
+  }
+  return InvalidArgument(offload_config_problem_text(*problem));
+}
+
 bool is_help(std::string_view name) { return name == "--help" || name == "-h"; }
 bool is_version(std::string_view name) { return name == "--version"; }
 
@@ -305,7 +326,7 @@ Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
     if (!key.ok()) return key;
     parsed.config.api_key = std::string(env_api_key);
   }
-  SIESTA_RETURN_IF_ERROR(validate_offload_config(parsed.config.offload));
+  SIESTA_RETURN_IF_ERROR(validate_offload_flags(parsed.config.offload));
   SIESTA_RETURN_IF_ERROR(validate_model_flags(parsed.config));
   SIESTA_RETURN_IF_ERROR(validate_scale_flags(parsed.config));
   return parsed;

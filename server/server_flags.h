@@ -14,7 +14,8 @@
 //   - A flag given twice: the last one wins (so a wrapper script can override a default).
 //   - Positional arguments are errors.
 // After parsing, the whole configuration is validated, so an error names the flag and the
-// rule it breaks: validate_offload_config; --model with --ctx and --kv-type
+// rule it breaks: core's offload rules (find_offload_config_problem, worded with the flag
+// names); --model with --ctx and --kv-type
 // (engine::model_config_from_spec); --parallel / --devices above 1 (refused: with
 // --cache-idle-seconds as a combination idle offload cannot serve, without it as not
 // implemented by this engine).

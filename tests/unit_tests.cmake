@@ -33,12 +33,17 @@ if(TARGET snapshot_tests)
 endif()
 siesta_finish_test_binary(snapshot_tests)
 
-# core/offload: the settings' rules, every transition of the Offloader (ManualClock and
+# core/offload: the settings' rules, the state table walked pair by pair against the one
+# docs/ARCHITECTURE.md documents, every transition of the Offloader (ManualClock and
 # ManualExecutor, a FakeOffloadTarget: no model needed) and its races with real threads.
 siesta_test_binary(offload_tests LABELS unit LIBS siesta_backend_sim)
 siesta_test_sources(offload_tests LABELS unit SOURCES
-  unit/offload_config_test.cc unit/offloader_test.cc)
+  unit/offload_config_test.cc unit/offload_machine_test.cc unit/offloader_test.cc)
 siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader_race_test.cc)
+if(TARGET offload_tests)
+  # The state table test reads the one docs/ARCHITECTURE.md documents.
+  target_compile_definitions(offload_tests PRIVATE SIESTA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+endif()
 siesta_finish_test_binary(offload_tests)
 
 # compute: the contract's number formats (KvType names, f16, int8), and HostKernels against

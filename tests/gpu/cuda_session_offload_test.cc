@@ -111,7 +111,7 @@ struct Rig {
     options.expire_seconds = 10 * kIdle;
     options.on_fatal = [this](const Status& s) { fatal.push_back(s); };
     SIESTA_ASSIGN_OR_RETURN(offloader, Offloader::create({*session, *backend, host, fs, clock,
-                                                          executor, store.get(), key.get()},
+                                                          &executor, store.get(), key.get()},
                                                          options));
     return Status::Ok();
   }
@@ -146,11 +146,11 @@ class CudaSessionOffloadTest : public ::testing::TestWithParam<KvType> {
   void start_and_prompt(Rig& rig) {
     Status started = rig.start(GetParam());
     ASSERT_TRUE(started.ok()) << started.to_string();
-    Result<Admission> admitted = rig.offloader->acquire();
+    Result<Offloader::Lease> admitted = rig.offloader->acquire();
     ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
     Status fed = feed_prompt(*rig.session, as_tokens(kPrompt));
     Status fed_reference = feed_prompt(*rig.reference, as_tokens(kPrompt));
-    rig.offloader->release();
+    admitted->release();
     ASSERT_TRUE(fed.ok()) << fed.to_string();
     ASSERT_TRUE(fed_reference.ok()) << fed_reference.to_string();
     ASSERT_NO_FATAL_FAILURE(expect_same_logits(rig, "after the prompt"));
@@ -170,15 +170,15 @@ class CudaSessionOffloadTest : public ::testing::TestWithParam<KvType> {
   // One command: restore if needed, feed the reference session's greedy choice to both
   // sessions, compare the logits, release. `expect_restored`: the admission must say so.
   static void feed_one(Rig& rig, bool expect_restored, const std::string& when) {
-    Result<Admission> admitted = rig.offloader->acquire();
+    Result<Offloader::Lease> admitted = rig.offloader->acquire();
     ASSERT_TRUE(admitted.ok()) << when << ": " << admitted.status().to_string();
-    EXPECT_EQ(admitted->restored, expect_restored) << when;
-    EXPECT_FALSE(admitted->fallback.has_value()) << when;
+    EXPECT_EQ(admitted->admission().restored, expect_restored) << when;
+    EXPECT_FALSE(admitted->admission().fallback.has_value()) << when;
     Result<Token> token = rig.reference->greedy_next();
     Status fed = token.ok() ? rig.session->feed(*token) : token.status();
     Status fed_reference = token.ok() ? rig.reference->feed(*token) : token.status();
     if (fed.ok() && fed_reference.ok()) expect_same_logits(rig, when);
-    rig.offloader->release();
+    admitted->release();
     ASSERT_TRUE(fed.ok()) << when << ": " << fed.to_string();
     ASSERT_TRUE(fed_reference.ok()) << when << ": " << fed_reference.to_string();
   }
@@ -269,27 +269,27 @@ TEST_P(CudaSessionOffloadTest, TwentyCyclesRestoreEveryByteAtTheSameAddresses) {
     std::vector<RegionCopy> before;
     std::vector<DeviceRange> memory_before;
     {
-      Result<Admission> admitted = rig.offloader->acquire();
+      Result<Offloader::Lease> admitted = rig.offloader->acquire();
       ASSERT_TRUE(admitted.ok()) << when << ": " << admitted.status().to_string();
-      EXPECT_FALSE(admitted->restored) << when;  // resident since the last command
+      EXPECT_FALSE(admitted->admission().restored) << when;  // resident since the last command
       take_copy(rig, probe, &before);
       memory_before = rig.session->device_memory();
       expect_same_logits(rig, when + ", before the save");
-      rig.offloader->release();
+      admitted->release();
       ASSERT_FALSE(HasFatalFailure()) << when;
     }
     ASSERT_NO_FATAL_FAILURE(save(rig, probe, when));
 
     // Restore, then compare.
-    Result<Admission> admitted = rig.offloader->acquire();
+    Result<Offloader::Lease> admitted = rig.offloader->acquire();
     ASSERT_TRUE(admitted.ok()) << when << ": " << admitted.status().to_string();
-    ASSERT_TRUE(admitted->restored) << when;
+    ASSERT_TRUE(admitted->admission().restored) << when;
     std::vector<RegionCopy> after;
     take_copy(rig, probe, &after);
     EXPECT_EQ(rig.session->device_memory(), memory_before) << when;
     // Scratch (the logits) is kDiscard: not brought back by a restore.
     EXPECT_EQ(rig.session->next_logits().status().code(), StatusCode::kFailedPrecondition) << when;
-    rig.offloader->release();
+    admitted->release();
     ASSERT_FALSE(HasFatalFailure()) << when;
     ASSERT_NO_FATAL_FAILURE(expect_same_copies(before, after, when));
 
@@ -308,10 +308,10 @@ TEST_P(CudaSessionOffloadTest, OutOfMemoryOnRestoreThenSuccess) {
   test_util::DeviceProbe probe;
   std::vector<RegionCopy> before;
   {
-    Result<Admission> admitted = rig.offloader->acquire();
+    Result<Offloader::Lease> admitted = rig.offloader->acquire();
     ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
     take_copy(rig, probe, &before);
-    rig.offloader->release();
+    admitted->release();
     ASSERT_FALSE(HasFatalFailure());
   }
   const uint64_t session_bytes = rig.session_device_bytes();
@@ -353,7 +353,7 @@ TEST_P(CudaSessionOffloadTest, OutOfMemoryOnRestoreThenSuccess) {
               static_cast<unsigned long long>(session_bytes >> 10));
   ASSERT_LT(free_while_full, session_bytes) << "could not fill the device";
 
-  Result<Admission> refused = rig.offloader->acquire();
+  Result<Offloader::Lease> refused = rig.offloader->acquire();
   ASSERT_FALSE(refused.ok()) << "restore succeeded with " << free_while_full << " B free";
   EXPECT_EQ(refused.status().code(), StatusCode::kOutOfMemory) << refused.status().to_string();
   const OffloadStatus after_refusal = rig.offloader->status();
@@ -365,12 +365,12 @@ TEST_P(CudaSessionOffloadTest, OutOfMemoryOnRestoreThenSuccess) {
   // Give the memory back; the next command restores every byte.
   for (const DeviceRange& range : taken) (*hog)->unreserve(range);
   hog->reset();
-  Result<Admission> admitted = rig.offloader->acquire();
+  Result<Offloader::Lease> admitted = rig.offloader->acquire();
   ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
-  EXPECT_TRUE(admitted->restored);
+  EXPECT_TRUE(admitted->admission().restored);
   std::vector<RegionCopy> after;
   take_copy(rig, probe, &after);
-  rig.offloader->release();
+  admitted->release();
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_NO_FATAL_FAILURE(expect_same_copies(before, after, "after the refused restore"));
   ASSERT_NO_FATAL_FAILURE(feed_one(rig, false, "token after the restore"));

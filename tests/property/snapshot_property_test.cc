@@ -195,7 +195,7 @@ TEST(SnapshotPropertyTest, RoundTripRestoresExactlyTheExtents) {
 
 // The typed reason a reader gives for one changed byte, from the documented grammar
 // (docs/SNAPSHOT_FORMAT.md, "What the reader checks, in order"): the version is Unsupported,
-// a session file's process nonce and a flags value turned into another valid mode are Foreign,
+// a session file's process nonce and a flags value turned into the other session mode are Foreign,
 // a header length may send the reader past the end (Truncated) or out of bounds (Corrupt), and
 // every other byte -- seals checked before the fingerprint and layout -- is Corrupt. The
 // offsets are the grammar's, written out here on purpose: the test checks the format as
@@ -204,9 +204,13 @@ std::vector<StatusCode> expected_codes_for_flip(SnapshotMode mode, size_t at, ui
   constexpr size_t kVersionAt = 8, kFlagsAt = 12, kHeaderBytesAt = 16, kNonceAt = 36;
   if (at >= kVersionAt && at < kVersionAt + 4) return {StatusCode::kUnsupported};
   if (at >= kFlagsAt && at < kFlagsAt + 4) {
+    // The other session mode is Foreign (a mode the reader did not expect); a durable export
+    // must carry an all-zero nonce and a session file must not, so a flip between an export
+    // and a session mode, like any invalid value, is Corrupt (the header's grammar).
     const uint32_t flags = snapshot::flags_for(mode) ^ (uint32_t{mask} << (8 * (at - kFlagsAt)));
-    const bool valid = flags == 0 || flags == 1 || flags == 3;
-    return {valid ? StatusCode::kForeign : StatusCode::kCorrupt};
+    const bool other_session_mode =
+        mode != SnapshotMode::kDurableExport && (flags == 0 || flags == 1);
+    return {other_session_mode ? StatusCode::kForeign : StatusCode::kCorrupt};
   }
   if (at >= kHeaderBytesAt && at < kHeaderBytesAt + 4) {
     return {StatusCode::kCorrupt, StatusCode::kTruncated};
@@ -375,6 +379,19 @@ TEST(SnapshotExhaustiveTest, EveryByteAndEveryLength) {
       const std::vector<StatusCode> want = expected_codes_for_flip(mode, at, 0x01);
       EXPECT_NE(std::find(want.begin(), want.end(), code), want.end())
           << "flip at " << at << " gave " << status_code_name(code);
+    }
+    // The prefix (magic, version, flags, header length) with every possible change of a byte.
+    for (size_t at = 0; at < snapshot::kPrefixBytes; ++at) {
+      for (int mask = 1; mask < 256; ++mask) {
+        auto bytes = good;
+        bytes[at] ^= static_cast<uint8_t>(mask);
+        snapshot_test::write_file(world.path(), bytes);
+        const StatusCode code = world.read().code();
+        const std::vector<StatusCode> want =
+            expected_codes_for_flip(mode, at, static_cast<uint8_t>(mask));
+        ASSERT_NE(std::find(want.begin(), want.end(), code), want.end())
+            << "byte " << at << " ^ " << mask << " gave " << status_code_name(code);
+      }
     }
     for (size_t length = 0; length < good.size(); ++length) {
       snapshot_test::write_file(world.path(), {good.begin(), good.begin() + length});

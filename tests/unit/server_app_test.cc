@@ -83,6 +83,31 @@ TEST(ServerAppTest, StatusNamesTheModelAndEngine) {
   EXPECT_THAT(app->metrics_text(), HasSubstr("siesta_engine_commands_total 1\n"));
 }
 
+// With offload off the engine still has its Offloader, which reports the configured times:
+// the server adds nothing of its own to the status.
+TEST(ServerAppTest, OffloadOffReportsTheConfiguredTimesFromTheOffloader) {
+  ManualClock clock;
+  ServerConfig config = sim_config();
+  config.offload.expire_seconds = 90;
+  auto app = start_or_fail(config, clock);
+  ASSERT_NE(app, nullptr);
+  const OffloadStatus cache = app->engine().cache_status();
+  EXPECT_EQ(cache.state, OffloadState::kDisabled);
+  EXPECT_EQ(cache.idle_seconds, 0);
+  EXPECT_EQ(cache.expire_seconds, 90);
+  EXPECT_EQ(app->status().cache.expire_seconds, 90);
+  EXPECT_EQ(app->engine().offload_now().code(), StatusCode::kFailedPrecondition);
+}
+
+// A lost session is the server's to handle, not core's: one line, exit status 70.
+TEST(ServerAppDeathTest, ALostSessionEndsTheServerWithTheDocumentedStatus) {
+  EXPECT_EXIT(exit_on_session_memory_lost(DeviceError("injected commit failure")),
+              ::testing::ExitedWithCode(kSessionMemoryLostExitCode),
+              "siesta: fatal: the session's memory could not be mapped back at its addresses "
+              "\\(device_error: injected commit failure\\); exiting with status 70");
+  EXPECT_EQ(kSessionMemoryLostExitCode, 70);
+}
+
 TEST(ServerAppTest, UnknownModelFailsToStart) {
   ManualClock clock;
   ServerConfig config = sim_config();
