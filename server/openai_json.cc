@@ -365,12 +365,15 @@ json usage_chunk_json(const ResponseMeta& meta, const engine::GenerateResult& re
 
 std::string sse_event(const json& chunk) { return "data: " + dump_json(chunk) + "\n\n"; }
 
+json model_json(std::string_view model, int64_t created) {
+  return {{"id", std::string(model)},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "siesta"}};
+}
+
 json models_json(std::string_view model, int64_t created) {
-  return {{"object", "list"},
-          {"data", json::array({{{"id", std::string(model)},
-                                 {"object", "model"},
-                                 {"created", created},
-                                 {"owned_by", "siesta"}}})}};
+  return {{"object", "list"}, {"data", json::array({model_json(model, created)})}};
 }
 
 }  // namespace siesta::server
