@@ -4,7 +4,8 @@
 //   baseline   /health probes with nothing else connected: latency p50/p99/max (ms)
 //   attack     --idle connections that never send a byte and --slowloris connections that
 //              send one byte of an endless request head every --trickle-ms, kept open (one
-//              the server closes is counted and opened again, as an attacker would), while
+//              the server closes is counted and opened again, as an attacker would; the probes
+//              start once all are connected), while
 //              /health is probed every --probe-interval-ms on a new connection each time and
 //              a client sends completions one after another. Figures: the probes' latency
 //              p50/p99/max and failures (a probe that failed or took longer than
@@ -76,7 +77,7 @@ struct Options {
   int idle = 200;
   int slowloris = 50;
   int trickle_ms = 1000;
-  int probes = 250;
+  int probes = 750;  // 15 s at the default interval: beyond the server's request deadline
   int probe_interval_ms = 20;
   int clients = 256;
   int burst_requests = 4;
@@ -296,13 +297,14 @@ class Attackers {
   Attackers(const Options& options) : options_(options) {}
   ~Attackers() { stop(); }
 
+  // Starts the attackers and waits (at most 10 s) until every connection is established.
   void start() {
     thread_ = std::thread([this] { run(); });
-    // Wait until every connection has been opened once (bounded).
     const Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
-    while (opened_.load() < options_.idle + options_.slowloris && Clock::now() < deadline) {
-      std::this_thread::sleep_for(milliseconds(5));
+    while (established_.load() < options_.idle + options_.slowloris && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(5));  // polling a counter, bounded
     }
+    established_at_start_ = established_.load();
   }
   void stop() {
     stopping_.store(true);
@@ -312,6 +314,7 @@ class Attackers {
     return {{"idle", options_.idle},
             {"slowloris", options_.slowloris},
             {"trickle_ms", options_.trickle_ms},
+            {"established_before_probes", established_at_start_},
             {"idle_closed_by_server", idle_closed_.load()},
             {"slowloris_closed_by_server", slow_closed_.load()},
             {"answers_to_attackers", answers_.load()},
@@ -322,12 +325,14 @@ class Attackers {
   struct Conn {
     int fd = -1;
     bool slow = false;
+    bool established = false;
     size_t sent = 0;
     Clock::time_point next_byte;
   };
 
   void open(Conn& c) {
     c.fd = open_socket(options_.port);
+    c.established = false;
     c.sent = 0;
     c.next_byte = Clock::now() + milliseconds(c.slow ? options_.trickle_ms : 0);
     opened_.fetch_add(1);
@@ -343,19 +348,26 @@ class Attackers {
     const std::string head = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     std::vector<pollfd> entries(conns.size());
     while (!stopping_.load()) {
-      for (size_t i = 0; i < conns.size(); ++i) entries[i] = {conns[i].fd, POLLIN, 0};
+      for (size_t i = 0; i < conns.size(); ++i) {
+        entries[i] = {conns[i].fd,
+                      static_cast<short>(POLLIN | (conns[i].established ? 0 : POLLOUT)), 0};
+      }
       (void)::poll(entries.data(), entries.size(), 50);
       const Clock::time_point now = Clock::now();
       for (size_t i = 0; i < conns.size(); ++i) {
         Conn& c = conns[i];
         bool ended = c.fd < 0;
+        if (!ended && !c.established && (entries[i].revents & POLLOUT) != 0) {
+          c.established = true;
+          established_.fetch_add(1);
+        }
         if (!ended && (entries[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
           char buffer[4096];
           const ssize_t n = ::recv(c.fd, buffer, sizeof buffer, MSG_DONTWAIT);
           if (n > 0) answers_.fetch_add(1);  // a refusal or a timeout answer
           if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) ended = true;
         }
-        if (!ended && c.slow && now >= c.next_byte) {
+        if (!ended && c.slow && c.established && now >= c.next_byte) {
           const char byte = c.sent < head.size() ? head[c.sent] : 'a';
           if (::send(c.fd, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) ++c.sent;
           c.next_byte = now + milliseconds(options_.trickle_ms);
@@ -386,6 +398,8 @@ class Attackers {
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> opened_{0};
+  std::atomic<int> established_{0};  // connections that completed their connect, reopened ones too
+  int established_at_start_ = 0;
   std::atomic<int> idle_closed_{0};
   std::atomic<int> slow_closed_{0};
   std::atomic<int> answers_{0};

@@ -103,6 +103,7 @@ struct ConnectionLoop::Connection {
   bool registered = false;     // in the epoll set
   uint32_t served = 0;         // requests answered
   RequestHead head;            // kWaitingBody and kBusy
+  httplib::Request screened;   // the head as the screen saw it (kWaitingBody)
   ConnectionAddresses addresses;
   Clock::time_point deadline{};
   bool has_deadline = false;
@@ -284,8 +285,9 @@ void ConnectionLoop::progress(Connection& c) {
       return;
     }
     c.head = std::move(framed.head);
+    c.screened = head_request(c.head, c.addresses);
     httplib::Response response;
-    if (callbacks_.screen && !callbacks_.screen(head_request(c.head, c.addresses), response)) {
+    if (callbacks_.screen && !callbacks_.screen(c.screened, response)) {
       send_refusal(c, response);
       return;
     }
@@ -297,6 +299,14 @@ void ConnectionLoop::progress(Connection& c) {
   }
   if (c.state == State::kWaitingBody) {
     if (c.in.size() >= c.head.end()) {
+      httplib::Response response;
+      const std::string_view body(c.in.data() + c.head.skipped_bytes + c.head.head_bytes,
+                                  c.head.content_length);
+      if (callbacks_.screen_body && !callbacks_.screen_body(c.screened, body, response)) {
+        send_refusal(c, response);
+        return;
+      }
+      c.screened = httplib::Request();
       dispatch(c);
     } else if (c.peer_finished) {
       close_now(c);

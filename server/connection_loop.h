@@ -4,9 +4,9 @@
 //
 // A connection waits in the loop for a whole request: its head (framed by request_head.h,
 // then judged by the `screen` callback before a byte of the body is read), then its
-// Content-Length body. Only then does a worker (worker_pool.h) get it, with the request's
-// bytes in memory (request_stream.h): the `serve` callback parses and answers it. Then the
-// connection comes back to the loop, and the bytes it had received beyond that request
+// Content-Length body (judged by `screen_body`). Only then does a worker (worker_pool.h) get it,
+// with the request's bytes in memory (request_stream.h): the `serve` callback parses and answers
+// it. Then the connection comes back to the loop, and the bytes it had received beyond that request
 // (pipelined requests) are served next, in order. A request whose client shut down its
 // sending side after it is still served and answered.
 //
@@ -45,6 +45,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -73,6 +74,11 @@ struct ConnectionCallbacks {
   // True: read the body and serve the request. False: `response` holds the refusal, which
   // is sent, and the connection closed.
   std::function<bool(const httplib::Request& head, httplib::Response& response)> screen;
+  // Judges the body once it is all in, on the loop thread (the same head as `screen` saw).
+  // Same contract as `screen`. May be empty.
+  std::function<bool(const httplib::Request& head, std::string_view body,
+                     httplib::Response& response)>
+      screen_body;
   // Serves one request whose bytes `stream` holds, on a worker thread. `close_after`: the
   // answer must say "Connection: close". Returns whether the connection may carry another
   // request.

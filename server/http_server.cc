@@ -147,6 +147,10 @@ Result<int> HttpServer::bind(const std::string& host, int port) {
   callbacks.screen = [policy = policy_](const httplib::Request& head, httplib::Response& response) {
     return policy->admit(head, response);
   };
+  callbacks.screen_body = [policy = policy_](const httplib::Request& head, std::string_view body,
+                                             httplib::Response& response) {
+    return policy->admit_body(head, body, response);
+  };
   callbacks.serve = [server = server_.get()](RequestStream& stream, bool close_after) {
     return server->serve(stream, close_after);
   };

@@ -42,6 +42,12 @@ Status wrong_type(ErrorDetail* detail, const std::string& param, std::string_vie
 }
 
 Result<json> parse_object(std::string_view body, ErrorDetail* detail) {
+  // nlohmann's lexer takes a NUL byte for the end of its input, so "{...}\0junk" would parse
+  // as "{...}"; JSON text never holds a raw NUL (RFC 8259: control characters are escaped).
+  if (const size_t nul = body.find('\0'); nul != std::string_view::npos) {
+    return InvalidArgument("the request body is not valid JSON: a NUL byte at offset " +
+                           std::to_string(nul));
+  }
   json parsed;
   try {
     parsed = json::parse(body.begin(), body.end());

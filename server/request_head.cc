@@ -97,6 +97,7 @@ bool parse_length(std::string_view text, uint64_t* value) {
 // The rules that need every field: Host, Content-Length, Transfer-Encoding, Connection,
 // Expect.
 FramedHead finish(RequestHead& head) {
+  head.keep_alive = head.http11;  // until a Connection header says otherwise
   size_t hosts = 0;
   bool has_length = false;
   for (const auto& [name, value] : head.fields) {
@@ -157,7 +158,6 @@ const std::string* RequestHead::field(std::string_view name) const {
 
 FramedHead frame_request_head(std::string_view received, const HeadLimits& limits) {
   RequestHead head;
-  head.keep_alive = true;
   size_t skipped = 0;
   while (received.size() - skipped >= 2 && received.substr(skipped, 2) == "\r\n") {
     skipped += 2;

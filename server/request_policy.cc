@@ -98,6 +98,22 @@ bool is_json_media_type(std::string_view content_type) {
 RequestPolicy::RequestPolicy(const ServerConfig& config, std::vector<std::string> json_post_paths)
     : config_(config), json_post_paths_(std::move(json_post_paths)) {}
 
+bool RequestPolicy::reads_json(const httplib::Request& request) const {
+  return request.method == "POST" && std::find(json_post_paths_.begin(), json_post_paths_.end(),
+                                               request.path) != json_post_paths_.end();
+}
+
+bool RequestPolicy::admit_body(const httplib::Request& request, std::string_view body,
+                               httplib::Response& response) const {
+  if (!reads_json(request)) return true;
+  const size_t nul = body.find('\0');
+  if (nul == std::string_view::npos) return true;
+  set_api_error(response, 400,
+                "the request body is not valid JSON: a NUL byte at offset " + std::to_string(nul),
+                "invalid_request_error", "bad_request");
+  return false;
+}
+
 bool RequestPolicy::admit(const httplib::Request& request, httplib::Response& response) const {
   if (!authorize(request, response, config_)) return false;
   if (is_cross_origin_write(request)) {
@@ -124,10 +140,7 @@ bool RequestPolicy::admit(const httplib::Request& request, httplib::Response& re
                   "invalid_request_error", "request_too_large");
     return false;
   }
-  const bool reads_json =
-      request.method == "POST" && std::find(json_post_paths_.begin(), json_post_paths_.end(),
-                                            request.path) != json_post_paths_.end();
-  if (reads_json && length > 0) {
+  if (reads_json(request) && length > 0) {
     const std::string* type = header(request, "Content-Type");
     if (type == nullptr || !is_json_media_type(*type)) {
       set_api_error(response, 415,

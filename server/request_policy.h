@@ -17,6 +17,9 @@
 //   415  a non-empty body on a route that reads JSON without `Content-Type: application/json`
 //        (parameters such as charset allowed): a browser can send text/plain, form or
 //        multipart bodies cross-site without asking first, never application/json.
+// and once the body is in (admit_body, applied by the connection loop before a worker sees
+// the request):
+//   400  a JSON route's body with a NUL byte.
 //
 // Every refusal is OpenAI-shaped (api_error.h). Thread rule: admit() is const and may be
 // called from any thread at once; the object must outlive every call.
@@ -50,7 +53,15 @@ class RequestPolicy {
   // and headers (the body need not be there yet).
   bool admit(const httplib::Request& request, httplib::Response& response) const;
 
+  // The check that needs the body, once it is in: a JSON route's body holding a NUL byte is
+  // refused with 400 (JSON text never holds one, and nlohmann's parser would stop there and
+  // take the bytes before it for the whole body). Same contract as admit().
+  bool admit_body(const httplib::Request& request, std::string_view body,
+                  httplib::Response& response) const;
+
  private:
+  bool reads_json(const httplib::Request& request) const;
+
   const ServerConfig& config_;
   std::vector<std::string> json_post_paths_;
 };

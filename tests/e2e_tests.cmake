@@ -15,3 +15,9 @@ foreach(test IN ITEMS server_lifecycle_e2e_test server_crash_e2e_test server_rac
   siesta_add_gtest(${test} SOURCES e2e/${test}.cc LABELS e2e
                    LIBS siesta_e2e_server_process nlohmann_json::nlohmann_json)
 endforeach()
+# The HTTP layer against hostile clients (deadlines of 1 s) and the stop signals (a prefill of
+# synthetic:large interrupted): ~10 s together.
+foreach(test IN ITEMS server_http_e2e_test server_signals_e2e_test)
+  siesta_add_gtest(${test} SOURCES e2e/${test}.cc LABELS e2e
+                   LIBS siesta_e2e_server_process nlohmann_json::nlohmann_json)
+endforeach()

@@ -5,6 +5,9 @@ siesta_add_gtest(sampler_test SOURCES unit/sampler_test.cc LABELS unit
                  LIBS siesta_engine)
 siesta_add_gtest(engine_test SOURCES unit/engine_test.cc LABELS unit
                  LIBS siesta_engine siesta_backend_sim)
+# A cancel during a long prefill ends it within a step, whatever the device has queued.
+siesta_add_gtest(engine_prefill_cancel_test SOURCES unit/engine_prefill_cancel_test.cc
+                 LABELS unit concurrency LIBS siesta_engine siesta_backend_sim)
 siesta_add_gtest(engine_export_test SOURCES unit/engine_export_test.cc LABELS unit
                  LIBS siesta_engine siesta_backend_sim)
 # Threads: also run by the ThreadSanitizer preset.
