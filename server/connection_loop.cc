@@ -291,6 +291,13 @@ void ConnectionLoop::progress(Connection& c) {
       send_refusal(c, response);
       return;
     }
+    if (c.head.content_length > limits_.max_body_bytes) {
+      refuse(c, 413,
+             "request body too large: the limit is " + std::to_string(limits_.max_body_bytes) +
+                 " bytes (--max-body-bytes)",
+             "request_too_large");
+      return;
+    }
     c.state = State::kWaitingBody;
     set_deadline(c, Clock::now() + limits_.request_timeout);
     if (c.head.expect_continue && c.head.http11 && c.in.size() < c.head.end()) {

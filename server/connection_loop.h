@@ -21,7 +21,8 @@
 //                    longest one write of an answer waits for a client that does not read.
 //   max_requests     requests on one connection; the last one's answer says
 //                    "Connection: close".
-// A refusal (a head that cannot be framed: 400, 411, 414, 431, 505; the screen's; 408; 503)
+// A refusal (a head that cannot be framed: 400, 411, 414, 431, 505; the screens'; 413 past
+// max_body_bytes; 408; 503)
 // is written by the loop itself with "Connection: close"; the connection is then shut down
 // for writing and drained for up to `linger` before it is closed, so that the client reads
 // the answer instead of a reset caused by the bytes it sent and the loop did not read.
@@ -66,6 +67,9 @@ struct ConnectionLimits {
   std::chrono::milliseconds request_timeout{10000};
   std::chrono::milliseconds linger{2000};
   uint32_t max_requests = 1000;
+  // A body longer is refused (413) before it is read, whatever the screen said: the loop
+  // never buffers more than this per request.
+  uint64_t max_body_bytes = uint64_t{1} << 20;
   HeadLimits head;
 };
 

@@ -65,6 +65,7 @@ ConnectionLimits limits_for(const ServerConfig& config) {
   ConnectionLimits limits;
   limits.max_connections = config.http_max_connections;
   limits.request_timeout = std::chrono::seconds(config.http_request_timeout_seconds);
+  limits.max_body_bytes = config.max_body_bytes;
   return limits;
 }
 
