@@ -45,10 +45,11 @@ Status validate_request(const GenerateRequest& request, const ModelConfig& confi
 
 // Session::feed() only enqueues a token's step on the device stream. Unpaced, a prefill
 // queues the whole prompt in moments and then waits for all of it in the first download,
-// so a cancel flag raised meanwhile is read only once every queued step has run (48.7 s for
-// a 600-token prompt of synthetic:large on the host kernels). The pacer waits for the device
-// every `window_` tokens, sizing the window from the time the last window took so that about
-// kQueuedWork of work is queued past each cancel check, and the check means something.
+// so a cancel flag raised meanwhile is read only once every queued step has run (45 s for a
+// 600-token prompt of synthetic:large on the host kernels of a 2-core machine). The pacer
+// waits for the device every `window_` tokens, sizing the window from the time the last
+// window took so that about kQueuedWork of work is queued past each cancel check, and the
+// check means something.
 class PrefillPacer {
  public:
   explicit PrefillPacer(Kernels& kernels) : kernels_(kernels) {}
