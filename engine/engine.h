@@ -90,6 +90,8 @@ struct GenerateRequest {
   // GenerateResult::text. May be empty.
   std::function<void(std::string_view)> on_text;
   // Read between tokens, prompt tokens included; when true, generation ends with kCancelled.
+  // The prefill waits for the device often enough that about 50 ms of queued steps (at
+  // least one) separate a raised flag from the end of the command.
   std::shared_ptr<const std::atomic<bool>> cancel;
 };
 

@@ -40,6 +40,14 @@ struct ServerConfig {
 
   uint64_t max_body_bytes = kDefaultMaxBodyBytes;  // --max-body-bytes N
 
+  // --http-max-connections N: client connections open at once (idle, sending, being
+  // answered); one more is answered 503 with Retry-After and closed (connection_loop.h).
+  uint32_t http_max_connections = 512;
+  // --http-request-timeout-seconds N: the time a client has to send a request's head (from
+  // its connection or its previous answer), and again its body; also the longest one write
+  // of an answer waits for a client that does not read.
+  uint32_t http_request_timeout_seconds = 10;
+
   // --parallel N: sequences served at once. Only 1 is implemented; with idle offload on,
   // more than one is rejected at start-up (ANCHORS.md: the seed rejects it too).
   uint32_t parallel = 1;

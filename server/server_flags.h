@@ -22,6 +22,7 @@
 // Thread rule: pure functions; no shared state.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,10 +46,11 @@ struct ParsedFlags {
 // Success: the action and, for kRun, a validated ServerConfig.
 // Failure: InvalidArgument whose message names the flag and the rule, one line, without the
 // "siesta-server: " prefix (main adds it).
-// `env_api_key` is the SIESTA_API_KEY environment variable's value (empty when unset): it
-// is the key when --api-key is absent. No message ever contains a key.
+// `env_api_key` is the SIESTA_API_KEY environment variable's value (nullopt when unset): it
+// is the key when --api-key is absent, and set but empty it is refused as --api-key '' is.
+// No message ever contains a key.
 Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
-                                       std::string_view env_api_key = {});
+                                       std::optional<std::string_view> env_api_key = std::nullopt);
 
 // Convenience for main(): argv as the OS gives it, and SIESTA_API_KEY from the environment.
 Result<ParsedFlags> parse_server_flags(int argc, const char* const* argv);

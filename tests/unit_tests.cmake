@@ -63,21 +63,24 @@ siesta_test_sources(engine_tests LABELS unit SOURCES
   unit/session_memory_test.cc unit/model_test.cc unit/stop_matcher_test.cc unit/sampler_test.cc
   unit/engine_test.cc unit/engine_export_test.cc unit/engine_offload_test.cc
   unit/snapshot_replay_test.cc)
-siesta_test_sources(engine_tests LABELS unit concurrency SOURCES unit/engine_concurrency_test.cc)
+siesta_test_sources(engine_tests LABELS unit concurrency SOURCES
+  unit/engine_concurrency_test.cc unit/engine_prefill_cancel_test.cc)
 siesta_test_sources(engine_tests LABELS unit fault_injection SOURCES unit/engine_fault_test.cc)
 siesta_finish_test_binary(engine_tests)
 
 # server/: flags, status and metrics bodies, the snapshot directory, the OpenAI request and
-# response bodies, the chat template, API keys and errors (pure functions); the app, the HTTP
-# server, the signal thread and the routes over loopback HTTP in process (threads meet there).
+# response bodies, the chat template, API keys, errors, request framing and the request policy
+# (pure functions); the app, the HTTP server, its worker pool, the signal thread and the routes
+# over loopback HTTP in process (threads meet there).
 if(TARGET siesta_server_lib)
   siesta_test_binary(server_tests LABELS unit LIBS siesta_server_lib)
   siesta_test_sources(server_tests LABELS unit SOURCES
     unit/server_flags_test.cc unit/status_json_test.cc unit/metrics_text_test.cc
     unit/cache_dir_test.cc unit/openai_json_test.cc unit/chat_template_test.cc unit/auth_test.cc
-    unit/api_error_test.cc unit/slot_error_test.cc)
+    unit/api_error_test.cc unit/slot_error_test.cc unit/request_head_test.cc
+    unit/request_policy_test.cc)
   siesta_test_sources(server_tests LABELS unit concurrency SOURCES
     unit/server_app_test.cc unit/http_server_test.cc unit/stop_signals_test.cc
-    unit/api_routes_test.cc)
+    unit/api_routes_test.cc unit/worker_pool_test.cc)
   siesta_finish_test_binary(server_tests)
 endif()

@@ -1,6 +1,6 @@
 // The API routes over loopback HTTP, in process, with a real ServerApp on the simulator
-// (synthetic:tiny): completions, chat, SSE framing, refusals, slot files, API keys, and a
-// client that leaves cancelling its generation.
+// (synthetic:tiny) behind the real HttpServer: completions, chat, SSE framing, refusals, slot
+// files, API keys, and a client that leaves cancelling its generation.
 #include "server/api_routes.h"
 
 #include <arpa/inet.h>
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "core/base/clock.h"
-#include "server/auth.h"
 #include "server/chat_template.h"
+#include "server/http_server.h"
 #include "server/server_app.h"
 #include "tests/support/temp_dir.h"
 
@@ -32,8 +32,8 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-// A ServerApp and an httplib::Server carrying only the API routes (and authorize() as the
-// pre-routing handler, as routes.cc installs it), listening on a free loopback port.
+// A ServerApp served by the real HttpServer (every route, the request policy, the connection
+// loop that tells a handler when its client has gone) on a free loopback port.
 class ApiServer {
  public:
   explicit ApiServer(ServerConfig config = {}) {
@@ -45,23 +45,22 @@ class ApiServer {
       return;
     }
     app_ = std::move(app).value();
-    for (Route& route : api_routes(*app_)) {
-      if (route.method == "GET") server_.Get(std::string(route.path), route.handler);
-      if (route.method == "POST") server_.Post(std::string(route.path), route.handler);
+    http_ = std::make_unique<HttpServer>(*app_);
+    Result<int> port = http_->bind("127.0.0.1", 0);
+    if (!port.ok()) {
+      ADD_FAILURE() << port.status().to_string();
+      return;
     }
-    server_.set_pre_routing_handler(
-        [this](const httplib::Request& request, httplib::Response& response) {
-          return authorize(request, response, app_->config())
-                     ? httplib::Server::HandlerResponse::Unhandled
-                     : httplib::Server::HandlerResponse::Handled;
-        });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // bind_to_any_port() listens already: connections queue until the loop starts.
+    port_ = *port;
+    // bind() listens already: connections queue until run() serves them.
+    served_ = std::async(std::launch::async, [this] { return http_->run(); });
   }
   ~ApiServer() {
-    server_.stop();
-    if (thread_.joinable()) thread_.join();
+    if (!http_) return;
+    http_->stop();
+    if (served_.valid()) {
+      EXPECT_TRUE(served_.get().ok());
+    }
   }
 
   bool ok() const { return app_ != nullptr && port_ > 0; }
@@ -90,9 +89,9 @@ class ApiServer {
  private:
   ManualClock clock_;
   std::unique_ptr<ServerApp> app_;
-  httplib::Server server_;
+  std::unique_ptr<HttpServer> http_;  // after app_: it goes first
   int port_ = -1;
-  std::thread thread_;
+  std::future<Status> served_;
 };
 
 json body_of(const httplib::Result& result) {
