@@ -61,8 +61,8 @@ Status make_engine_rig(const std::string& backend_name, const engine::ModelConfi
     options.offload = offload;
   }
   SIESTA_ASSIGN_OR_RETURN(
-      rig.engine, engine::Engine::start(std::move(options), *rig.backend, *rig.kernels, rig.host,
-                                        rig.fs, SystemClock::instance()));
+      rig.engine, engine::Engine::start(options, *rig.backend, *rig.kernels, rig.host, rig.fs,
+                                        SystemClock::instance()));
   return Status::Ok();
 }
 

@@ -294,7 +294,7 @@ Tally probe_health(const Options& options, int count) {
 // stop is set; a connection the server ends is counted and replaced.
 class Attackers {
  public:
-  Attackers(const Options& options) : options_(options) {}
+  explicit Attackers(const Options& options) : options_(options) {}
   ~Attackers() { stop(); }
 
   // Starts the attackers and waits (at most 10 s) until every connection is established.
@@ -455,6 +455,7 @@ std::optional<Server> start_server(const Options& options) {
                                    "--model",      "synthetic:tiny"};
   args.insert(args.end(), options.server_args.begin(), options.server_args.end());
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;

@@ -1,4 +1,4 @@
-// The offload path against the hardware limit (issue 8), per backend ("sim" always, "cuda"
+// The offload path against the hardware limit, per backend ("sim" always, "cuda"
 // where a device is present), on SyntheticSession sessions of any size:
 //
 //   save_restore/<backend>/session_mib:<S>/used_pct:<U>

@@ -101,7 +101,7 @@ std::string_view finish_reason_name(FinishReason reason) {
   return "unknown";
 }
 
-Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options, MemoryBackend& backend,
+Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options, MemoryBackend& backend,
                                               Kernels& kernels, HostVmm& host, FileSystem& fs,
                                               const Clock& clock) {
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
@@ -307,7 +307,7 @@ Result<GenerateResult> Engine::do_generate(const GenerateRequest& request) {
   if (cancelled()) return result;
 
   StopMatcher matcher(request.stop);
-  auto emit = [&](std::string piece) {
+  auto emit = [&](const std::string& piece) {
     if (piece.empty()) return;
     result.text += piece;
     if (request.on_text) request.on_text(piece);

@@ -139,7 +139,7 @@ class Engine {
   // Nothing is left running or reserved on failure.
   // `backend`, `kernels`, `host`, `fs` and `clock` must outlive the engine; `kernels` must
   // compute on `backend`'s device and is used only by the engine thread from now on.
-  static Result<std::unique_ptr<Engine>> start(EngineOptions options, MemoryBackend& backend,
+  static Result<std::unique_ptr<Engine>> start(const EngineOptions& options, MemoryBackend& backend,
                                                Kernels& kernels, HostVmm& host, FileSystem& fs,
                                                const Clock& clock);
 

@@ -1,4 +1,4 @@
-// API key authentication (ANCHORS.md bug 8: admin endpoints without authentication).
+// API key authentication (other servers shipped admin endpoints without any).
 //
 // With ServerConfig::api_key set, every request except `/health` (a load balancer's probe
 // carries no secret) must carry `Authorization: Bearer <key>`; the scheme is matched without

@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kListenerId = 0;
 constexpr uint64_t kWakeId = 1;
 constexpr std::chrono::milliseconds kAcceptPause{100};
-constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadChunk = size_t{64} << 10;
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 std::string_view reason_phrase(int status) {
@@ -49,11 +49,14 @@ std::string_view reason_phrase(int status) {
 
 // A response the loop writes itself: always the last on its connection.
 std::string serialize(const httplib::Response& response) {
-  std::string out = "HTTP/1.1 " + std::to_string(response.status) + " " +
-                    std::string(reason_phrase(response.status)) + "\r\n";
+  std::string out = "HTTP/1.1 ";
+  out += std::to_string(response.status);
+  out += ' ';
+  out += reason_phrase(response.status);
+  out += "\r\n";
   for (const auto& [name, value] : response.headers) {
     if (name == "Content-Length" || name == "Connection") continue;
-    out += name + ": " + value + "\r\n";
+    out.append(name).append(": ").append(value).append("\r\n");
   }
   out += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
   out += "Connection: close\r\n\r\n";

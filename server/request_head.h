@@ -27,8 +27,8 @@
 namespace siesta::server {
 
 struct HeadLimits {
-  size_t max_head_bytes = 32 * 1024;  // request line, headers and the blank line
-  size_t max_line_bytes = 8 * 1024;   // one line with its CRLF (cpp-httplib's own limit)
+  size_t max_head_bytes = size_t{32} << 10;  // request line, headers and the blank line
+  size_t max_line_bytes = size_t{8} << 10;   // one line with its CRLF (cpp-httplib's own limit)
   size_t max_fields = 100;
 };
 

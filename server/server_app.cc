@@ -81,9 +81,8 @@ Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const C
       engine::model_config_from_spec(cfg.model, cfg.context, cfg.kv_type);
   if (!model.ok()) return model.status().with_context("--model");
   engine::EngineOptions options{std::move(model).value(), cfg.slot_save_path, std::move(offload)};
-  Result<std::unique_ptr<engine::Engine>> engine =
-      engine::Engine::start(std::move(options), *app->device_.backend, *app->device_.kernels,
-                            app->host_, app->fs_, clock);
+  Result<std::unique_ptr<engine::Engine>> engine = engine::Engine::start(
+      options, *app->device_.backend, *app->device_.kernels, app->host_, app->fs_, clock);
   if (!engine.ok()) return engine.status().with_context("starting the engine");
   app->engine_ = std::move(engine).value();
   return app;

@@ -6,8 +6,8 @@
 //
 // Thread rule: every method may be called from any number of HTTP worker threads at once
 // (engine() is itself thread-safe). status() and metrics_text() only read counters: they
-// never wait for a command, a save or a restore and never wake a sleeping session
-// (ANCHORS.md bug 8).
+// never wait for a command, a save or a restore and never wake a sleeping session (status calls
+// that woke the server were a bug of another system).
 #pragma once
 
 #include <atomic>

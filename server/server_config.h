@@ -49,7 +49,7 @@ struct ServerConfig {
   uint32_t http_request_timeout_seconds = 10;
 
   // --parallel N: sequences served at once. Only 1 is implemented; with idle offload on,
-  // more than one is rejected at start-up (ANCHORS.md: the seed rejects it too).
+  // more than one is rejected at start-up (as the server this grew from rejects it).
   uint32_t parallel = 1;
   // --devices N: devices the model is split over. Only 1; with offload on, more is rejected.
   uint32_t devices = 1;

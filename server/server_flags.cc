@@ -255,7 +255,7 @@ Status validate_model_flags(const ServerConfig& config) {
 }
 
 // --parallel and --devices: the engine serves one sequence on one device. With idle offload
-// on, more is a combination the seed rejects too (ANCHORS.md), so it is named as such.
+// on, more is a combination the server this grew from rejects too, so it is named as such.
 Status validate_scale_flags(const ServerConfig& config) {
   struct Count {
     std::string_view flag;
@@ -358,7 +358,8 @@ Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
 Result<ParsedFlags> parse_server_flags(int argc, const char* const* argv) {
   std::vector<std::string_view> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-  const char* env_key = std::getenv(kApiKeyEnvironmentVariable);
+  // Read once, on the main thread, before any other thread exists.
+  const char* env_key = std::getenv(kApiKeyEnvironmentVariable);  // NOLINT(concurrency-mt-unsafe)
   return parse_server_flags(
       std::span<const std::string_view>(args),
       env_key != nullptr ? std::optional<std::string_view>(env_key) : std::nullopt);

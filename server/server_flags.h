@@ -32,8 +32,8 @@
 
 namespace siesta::server {
 
-// The exit status of a command line that cannot run (ANCHORS.md: "a bad combination exits
-// with status 2").
+// The exit status of a command line that cannot run: a bad value or combination exits with
+// status 2.
 inline constexpr int kUsageExitCode = 2;
 
 struct ParsedFlags {

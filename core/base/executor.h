@@ -1,7 +1,7 @@
-// Executor: where the Offloader's timers fire and its background saves run (DESIGN.md, the
-// fourth seam). The real one is a thread; tests use ManualExecutor, which runs nothing until
-// the test says so, so that every interleaving of a timer, a save and a command can be
-// chosen rather than hoped for.
+// Executor: where the Offloader's timers fire and its background saves run (one of the seams
+// behind which everything nondeterministic sits: docs/ARCHITECTURE.md). The real one is a thread;
+// tests use ManualExecutor, which runs nothing until the test says so, so that every interleaving
+// of a timer, a save and a command can be chosen rather than hoped for.
 //
 // Thread rule: post/post_at may be called from any thread, including from inside a task.
 #pragma once

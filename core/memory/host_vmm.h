@@ -1,7 +1,7 @@
 // HostVmm: host memory whose pages can be given back to the kernel and re-created later at
 // the same address. Host checkpoint payloads live here, so that a sleeping session's host
-// memory really leaves the process (RSS falls; ANCHORS bug 3) while every pointer into it
-// stays valid for the restore.
+// memory really leaves the process (RSS falls: other systems never returned host memory after a
+// wake) while every pointer into it stays valid for the restore.
 //
 // Mechanism: reserve = mmap(PROT_NONE, MAP_NORESERVE); commit = fresh anonymous zeroed pages
 // mapped MAP_FIXED read-write over the range; release = the range mapped PROT_NONE again with

@@ -218,8 +218,9 @@ class Offloader {
   // Success: a Lease; the memory is committed; the history is either intact (resident,
   // restored) or discarded (fallback, fresh after expiry) as its admission() says; no save
   // starts until the Lease is given back. A command that arrives while a save reads the
-  // memory waits for one chunk at most; one that arrives while the memory is being released
-  // waits for the release, then restores.
+  // memory waits for the chunks already in flight at most (the writer checks the cancel flag
+  // before each; one per sealing thread, plus one); one that arrives while the memory is being
+  // released waits for the release, then restores.
   // Failure (nothing to give back): OutOfMemory when the memory cannot be committed now
   // (state stays disk, snapshot kept; the caller answers "retry later"); FailedPrecondition
   // when a Lease is already held; DeviceError when the history had to be discarded and

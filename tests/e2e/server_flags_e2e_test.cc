@@ -1,5 +1,5 @@
 // The real binary refuses bad command lines and unsafe snapshot directories with exit status
-// 2 and exactly one stderr line naming the flag and the rule (ANCHORS.md, "The seed").
+// 2 and exactly one stderr line naming the flag and the rule (as the server this grew from did).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

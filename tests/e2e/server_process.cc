@@ -267,7 +267,7 @@ Result<nlohmann::json> ServerProcess::wait_for_status(
     Result<nlohmann::json> body = status();
     if (body.ok()) {
       if (predicate(*body)) return body;
-      last = std::move(body).value();
+      last = *body;
     }
     if (Clock::now() >= deadline) {
       return Internal("no /v1/status satisfied \"" + std::string(what) + "\" within " +

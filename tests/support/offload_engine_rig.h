@@ -61,8 +61,7 @@ struct OffloadEngineRig {
       offload.executor = &executor;
       engine_options.offload = offload;
     }
-    engine = engine::Engine::start(std::move(engine_options), *backend, *kernels, host, fs, clock)
-                 .value();
+    engine = engine::Engine::start(engine_options, *backend, *kernels, host, fs, clock).value();
     resident_committed = backend->stats().committed_bytes;
   }
 

@@ -170,7 +170,7 @@ TEST(EnginePrefillCancelTest, ACancelDuringAPrefillEndsItWithinAStep) {
   EngineOptions engine_options;
   engine_options.model = *config;
   Result<std::unique_ptr<Engine>> engine =
-      Engine::start(std::move(engine_options), **backend, kernels, host, fs, clock);
+      Engine::start(engine_options, **backend, kernels, host, fs, clock);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
 
   constexpr uint64_t kPromptTokens = 200;

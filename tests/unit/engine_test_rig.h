@@ -57,8 +57,7 @@ class EngineRig {
     EngineOptions engine_options;
     engine_options.model = std::move(config);
     engine_options.export_dir = std::move(export_dir);
-    auto engine =
-        Engine::start(std::move(engine_options), *backend_, *kernels_used, host_, fs_, clock_);
+    auto engine = Engine::start(engine_options, *backend_, *kernels_used, host_, fs_, clock_);
     EXPECT_TRUE(engine.ok()) << engine.status().to_string();
     if (engine.ok()) engine_ = std::move(engine).value();
   }
