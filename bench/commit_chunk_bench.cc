@@ -50,7 +50,7 @@ double timed_cycle(MemoryBackend& backend, DeviceRange range, Status* failure) {
   return seconds;
 }
 
-void commit_decommit(benchmark::State& state, BackendFactory factory) {
+void commit_decommit(benchmark::State& state, const BackendFactory& factory) {
   const size_t chunk_bytes = static_cast<size_t>(state.range(0)) * kMiB;
   // The measured backend and the baseline's (the whole range as one chunk) live side by side
   // and their cycles alternate, so both see the same device and driver state: a drift over

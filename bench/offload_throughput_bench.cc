@@ -309,6 +309,7 @@ void save_restore(benchmark::State& state, const BenchBackend& which, uint64_t s
   }
   auto med = [&](auto field) {
     std::vector<double> values;
+    values.reserve(rounds.size());
     for (const Round& round : rounds) values.push_back(field(round));
     return median(values);
   };

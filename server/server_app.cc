@@ -23,10 +23,12 @@ void log_cleanup(const SnapshotStore::CleanupReport& cleanup, const LogLine& log
 }  // namespace
 
 void exit_on_session_memory_lost(const Status& reason) {
-  std::fprintf(stderr,
-               "siesta: fatal: the session's memory could not be mapped back at its addresses "
-               "(%s); exiting with status %d\n",
-               reason.to_string().c_str(), kSessionMemoryLostExitCode);
+  // Nothing useful can be done when stderr itself fails: the exit status still says why.
+  (void)std::fprintf(
+      stderr,
+      "siesta: fatal: the session's memory could not be mapped back at its addresses "
+      "(%s); exiting with status %d\n",
+      reason.to_string().c_str(), kSessionMemoryLostExitCode);
   // _Exit, not exit: this runs on the engine thread mid-command, with other threads running;
   // static destructors must not run under them.
   std::_Exit(kSessionMemoryLostExitCode);
