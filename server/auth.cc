@@ -9,6 +9,7 @@
 #include <string>
 
 #include "server/api_error.h"
+#include "server/request_head.h"
 
 namespace siesta::server {
 namespace {
@@ -19,17 +20,6 @@ Digest sha256(std::string_view text) {
   Digest digest{};
   SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest.data());
   return digest;
-}
-
-bool equals_ignoring_case(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
 }
 
 void refuse(httplib::Response& response, std::string message, std::string code) {

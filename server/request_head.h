@@ -26,6 +26,10 @@
 
 namespace siesta::server {
 
+// HTTP field names (and tokens such as "Bearer" or "close") compare without regard to case
+// (RFC 9110): ASCII letters only, byte for byte otherwise.
+bool equals_ignoring_case(std::string_view a, std::string_view b);
+
 struct HeadLimits {
   size_t max_head_bytes = size_t{32} << 10;  // request line, headers and the blank line
   size_t max_line_bytes = size_t{8} << 10;   // one line with its CRLF (cpp-httplib's own limit)

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/e2e/raw_http.h"
+#include "tests/e2e/server_args.h"
 #include "tests/e2e/server_process.h"
 
 namespace siesta::testing {
@@ -30,15 +31,8 @@ using ::testing::StartsWith;
 
 const std::vector<std::string> kModel = {"--backend", "sim", "--model", "synthetic:tiny"};
 
-std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
-std::unique_ptr<ServerProcess> start_or_die(const std::vector<std::string>& more = {}) {
-  Result<std::unique_ptr<ServerProcess>> server = ServerProcess::start(with(kModel, more));
-  EXPECT_TRUE(server.ok()) << server.status().to_string();
-  return server.ok() ? std::move(server).value() : nullptr;
+std::unique_ptr<ServerProcess> start_tiny(const std::vector<std::string>& more = {}) {
+  return start_or_die(with(kModel, more));
 }
 
 // Sends `bytes` on a new connection and reads until the server closes it (or `deadline`).
@@ -91,7 +85,7 @@ std::string keep_alive_request(const std::string& method, const std::string& pat
 // ---- Connections that do not send their request ---------------------------------------------
 
 TEST(ServerHttpE2eTest, IdleConnectionsDoNotStarveHealth) {
-  std::unique_ptr<ServerProcess> server = start_or_die();
+  std::unique_ptr<ServerProcess> server = start_tiny();
   ASSERT_NE(server, nullptr);
   // Many more than cpp-httplib's own pool had threads (8): each of these held one.
   std::vector<RawConnection> idle;
@@ -117,7 +111,7 @@ TEST(ServerHttpE2eTest, IdleConnectionsDoNotStarveHealth) {
 }
 
 TEST(ServerHttpE2eTest, ATricklingHeadIsCutAtTheDeadline) {
-  std::unique_ptr<ServerProcess> server = start_or_die({"--http-request-timeout-seconds", "1"});
+  std::unique_ptr<ServerProcess> server = start_tiny({"--http-request-timeout-seconds", "1"});
   ASSERT_NE(server, nullptr);
   Result<RawConnection> c = RawConnection::connect(server->port());
   ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -141,7 +135,7 @@ TEST(ServerHttpE2eTest, ATricklingHeadIsCutAtTheDeadline) {
 }
 
 TEST(ServerHttpE2eTest, AnIdleConnectionIsClosedSilently) {
-  std::unique_ptr<ServerProcess> server = start_or_die({"--http-request-timeout-seconds", "1"});
+  std::unique_ptr<ServerProcess> server = start_tiny({"--http-request-timeout-seconds", "1"});
   ASSERT_NE(server, nullptr);
   Result<RawConnection> c = RawConnection::connect(server->port());
   ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -151,7 +145,7 @@ TEST(ServerHttpE2eTest, AnIdleConnectionIsClosedSilently) {
 }
 
 TEST(ServerHttpE2eTest, ABodyThatNeverComesIsAnswered408) {
-  std::unique_ptr<ServerProcess> server = start_or_die({"--http-request-timeout-seconds", "1"});
+  std::unique_ptr<ServerProcess> server = start_tiny({"--http-request-timeout-seconds", "1"});
   ASSERT_NE(server, nullptr);
   Result<RawConnection> c = RawConnection::connect(server->port());
   ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -164,7 +158,7 @@ TEST(ServerHttpE2eTest, ABodyThatNeverComesIsAnswered408) {
 }
 
 TEST(ServerHttpE2eTest, BeyondTheConnectionLimitTheAnswerIs503) {
-  std::unique_ptr<ServerProcess> server = start_or_die({"--http-max-connections", "4"});
+  std::unique_ptr<ServerProcess> server = start_tiny({"--http-max-connections", "4"});
   ASSERT_NE(server, nullptr);
   std::vector<RawConnection> held;
   for (int i = 0; i < 4; ++i) {
@@ -190,7 +184,7 @@ TEST(ServerHttpE2eTest, BeyondTheConnectionLimitTheAnswerIs503) {
 // ---- Framing ---------------------------------------------------------------------------------
 
 TEST(ServerHttpE2eTest, PipelinedRequestsAreAllAnswered) {
-  std::unique_ptr<ServerProcess> server = start_or_die();
+  std::unique_ptr<ServerProcess> server = start_tiny();
   ASSERT_NE(server, nullptr);
   // Three requests in one write; the last one asks to close.
   const std::string answers = exchange(
@@ -202,7 +196,7 @@ TEST(ServerHttpE2eTest, PipelinedRequestsAreAllAnswered) {
 }
 
 TEST(ServerHttpE2eTest, AHalfClosedClientGetsItsAnswer) {
-  std::unique_ptr<ServerProcess> server = start_or_die();
+  std::unique_ptr<ServerProcess> server = start_tiny();
   ASSERT_NE(server, nullptr);
   const std::string answer =
       exchange(server->port(), http_request_text("POST", "/v1/completions", completion_body(8)),
@@ -212,7 +206,7 @@ TEST(ServerHttpE2eTest, AHalfClosedClientGetsItsAnswer) {
 }
 
 TEST(ServerHttpE2eTest, TwoDifferentContentLengthsAre400) {
-  std::unique_ptr<ServerProcess> server = start_or_die();
+  std::unique_ptr<ServerProcess> server = start_tiny();
   ASSERT_NE(server, nullptr);
   const std::string body = completion_body();
   const std::string answer =
@@ -226,7 +220,7 @@ TEST(ServerHttpE2eTest, TwoDifferentContentLengthsAre400) {
 }
 
 TEST(ServerHttpE2eTest, ANegativeContentLengthIs400AtOnce) {
-  std::unique_ptr<ServerProcess> server = start_or_die();
+  std::unique_ptr<ServerProcess> server = start_tiny();
   ASSERT_NE(server, nullptr);
   // The connection stays open: the answer must not wait for a body (cpp-httplib waited its
   // 5 s read timeout, then said "too large").
@@ -243,7 +237,7 @@ TEST(ServerHttpE2eTest, ANegativeContentLengthIs400AtOnce) {
 }
 
 TEST(ServerHttpE2eTest, AJsonBodyWithANulIs400) {
-  std::unique_ptr<ServerProcess> server = start_or_die();
+  std::unique_ptr<ServerProcess> server = start_tiny();
   ASSERT_NE(server, nullptr);
   std::string body = completion_body();
   body += std::string(1, '\0') + "trailing bytes";
@@ -254,7 +248,7 @@ TEST(ServerHttpE2eTest, AJsonBodyWithANulIs400) {
 }
 
 TEST(ServerHttpE2eTest, AKeyFollowedByANulDoesNotAuthenticate) {
-  std::unique_ptr<ServerProcess> server = start_or_die({"--api-key", "s3cret"});
+  std::unique_ptr<ServerProcess> server = start_tiny({"--api-key", "s3cret"});
   ASSERT_NE(server, nullptr);
   const std::string right =
       exchange(server->port(),
@@ -275,7 +269,7 @@ TEST(ServerHttpE2eTest, AKeyFollowedByANulDoesNotAuthenticate) {
 // ---- Browsers --------------------------------------------------------------------------------
 
 TEST(ServerHttpE2eTest, ABodyThatIsNotJsonIs415) {
-  std::unique_ptr<ServerProcess> server = start_or_die();
+  std::unique_ptr<ServerProcess> server = start_tiny();
   ASSERT_NE(server, nullptr);
   // What a page's form or fetch() can send cross-site without a preflight.
   for (const char* type : {"text/plain", "application/x-www-form-urlencoded"}) {
@@ -297,7 +291,7 @@ TEST(ServerHttpE2eTest, ABodyThatIsNotJsonIs415) {
 }
 
 TEST(ServerHttpE2eTest, CrossOriginWritesAreRefusedReadsAreNot) {
-  std::unique_ptr<ServerProcess> server = start_or_die();
+  std::unique_ptr<ServerProcess> server = start_tiny();
   ASSERT_NE(server, nullptr);
   const std::string own = "http://127.0.0.1:" + std::to_string(server->port());
   for (const auto& header :
@@ -331,7 +325,7 @@ TEST(ServerHttpE2eTest, CrossOriginWritesAreRefusedReadsAreNot) {
 // ---- OpenAI client calls ---------------------------------------------------------------------
 
 TEST(ServerHttpE2eTest, ModelsRetrieve) {
-  std::unique_ptr<ServerProcess> server = start_or_die();
+  std::unique_ptr<ServerProcess> server = start_tiny();
   ASSERT_NE(server, nullptr);
   for (const char* path : {"/v1/models/synthetic:tiny", "/v1/models/synthetic%3Atiny"}) {
     httplib::Result model = server->get(path);

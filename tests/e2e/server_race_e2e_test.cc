@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tests/e2e/openai_client.h"
+#include "tests/e2e/server_args.h"
 #include "tests/e2e/server_process.h"
 #include "tests/support/temp_dir.h"
 
@@ -42,12 +43,6 @@ constexpr int kMaxTokens = 8;
 // the session leaving "resident" (a save begun or done).
 const std::vector<int> kOffsetsMs = {850,  950,  980,  990,  995,  1000, 1003,
                                      1006, 1010, 1020, 1050, 1150, -1,   -1};
-
-std::unique_ptr<ServerProcess> start_or_die(const std::vector<std::string>& args) {
-  Result<std::unique_ptr<ServerProcess>> server = ServerProcess::start(args);
-  EXPECT_TRUE(server.ok()) << server.status().to_string();
-  return server.ok() ? std::move(server).value() : nullptr;
-}
 
 std::string prompt_for(int thread, int request) {
   return "Client " + std::to_string(thread) + " asks question " + std::to_string(request % 2) + ":";
