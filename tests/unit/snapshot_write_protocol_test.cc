@@ -27,7 +27,6 @@
 namespace siesta {
 namespace {
 
-
 class SnapshotWriteProtocolTest : public snapshot_test::SnapshotFileFixture {};
 
 TEST_P(SnapshotWriteProtocolTest, NoSpaceWritesNothing) {
