@@ -31,6 +31,8 @@ siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_known_answe
 if(TARGET snapshot_tests)
   target_link_libraries(snapshot_tests PRIVATE OpenSSL::Crypto)
 endif()
+# The store's clean-up when listing, removing or syncing fails under it.
+siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_store_cleanup_faults_test.cc)
 siesta_finish_test_binary(snapshot_tests)
 
 # core/offload: the settings' rules, the state table walked pair by pair against the one
@@ -44,6 +46,15 @@ if(TARGET offload_tests)
   # The state table test reads the one docs/ARCHITECTURE.md documents.
   target_compile_definitions(offload_tests PRIVATE SIESTA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
+# What the transition tests leave out: the save's synchronize() (a job still queued on the
+# simulator's work stream), a restore that runs out of memory half way through its commits,
+# the retries (save backoff, an expired snapshot's deletion, a retired file's unlink) and the
+# rarer error paths (a host range that will not release, a discard that fails, another format
+# version, a failed retire).
+siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader_save_sync_test.cc)
+siesta_test_sources(offload_tests LABELS unit SOURCES
+  unit/offloader_restore_rollback_test.cc unit/offloader_retry_test.cc
+  unit/offloader_error_paths_test.cc)
 siesta_finish_test_binary(offload_tests)
 
 # compute: the contract's number formats (KvType names, f16, int8), and HostKernels against
@@ -66,6 +77,11 @@ siesta_test_sources(engine_tests LABELS unit SOURCES
 siesta_test_sources(engine_tests LABELS unit concurrency SOURCES
   unit/engine_concurrency_test.cc unit/engine_prefill_cancel_test.cc)
 siesta_test_sources(engine_tests LABELS unit fault_injection SOURCES unit/engine_fault_test.cc)
+# Export and import wait for device work queued before them (a job on the simulator's work
+# stream, queued from the test's thread); constants re-initialised after a fallback, an
+# expiry and a restore.
+siesta_test_sources(engine_tests LABELS unit concurrency SOURCES unit/engine_device_order_test.cc)
+siesta_test_sources(engine_tests LABELS unit SOURCES unit/engine_reinit_test.cc)
 siesta_finish_test_binary(engine_tests)
 
 # server/: flags, status and metrics bodies, the snapshot directory, the OpenAI request and
