@@ -9,18 +9,22 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/base/posix_file_system.h"
 #include "core/snapshot/snapshot_store.h"
 #include "testing/faulty_file_system.h"
-#include "tests/support/failing_listing_file_system.h"
+#include "tests/support/scripted_file_system.h"
 #include "tests/support/temp_dir.h"
 
 namespace siesta {
 namespace {
 
 using ::testing::HasSubstr;
+
+using Names = std::vector<std::string>;
 
 constexpr char kDeadNonce[] = "dead0000000000000000000000000000";
 
@@ -60,7 +64,10 @@ class SnapshotStoreCleanupFaultTest : public ::testing::Test {
 TEST_F(SnapshotStoreCleanupFaultTest, AListingThatFailsAtStartUpIsCountedAndOpenSucceeds) {
   plant_dead_owner();
   // Injected: every listing fails.
-  test_util::FailingListingFileSystem fs(posix_, 1);
+  test_util::ScriptedFileSystem fs(posix_);
+  fs.list_directory_answer = [](const std::string& path) -> std::optional<Result<Names>> {
+    return IoError("injected listing failure of " + path);
+  };
   auto store = open_on(fs);
   ASSERT_NE(store, nullptr);
   const SnapshotStore::CleanupReport& report = store->startup_cleanup();
@@ -75,7 +82,12 @@ TEST_F(SnapshotStoreCleanupFaultTest, AListingThatFailsAtStartUpIsCountedAndOpen
 // disk_bytes() (reporting success, or 0 bytes, over files that are still there).
 TEST_F(SnapshotStoreCleanupFaultTest, AListingThatFailsLaterFailsRemovalAndCounting) {
   // Injected: every listing after the start-up one fails.
-  test_util::FailingListingFileSystem fs(posix_, 2);
+  test_util::ScriptedFileSystem fs(posix_);
+  int listings = 0;
+  fs.list_directory_answer = [&](const std::string& path) -> std::optional<Result<Names>> {
+    if (++listings == 1) return std::nullopt;
+    return IoError("injected listing failure of " + path);
+  };
   SnapshotStore::Options options;
   options.keep_files_on_close = true;
   auto store = open_on(fs, options);
