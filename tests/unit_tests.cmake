@@ -45,7 +45,10 @@ endif()
 siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_store_cleanup_faults_test.cc)
 # A caller's mistakes and failures no fault plan reaches (sizes, missing memory or backend, a
 # free-space query or a size that fails), each a typed error that writes nothing.
-siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES unit/snapshot_misuse_test.cc)
+siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES
+  unit/snapshot_misuse_test.cc unit/snapshot_device_faults_test.cc)
+# The store's naming: only names it makes are ever touched.
+siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_store_names_test.cc)
 siesta_finish_test_binary(snapshot_tests)
 
 # core/offload: the settings' rules, the state table walked pair by pair against the one

@@ -4,38 +4,17 @@
 // buffer is back in the ring afterwards.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstdint>
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
 #include "core/memory/device_copy.h"
-#include "core/memory/memory_backend_wrapper.h"
+#include "tests/support/failing_waits_backend.h"
 
 namespace siesta {
 namespace {
 
-// Fails wait() on call `nth` (counted from 1) with DeviceError "injected"; or has no staging
-// buffers at all.
-class FailingCopies final : public MemoryBackendWrapper {
- public:
-  FailingCopies(MemoryBackend& target, uint64_t nth, bool no_staging = false)
-      : MemoryBackendWrapper(target), nth_(nth), no_staging_(no_staging) {}
-  size_t staging_buffer_bytes() const override {
-    return no_staging_ ? 0 : target().staging_buffer_bytes();
-  }
-  Status wait(CopyTicket ticket) override {
-    Status waited = target().wait(ticket);
-    if (++waits_ == nth_) return DeviceError("injected: wait " + std::to_string(nth_) + " fails");
-    return waited;
-  }
-  uint64_t waits() const { return waits_; }
-
- private:
-  const uint64_t nth_;
-  const bool no_staging_;
-  std::atomic<uint64_t> waits_{0};
-};
+using test_util::FailingWaitsBackend;
 
 class DeviceCopyFaultTest : public ::testing::Test {
  protected:
@@ -65,7 +44,7 @@ class DeviceCopyFaultTest : public ::testing::Test {
 };
 
 TEST_F(DeviceCopyFaultTest, ABackendWithoutStagingBuffersIsAnInternalError) {
-  FailingCopies empty(*sim_, 0, /*no_staging=*/true);
+  FailingWaitsBackend empty(*sim_, 0, /*no_staging=*/true);
   std::vector<std::byte> host(100);
   EXPECT_EQ(copy_device_to_host(empty, range_.range().base, host).code(), StatusCode::kInternal);
   EXPECT_EQ(copy_host_to_device(empty, host, range_.range().base).code(), StatusCode::kInternal);
@@ -78,12 +57,12 @@ TEST_F(DeviceCopyFaultTest, AWaitThatFailsIsTheCopysErrorInBothDirections) {
   // Injected: the first wait (when the pipeline is full) and the last one (the final drain).
   for (uint64_t nth : {uint64_t{1}, uint64_t{6}}) {
     SCOPED_TRACE(nth);
-    FailingCopies to_host(*sim_, nth);
+    FailingWaitsBackend to_host(*sim_, nth);
     EXPECT_EQ(copy_device_to_host(to_host, range_.range().base, host).code(),
               StatusCode::kDeviceError);
     EXPECT_EQ(to_host.waits(), nth) << "the copy stops at the failed wait";
     expect_ring_whole();
-    FailingCopies to_device(*sim_, nth);
+    FailingWaitsBackend to_device(*sim_, nth);
     EXPECT_EQ(copy_host_to_device(to_device, host, range_.range().base).code(),
               StatusCode::kDeviceError);
     EXPECT_EQ(to_device.waits(), nth);

@@ -78,6 +78,36 @@ TEST(OffloaderErrorPathTest, ADecommitThatReleasesNothingKeepsTheSessionResident
   EXPECT_EQ(f.target_->verify(), "");
 }
 
+// Guards: a release that stops half way (the second device range's decommit fails) taken for
+// "nothing released" or for a full release, or a restore that commits a range that was never
+// released (a double commit) or forgets one that was.
+TEST(OffloaderErrorPathTest, AReleaseThatStopsHalfWayRestoresExactlyWhatItReleased) {
+  MultiRangeOffloaderRig rig;
+  ASSERT_TRUE(rig.ok());
+  const uint64_t device_before = rig.f.sim_->stats().committed_bytes;
+  const uint64_t first_range = rig.target->device_memory()[0].size;
+  // Injected: the save's second decommit (the second device range) fails.
+  rig.f.faulty_backend_->set_plan({FaultKind::kDecommitFails, 2, false});
+  ASSERT_NO_FATAL_FAILURE(rig.sleep_after_a_command());
+  OffloadStatus status = rig.offloader->status();
+  EXPECT_EQ(status.counters.saves, 1u);
+  EXPECT_EQ(status.counters.write_failures, 1u);
+  EXPECT_EQ(status.released_vram_bytes, first_range);
+  EXPECT_EQ(rig.f.sim_->stats().committed_bytes, device_before - first_range);
+  EXPECT_EQ(status.released_host_bytes, 0u) << "the release stops at the first failure";
+  Result<Offloader::Lease> lease = rig.offloader->acquire();
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  EXPECT_TRUE(lease->admission().restored);
+  EXPECT_EQ(rig.target->verify(), "");
+  EXPECT_EQ(rig.f.sim_->stats().committed_bytes, device_before);
+  lease->release();
+  // The next save releases everything.
+  rig.f.pass(OffloaderFixture::kIdle);
+  EXPECT_EQ(rig.state(), OffloadState::kDisk);
+  EXPECT_EQ(rig.f.sim_->stats().committed_bytes,
+            device_before - first_range - rig.target->device_memory()[1].size);
+}
+
 // Guards: a failed discard after a fallback handed out as a lease (the command would run on a
 // history in an unknown state), or the phase left holding a command (every later command
 // refused as "already running").

@@ -18,7 +18,6 @@
 #include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_format.h"
 #include "core/snapshot/snapshot_reader.h"
-#include "core/snapshot/snapshot_store.h"
 #include "core/snapshot/snapshot_writer.h"
 #include "tests/support/backend_test_util.h"
 #include "tests/support/scripted_file_system.h"
@@ -219,17 +218,12 @@ TEST_F(SnapshotMisuseTest, TheEncoderRefusesHeadersTheFormatDoesNotAllow) {
   EXPECT_EQ(snapshot::flags_for(no_mode), 0u);
 }
 
-// Guards: a retire of a name the store does not make (a path out of the directory).
-TEST_F(SnapshotMisuseTest, TheStoreRetiresOnlySessionNamesItMakes) {
-  SnapshotStore::Options options;
-  std::unique_ptr<SnapshotStore> store =
-      SnapshotStore::open(posix_, clock_, dir_.file("cache"), options).value();
-  for (const std::string bad : {"", "../x", "a/b", "a.b"}) {
-    EXPECT_EQ(store->retire(bad).status().code(), StatusCode::kInvalidArgument) << bad;
-  }
-  EXPECT_EQ(store->retire("absent").status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(store->remove_retired(dir_.file("elsewhere.snap.tmp-1")).code(),
-            StatusCode::kInvalidArgument);
+// Guards: the parent of a bare name or of a file in "/" computed wrongly (the writer syncs
+// and measures that directory).
+TEST_F(SnapshotMisuseTest, TheParentDirectoryOfAnyPath) {
+  EXPECT_EQ(parent_directory("/a/b/s.snap"), "/a/b");
+  EXPECT_EQ(parent_directory("/s.snap"), "/");
+  EXPECT_EQ(parent_directory("s.snap"), ".");
 }
 
 }  // namespace
