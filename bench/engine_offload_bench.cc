@@ -55,6 +55,7 @@
 
 #include "bench/bench_engine_rig.h"
 #include "bench/bench_stats.h"
+#include "bench/bench_store.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "bench/bench_engine_rig.h"
+#include "bench/bench_store.h"
 #include "engine/engine.h"
 
 namespace siesta::bench {
