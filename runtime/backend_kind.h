@@ -1,5 +1,7 @@
 // BackendKind: which device a stack runs on: the simulator, CUDA, or CUDA where it is usable,
 // with the names front ends spell them by ("sim", "cuda", "auto").
+//
+// Thread rule: none (constexpr functions).
 #pragma once
 
 #include <optional>

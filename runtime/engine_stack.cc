@@ -39,7 +39,7 @@ Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions option
                                                        const Clock& clock, StackPart* failed) {
   LogLine log = options.log;
   if (!log) {
-    log = [](const std::string& line) { std::fprintf(stderr, "siesta: %s\n", line.c_str()); };
+    log = [](const std::string& line) { (void)std::fprintf(stderr, "siesta: %s\n", line.c_str()); };
   }
   std::unique_ptr<EngineStack> stack(new EngineStack(clock, options.fs));
 
