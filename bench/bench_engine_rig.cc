@@ -53,7 +53,6 @@ Status make_engine_rig(const std::string& backend_name, const engine::ModelConfi
   options.executor = &rig.executor;
   SIESTA_ASSIGN_OR_RETURN(rig.stack,
                           runtime::EngineStack::open(std::move(options), SystemClock::instance()));
-  rig.engine = &rig.stack->engine();
   return Status::Ok();
 }
 
@@ -70,9 +69,9 @@ void pad_prompt(std::string& prompt, size_t tokens) {
 }
 
 Result<OffloadStatus> save_now(EngineRig& rig) {
-  SIESTA_RETURN_IF_ERROR(rig.engine->offload_now());
+  SIESTA_RETURN_IF_ERROR(rig.engine().offload_now());
   rig.executor.run_due();  // the save offload_now() posted: write, sync, rename, release
-  OffloadStatus slept = rig.engine->cache_status();
+  OffloadStatus slept = rig.engine().cache_status();
   if (slept.state != OffloadState::kDisk) {
     return Internal("not saved (state " + std::string(offload_state_name(slept.state)) +
                     "): " + slept.last_error);

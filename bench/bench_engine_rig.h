@@ -35,10 +35,12 @@
 namespace siesta::bench {
 
 struct EngineRig {
+  // The stack's engine. REQUIRES: make_engine_rig() succeeded.
+  engine::Engine& engine() const { return stack->engine(); }
+
   // Runs the Offloader's saves and timers only when run_due() is called (save_now()).
   ManualExecutor executor{SystemClock::instance()};
   std::unique_ptr<runtime::EngineStack> stack;  // after the executor it borrows
-  engine::Engine* engine = nullptr;             // the stack's, once made
 };
 
 // The device a benchmark names: "host" (the simulator with room for synthetic:large at a long

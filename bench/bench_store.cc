@@ -12,7 +12,7 @@ std::string bench_base_dir() {
 }
 
 std::string bench_store_dir(const std::string& base, const std::string& leaf) {
-  const std::string dir = base + "/" + leaf;
+  std::string dir = base + "/" + leaf;
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   std::filesystem::permissions(dir, std::filesystem::perms::owner_all,

@@ -52,7 +52,7 @@ int run(const Args& args) {
       !made.ok()) {
     return fail(made);
   }
-  engine::Engine& engine = *rig.engine;
+  engine::Engine& engine = rig.engine();
 
   std::string prompt;
   pad_prompt(prompt, args.tokens);

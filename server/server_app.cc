@@ -11,10 +11,11 @@
 namespace siesta::server {
 
 void exit_on_session_memory_lost(const Status& reason) {
-  std::fprintf(stderr,
-               "siesta: fatal: the session's memory could not be mapped back at its addresses "
-               "(%s); exiting with status %d\n",
-               reason.to_string().c_str(), kSessionMemoryLostExitCode);
+  (void)std::fprintf(
+      stderr,
+      "siesta: fatal: the session's memory could not be mapped back at its addresses "
+      "(%s); exiting with status %d\n",
+      reason.to_string().c_str(), kSessionMemoryLostExitCode);
   // _Exit, not exit: this runs on the engine thread mid-command, with other threads running;
   // static destructors must not run under them.
   std::_Exit(kSessionMemoryLostExitCode);

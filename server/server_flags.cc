@@ -358,7 +358,8 @@ Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
 Result<ParsedFlags> parse_server_flags(int argc, const char* const* argv) {
   std::vector<std::string_view> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-  const char* env_key = std::getenv(kApiKeyEnvironmentVariable);
+  // Nothing in siesta calls setenv, so no other thread can change the environment under it.
+  const char* env_key = std::getenv(kApiKeyEnvironmentVariable);  // NOLINT(concurrency-mt-unsafe)
   return parse_server_flags(
       std::span<const std::string_view>(args),
       env_key != nullptr ? std::optional<std::string_view>(env_key) : std::nullopt);

@@ -75,18 +75,18 @@ struct OffloadEngineRig {
                                                           const TempDir& dir,
                                                           const ManualClock& clock,
                                                           ManualExecutor& executor) {
-    runtime::EngineStackOptions stack;
-    stack.device = engine_test_device(options.capacity_bytes, options.staging_buffer_bytes);
-    stack.model = std::move(options.model);
-    stack.export_dir = dir.path() + "/exports";
+    runtime::EngineStackOptions stack_options;
+    stack_options.device = engine_test_device(options.capacity_bytes, options.staging_buffer_bytes);
+    stack_options.model = std::move(options.model);
+    stack_options.export_dir = dir.path() + "/exports";
     if (options.offload) {
-      stack.offload.config.idle_seconds = kIdleSeconds;
-      stack.offload.config.expire_seconds = kExpireSeconds;
-      stack.offload.config.disk_dir = dir.path();
+      stack_options.offload.config.idle_seconds = kIdleSeconds;
+      stack_options.offload.config.expire_seconds = kExpireSeconds;
+      stack_options.offload.config.disk_dir = dir.path();
     }
-    stack.log = [](const std::string&) {};
-    stack.executor = &executor;
-    return runtime::EngineStack::open(std::move(stack), clock).value();
+    stack_options.log = [](const std::string&) {};
+    stack_options.executor = &executor;
+    return runtime::EngineStack::open(std::move(stack_options), clock).value();
   }
 };
 

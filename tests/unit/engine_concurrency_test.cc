@@ -140,6 +140,7 @@ TEST(EngineConcurrencyTest, ManySubmittersGetTheBytesOfASequentialRun) {
     }
   });
   std::vector<std::thread> submitters;
+  submitters.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     submitters.emplace_back([&, t] {
       for (int round = 0; round < 3; ++round) {

@@ -37,6 +37,13 @@ EngineStackOptions tiny_stack() {
   return options;
 }
 
+// Idle offload on after 60 s (of the test's clock), snapshots in `dir`.
+void offload_to(const std::string& dir, EngineStackOptions& options) {
+  options.offload.config.idle_seconds = 60;
+  options.offload.config.expire_seconds = 600;
+  options.offload.config.disk_dir = dir;
+}
+
 Result<engine::GenerateResult> generate(EngineStack& stack, const std::string& prompt) {
   engine::GenerateRequest request;
   request.prompt = prompt;
@@ -101,9 +108,7 @@ TEST(EngineStackTest, ALentExecutorAndFileSystemAreTheOnesUsed) {
   PosixFileSystem posix;
   FaultyFileSystem fs(posix);
   EngineStackOptions options = tiny_stack();
-  options.offload.config.idle_seconds = 60;
-  options.offload.config.expire_seconds = 600;
-  options.offload.config.disk_dir = dir.path();
+  offload_to(dir.path(), options);
   options.executor = &executor;
   options.fs = &fs;
   Result<std::unique_ptr<EngineStack>> opened = EngineStack::open(std::move(options), clock);
@@ -130,9 +135,7 @@ TEST(EngineStackTest, LogsTheSnapshotDirectoryCleanUp) {
   std::ofstream(dir.file("siesta-0123456789abcdef0123456789abcdef-0.snap")) << "orphan";
   std::vector<std::string> lines;
   EngineStackOptions options = tiny_stack();
-  options.offload.config.idle_seconds = 60;
-  options.offload.config.expire_seconds = 600;
-  options.offload.config.disk_dir = dir.path();
+  offload_to(dir.path(), options);
   options.log = [&lines](const std::string& line) { lines.push_back(line); };
   ManualClock clock;
   ManualExecutor executor(clock);
@@ -161,9 +164,7 @@ TEST(EngineStackTest, AFailureNamesThePartThatCouldNotOpen) {
   {
     std::ofstream(dir.file("not-a-directory")) << "x";
     EngineStackOptions options = tiny_stack();
-    options.offload.config.idle_seconds = 60;
-    options.offload.config.expire_seconds = 600;
-    options.offload.config.disk_dir = dir.file("not-a-directory");
+    offload_to(dir.file("not-a-directory"), options);
     options.executor = &executor;
     StackPart failed = StackPart::kEngine;
     Result<std::unique_ptr<EngineStack>> opened =
