@@ -60,7 +60,8 @@
 #include "core/base/executor.h"
 #include "core/base/posix_file_system.h"
 #include "core/offload/offloader.h"
-#include "core/snapshot/snapshot_store.h"
+#include "runtime/offload_settings.h"
+#include "runtime/offload_storage.h"
 
 namespace siesta::bench {
 namespace {
@@ -91,8 +92,7 @@ struct Rig {
   std::unique_ptr<MemoryBackend> backend;
   HostVmm host;
   PosixFileSystem fs;
-  std::optional<ProcessKey> key;
-  std::unique_ptr<SnapshotStore> store;
+  std::unique_ptr<runtime::OffloadStorage> storage;  // the key and the store
   std::unique_ptr<SyntheticSession> session;
   std::unique_ptr<Offloader> offloader;
   std::string dir;
@@ -106,29 +106,27 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   backend_options.staging_buffer_bytes = env_list("SIESTA_BENCH_STAGING_MIB", "0").at(0) << 20;
   SIESTA_ASSIGN_OR_RETURN(rig.backend, which.make(backend_options));
   rig.dir = bench_store_dir(bench_base_dir(), "siesta-throughput-bench");
-  SIESTA_RETURN_IF_ERROR(open_bench_store(rig.fs, rig.dir, rig.key, rig.store));
+  SIESTA_ASSIGN_OR_RETURN(rig.storage,
+                          runtime::OffloadStorage::open(rig.fs, SystemClock::instance(), rig.dir));
   SIESTA_ASSIGN_OR_RETURN(
       rig.session, SyntheticSession::create(*rig.backend, rig.host, session_bytes, used_fraction));
-  OffloaderOptions options;
-  options.idle_seconds = 3600;  // never fires during a run: the bench says when to save
-  options.expire_seconds = 7200;
-  options.encrypt = env_or("SIESTA_BENCH_ENCRYPT", "on") != "off";
+  runtime::OffloadSettings settings;
+  settings.config.idle_seconds = 3600;  // never fires during a run: the bench says when to save
+  settings.config.expire_seconds = 7200;
+  settings.encrypt = env_or("SIESTA_BENCH_ENCRYPT", "on") != "off";
+  // SIESTA_BENCH_LOG=1: the Offloader's own log lines (each restore's commit/read/retire
+  // breakdown) on stderr.
+  const bool log = env_or("SIESTA_BENCH_LOG", "0") == "1";
+  OffloaderOptions options = runtime::offloader_options(
+      settings, log ? runtime::LogLine() : [](const std::string&) {});
   if (const uint64_t chunk_mib = env_list("SIESTA_BENCH_CHUNK_MIB", "0").at(0); chunk_mib != 0) {
     options.chunk_bytes = static_cast<uint32_t>(chunk_mib << 20);
   }
-  // SIESTA_BENCH_LOG=1: the Offloader's own log lines (each restore's commit/read/retire
-  // breakdown) on stderr.
-  if (env_or("SIESTA_BENCH_LOG", "0") == "1") {
-    options.log = [](const std::string& line) {
-      std::fprintf(stderr, "siesta: %s\n", line.c_str());
-    };
-  } else {
-    options.log = [](const std::string&) {};
-  }
-  SIESTA_ASSIGN_OR_RETURN(rig.offloader, Offloader::create({*rig.session, *rig.backend, rig.host,
-                                                            rig.fs, SystemClock::instance(),
-                                                            &executor, rig.store.get(), &*rig.key},
-                                                           options));
+  SIESTA_ASSIGN_OR_RETURN(
+      rig.offloader,
+      Offloader::create({*rig.session, *rig.backend, rig.host, rig.fs, SystemClock::instance(),
+                         &executor, &rig.storage->store(), &rig.storage->key()},
+                        options));
   return Status::Ok();
 }
 
@@ -291,7 +289,7 @@ void save_restore(benchmark::State& state, const BenchBackend& which, uint64_t s
   }
   const double payload = static_cast<double>(rig.session->payload_bytes());
   std::vector<Round> rounds;
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop
     Round round;
     const bool baseline_first = rounds.size() % 2 == 0;
     Status measured =
@@ -366,7 +364,7 @@ void mid_save_wait(benchmark::State& state, const BenchBackend& which, uint64_t 
     if (!offloader.acquire().ok()) return false;  // the lease goes back at once
     return true;
   };
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop
     if (!full_save()) {
       state.SkipWithError(("save: " + offloader.status().last_error).c_str());
       return;

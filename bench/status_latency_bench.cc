@@ -46,7 +46,8 @@
 #include "core/base/executor.h"
 #include "core/base/posix_file_system.h"
 #include "core/offload/offloader.h"
-#include "core/snapshot/snapshot_store.h"
+#include "runtime/offload_settings.h"
+#include "runtime/offload_storage.h"
 #include "testing/hooked_backend.h"
 
 namespace siesta::bench {
@@ -125,8 +126,7 @@ struct Rig {
   std::unique_ptr<HookedBackend> hooked;
   HostVmm host;
   PosixFileSystem fs;
-  std::optional<ProcessKey> key;
-  std::unique_ptr<SnapshotStore> store;
+  std::unique_ptr<runtime::OffloadStorage> storage;  // the key and the store
   std::unique_ptr<SyntheticSession> session;
   std::unique_ptr<Offloader> offloader;  // after what it refers to: destroyed first
 };
@@ -136,18 +136,20 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, Executor& exe
   backend_options.sim_capacity_bytes = session_bytes + (1ull << 30);
   SIESTA_ASSIGN_OR_RETURN(rig.backend, which.make(backend_options));
   rig.hooked = std::make_unique<HookedBackend>(*rig.backend);
-  SIESTA_RETURN_IF_ERROR(open_bench_store(
-      rig.fs, bench_store_dir(bench_base_dir(), "siesta-status-bench"), rig.key, rig.store));
+  SIESTA_ASSIGN_OR_RETURN(
+      rig.storage,
+      runtime::OffloadStorage::open(rig.fs, SystemClock::instance(),
+                                    bench_store_dir(bench_base_dir(), "siesta-status-bench")));
   SIESTA_ASSIGN_OR_RETURN(rig.session,
                           SyntheticSession::create(*rig.hooked, rig.host, session_bytes, 1.0));
-  OffloaderOptions options;
-  options.idle_seconds = 3600;  // never fires during a run: the bench says when to save
-  options.expire_seconds = 7200;
-  options.log = [](const std::string&) {};
-  SIESTA_ASSIGN_OR_RETURN(rig.offloader, Offloader::create({*rig.session, *rig.hooked, rig.host,
-                                                            rig.fs, SystemClock::instance(),
-                                                            &executor, rig.store.get(), &*rig.key},
-                                                           options));
+  runtime::OffloadSettings settings;
+  settings.config.idle_seconds = 3600;  // never fires during a run: the bench says when to save
+  settings.config.expire_seconds = 7200;
+  SIESTA_ASSIGN_OR_RETURN(
+      rig.offloader,
+      Offloader::create({*rig.session, *rig.hooked, rig.host, rig.fs, SystemClock::instance(),
+                         &executor, &rig.storage->store(), &rig.storage->key()},
+                        runtime::offloader_options(settings, [](const std::string&) {})));
   return Status::Ok();
 }
 
@@ -172,7 +174,7 @@ void status_latency(benchmark::State& state, const BenchBackend& which, uint64_t
   std::vector<double> calls[kPhases];
   std::vector<double> save_ms, release_ms;
   double baseline_s = 1.0;  // the first round's baseline; then the previous save's length
-  for (auto _ : state) {
+  for (auto _ : state) {    // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop
     Marks marks;
     rig.hooked->set_decommit_hooks(
         [&marks](DeviceRange) {

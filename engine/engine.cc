@@ -144,6 +144,7 @@ Engine::~Engine() {
     abandoned.swap(queue_);
   }
   wake_.notify_all();
+  changed_.notify_all();
   for (Command& command : abandoned) {
     command.fail(Cancelled(std::string(command.name) + " was not run: the engine shut down"));
   }
@@ -173,6 +174,7 @@ std::future<R> Engine::submit(std::string_view name, std::function<R()> body) {
     if (!stopping_) {
       queue_.push_back(std::move(command));
       wake_.notify_one();
+      changed_.notify_all();
       return future;
     }
   }
@@ -190,6 +192,7 @@ void Engine::thread_main() {
       command = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
+      changed_.notify_all();
     }
     run_command(command);
   }
@@ -205,6 +208,7 @@ void Engine::run_command(Command& command) {
       std::lock_guard lock(mutex_);
       ++commands_run_;
       busy_ = false;
+      changed_.notify_all();
     }
     command.fail(leased.status());
     return;
@@ -219,6 +223,7 @@ void Engine::run_command(Command& command) {
     std::lock_guard lock(mutex_);
     ++commands_run_;
     busy_ = false;
+    changed_.notify_all();
   }
   // Delivered last, so that a caller who has the result sees it counted in status().
   command.deliver();
@@ -229,17 +234,27 @@ OffloadStatus Engine::cache_status() const { return offloader_->status(); }
 Status Engine::offload_now() { return offloader_->offload_now(); }
 
 EngineStatus Engine::status() const {
+  std::lock_guard lock(mutex_);
+  return status_locked();
+}
+
+EngineStatus Engine::status_locked() const {
   EngineStatus s;
   const ModelConfig& config = model_->config();
   s.model = config.name;
   s.kv_type = config.kv_type;
   s.context = config.context;
   s.history_tokens = history_tokens_.load();
-  std::lock_guard lock(mutex_);
   s.busy = busy_;
   s.queued_commands = queue_.size();
   s.commands_run = commands_run_;
   return s;
+}
+
+bool Engine::wait_for_status(const std::function<bool(const EngineStatus&)>& done,
+                             std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return done(status_locked()); });
 }
 
 std::future<Result<GenerateResult>> Engine::generate(GenerateRequest request) {

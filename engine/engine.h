@@ -25,6 +25,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -188,6 +189,14 @@ class Engine {
   // Never waits for the engine thread or a command.
   EngineStatus status() const;
 
+  // Waits until `done(status())` is true, at most `timeout` of real time; returns whether it
+  // is. `done` is asked at once and again whenever a command is queued, starts or ends, with
+  // the engine's queue locked: it must be quick and call nothing of this engine's. For a
+  // caller that must know that a command it caused has been queued, or that all have ended.
+  // Any thread but the engine thread (an on_text waiting here would wait for itself).
+  bool wait_for_status(const std::function<bool(const EngineStatus&)>& done,
+                       std::chrono::milliseconds timeout) const;
+
   // The offloader's status (state, bytes, counters); never waits and never wakes the session.
   OffloadStatus cache_status() const;
 
@@ -217,6 +226,8 @@ class Engine {
   // Every command passes through here, on the engine thread (the offloader's hook point).
   void run_command(Command& command);
   void publish_history() { history_tokens_.store(session_->history_tokens()); }
+  // status() but for the fields under mutex_. REQUIRES: mutex_ held.
+  EngineStatus status_locked() const;
 
   Result<GenerateResult> do_generate(const GenerateRequest& request);
   Status do_reset();
@@ -241,6 +252,7 @@ class Engine {
   // The queue; never held while a command runs.
   mutable std::mutex mutex_;
   std::condition_variable wake_;
+  mutable std::condition_variable changed_;  // the queue, busy_ or commands_run_ changed
   std::deque<Command> queue_;
   bool busy_ = false;
   uint64_t commands_run_ = 0;

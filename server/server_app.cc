@@ -9,18 +9,6 @@
 #include "server/server_flags.h"
 
 namespace siesta::server {
-namespace {
-
-void log_cleanup(const SnapshotStore::CleanupReport& cleanup, const LogLine& log) {
-  if (cleanup.removed_dead_owner_files + cleanup.removed_expired_files + cleanup.failures > 0) {
-    log("snapshot directory clean-up: removed " + std::to_string(cleanup.removed_dead_owner_files) +
-        " files of stopped servers, " + std::to_string(cleanup.removed_expired_files) +
-        " expired; " + std::to_string(cleanup.failures) + " could not be removed");
-  }
-  for (const std::string& failure : cleanup.failure_messages) log(failure);
-}
-
-}  // namespace
 
 void exit_on_session_memory_lost(const Status& reason) {
   // Nothing useful can be done when stderr itself fails: the exit status still says why.
@@ -37,14 +25,6 @@ void exit_on_session_memory_lost(const Status& reason) {
 ServerApp::ServerApp(ServerConfig config, const Clock& clock)
     : config_(std::move(config)), clock_(clock), started_(clock.now()) {}
 
-ServerApp::~ServerApp() {
-  // Members go in reverse declaration order; spelled out for the two that matter most: the
-  // engine (and its Offloader) must be gone before the executor its timers run on and the
-  // store its saves write to.
-  engine_.reset();
-  executor_.reset();
-}
-
 Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const Clock& clock,
                                                     LogLine log,
                                                     SessionLostHandler on_session_lost) {
@@ -52,41 +32,38 @@ Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const C
   std::unique_ptr<ServerApp> app(new ServerApp(std::move(config), clock));
   const ServerConfig& cfg = app->config_;
 
-  std::string note;
-  Result<OpenedDevice> device = open_device(cfg.backend, &note);
-  if (!note.empty()) log(note);
-  if (!device.ok()) return device.status();
-  app->device_ = std::move(device).value();
-
-  // The offloader is always there; with offload off it reports "disabled" with these times.
-  engine::EngineOffload offload;
-  offload.options.idle_seconds = cfg.offload.idle_seconds;
-  offload.options.expire_seconds = cfg.offload.expire_seconds;
-  offload.options.encrypt = cfg.cache_encrypt;
-  offload.options.log = log;  // one line per save, restore, fallback and expiry
-  // Losing the session's memory is the server's to handle (main: one line, exit 70).
-  offload.options.on_fatal = std::move(on_session_lost);
-  if (cfg.offload.enabled()) {
-    Result<std::unique_ptr<OffloadStorage>> storage =
-        OffloadStorage::open(cfg.offload.disk_dir, clock);
-    if (!storage.ok()) return storage.status().with_context("opening --cache-disk-dir");
-    app->storage_ = std::move(storage).value();
-    log_cleanup(app->storage_->store().startup_cleanup(), log);
-
-    app->executor_ = std::make_unique<ThreadExecutor>(clock);
-    offload.store = &app->storage_->store();
-    offload.key = &app->storage_->key();
-    offload.executor = app->executor_.get();
-  }
-
   Result<engine::ModelConfig> model =
       engine::model_config_from_spec(cfg.model, cfg.context, cfg.kv_type);
   if (!model.ok()) return model.status().with_context("--model");
-  engine::EngineOptions options{std::move(model).value(), cfg.slot_save_path, std::move(offload)};
-  Result<std::unique_ptr<engine::Engine>> engine = engine::Engine::start(
-      options, *app->device_.backend, *app->device_.kernels, app->host_, app->fs_, clock);
-  if (!engine.ok()) return engine.status().with_context("starting the engine");
-  app->engine_ = std::move(engine).value();
+
+  runtime::EngineStackOptions options;
+  options.device.kind = cfg.backend;
+  options.model = std::move(model).value();
+  options.export_dir = cfg.slot_save_path;
+  options.offload.config = cfg.offload;
+  options.offload.encrypt = cfg.cache_encrypt;
+  // Losing the session's memory is the server's to handle (main: one line, exit 70).
+  options.offload.on_fatal = std::move(on_session_lost);
+  options.log = log;  // the device's note, the clean-up, one line per save, restore, fallback
+  runtime::StackPart failed = runtime::StackPart::kDevice;
+  Result<std::unique_ptr<runtime::EngineStack>> stack =
+      runtime::EngineStack::open(std::move(options), clock, &failed);
+  if (!stack.ok()) {
+    const Status& status = stack.status();
+    switch (failed) {
+      case runtime::StackPart::kDevice:
+        // CUDA asked for and unusable: say which flag asked.
+        if (cfg.backend == runtime::BackendKind::kCuda &&
+            status.code() == StatusCode::kUnsupported) {
+          return status.with_context("--backend cuda");
+        }
+        return status;
+      case runtime::StackPart::kStorage: return status.with_context("opening --cache-disk-dir");
+      case runtime::StackPart::kEngine: return status;
+    }
+    return status;
+  }
+  app->stack_ = std::move(stack).value();
   return app;
 }
 
@@ -95,17 +72,18 @@ StatusSnapshot ServerApp::status() const {
   snapshot.version = std::string(server_version());
   snapshot.uptime_seconds =
       std::chrono::duration_cast<std::chrono::seconds>(clock_.now() - started_).count();
-  snapshot.backend_name = device_.backend->name();
-  snapshot.kernels_name = device_.kernels->name();
-  snapshot.granularity = device_.backend->granularity();
-  snapshot.memory = device_.backend->stats();
+  const runtime::EngineStack& stack = *stack_;
+  snapshot.backend_name = stack.backend().name();
+  snapshot.kernels_name = stack.kernels().name();
+  snapshot.granularity = stack.backend().granularity();
+  snapshot.memory = stack.backend().stats();
 
-  const engine::ModelConfig& model = engine_->config();
+  const engine::ModelConfig& model = stack.engine().config();
   snapshot.model = {model.name, model.context, model.kv_type, model.layers, model.dim};
-  const engine::EngineStatus engine = engine_->status();
+  const engine::EngineStatus engine = stack.engine().status();
   snapshot.engine = {engine.busy, engine.queued_commands, engine.commands_run,
                      engine.history_tokens};
-  snapshot.cache = engine_->cache_status();
+  snapshot.cache = stack.engine().cache_status();
   snapshot.clients_gone = clients_gone();
   return snapshot;
 }

@@ -9,7 +9,7 @@
 
 #include "compute/kernels.h"
 #include "core/offload/offload_config.h"
-#include "server/backend_kind.h"
+#include "runtime/backend_kind.h"
 
 namespace siesta::server {
 
@@ -19,7 +19,7 @@ inline constexpr const char* kApiKeyEnvironmentVariable = "SIESTA_API_KEY";
 struct ServerConfig {
   std::string host = "127.0.0.1";  // loopback by default
   int port = 8080;                 // 0: the OS picks a free port (printed once bound)
-  BackendKind backend = BackendKind::kAuto;
+  runtime::BackendKind backend = runtime::BackendKind::kAuto;
 
   // The model: --model synthetic:<size>, --ctx N (default: the size's), --kv-type.
   std::string model = "synthetic:small";

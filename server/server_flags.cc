@@ -100,7 +100,7 @@ const std::vector<FlagSpec>& flag_specs() {
       {"--backend", "sim|cuda|auto",
        "device memory: the host simulator, CUDA VMM, or CUDA when a GPU is usable",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
-         std::optional<BackendKind> kind = parse_backend_kind(value);
+         std::optional<runtime::BackendKind> kind = runtime::parse_backend_kind(value);
          if (!kind) {
            return InvalidArgument(std::string(flag) + " must be sim, cuda or auto, got " +
                                   quoted(value));
@@ -108,7 +108,7 @@ const std::vector<FlagSpec>& flag_specs() {
          config.backend = *kind;
          return Status::Ok();
        },
-       [](const ServerConfig& d) { return std::string(backend_kind_name(d.backend)); }},
+       [](const ServerConfig& d) { return std::string(runtime::backend_kind_name(d.backend)); }},
       {"--cache-idle-seconds", "N",
        "offload the session after N idle seconds (0..604800; 0 = offload off)",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {

@@ -34,7 +34,7 @@ siesta_finish_test_binary(cuda_unit_tests)
 # under an Offloader (every used byte, address and range start back after each restore; out of
 # memory on restore, then success; a healthy device after many cycles).
 siesta_test_binary(gpu_tests LABELS gpu
-  LIBS siesta_engine siesta_kernels_cuda siesta_backend_cuda)
+  LIBS siesta_runtime siesta_kernels_cuda siesta_backend_cuda)
 siesta_test_sources(gpu_tests LABELS gpu SOURCES
   gpu/cuda_vmm_backend_test.cc gpu/cuda_backend_conformance_test.cc gpu/cuda_kernels_test.cc
   gpu/cuda_kernel_graph_test.cc gpu/cuda_engine_offload_test.cc gpu/cuda_session_offload_test.cc)

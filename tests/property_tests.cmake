@@ -2,7 +2,7 @@
 # model, snapshot files against damage, the Offloader against a model of its state machine, and
 # the real engine with offload against the same engine without it. At least 1000 sequences
 # each in CI for the offloader and the engine.
-siesta_test_binary(property_tests LABELS property LIBS siesta_engine siesta_backend_sim PROPERTY)
+siesta_test_binary(property_tests LABELS property LIBS siesta_runtime PROPERTY)
 siesta_test_sources(property_tests LABELS property concurrency SOURCES
   property/sim_backend_model_property_test.cc)
 siesta_test_sources(property_tests LABELS property SOURCES property/snapshot_property_test.cc)

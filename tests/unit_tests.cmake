@@ -82,17 +82,18 @@ siesta_test_sources(kernel_tests LABELS unit concurrency SOURCES
   unit/host_kernels_test.cc unit/host_kernel_graph_test.cc)
 siesta_finish_test_binary(kernel_tests)
 
-# engine/: model, tokenizer, session, sampler, stop strings, the command loop, exports, the
-# engine's offload, and a hostile snapshot directory under a sleeping session (a replayed older
-# snapshot, a FIFO or a directory in the snapshot's place).
-siesta_test_binary(engine_tests LABELS unit LIBS siesta_engine siesta_backend_sim)
+# engine/ and runtime/ (its assembly, on which the engine tests' rigs stand): model, tokenizer,
+# session, sampler, stop strings, the command loop, exports, the engine's offload, a hostile
+# snapshot directory under a sleeping session (a replayed older snapshot, a FIFO or a directory
+# in the snapshot's place), and the EngineStack.
+siesta_test_binary(engine_tests LABELS unit LIBS siesta_runtime)
 siesta_test_sources(engine_tests LABELS unit SOURCES
   unit/model_config_test.cc unit/tokenizer_test.cc unit/session_test.cc
   unit/session_memory_test.cc unit/model_test.cc unit/stop_matcher_test.cc unit/sampler_test.cc
   unit/engine_test.cc unit/engine_export_test.cc unit/engine_offload_test.cc
   unit/snapshot_replay_test.cc)
 siesta_test_sources(engine_tests LABELS unit concurrency SOURCES
-  unit/engine_concurrency_test.cc unit/engine_prefill_cancel_test.cc)
+  unit/engine_concurrency_test.cc unit/engine_prefill_cancel_test.cc unit/engine_stack_test.cc)
 siesta_test_sources(engine_tests LABELS unit fault_injection SOURCES unit/engine_fault_test.cc)
 # Export and import wait for device work queued before them (a job on the simulator's work
 # stream, queued from the test's thread); constants re-initialised after a fallback, an

@@ -17,13 +17,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/base/clock.h"
 #include "server/chat_template.h"
 #include "server/http_server.h"
 #include "server/server_app.h"
+#include "tests/support/spin_until.h"
 #include "tests/support/temp_dir.h"
 
 namespace siesta::server {
@@ -37,7 +37,7 @@ using ::testing::HasSubstr;
 class ApiServer {
  public:
   explicit ApiServer(ServerConfig config = {}) {
-    config.backend = BackendKind::kSim;
+    config.backend = runtime::BackendKind::kSim;
     config.model = "synthetic:tiny";
     Result<std::unique_ptr<ServerApp>> app = ServerApp::start(config, clock_, nullptr);
     if (!app.ok()) {
@@ -78,12 +78,12 @@ class ApiServer {
 
   // Waits until the engine has run `commands` commands and has nothing running or queued.
   void wait_idle(uint64_t commands) {
-    for (int i = 0; i < 5000; ++i) {
-      const engine::EngineStatus status = app_->engine().status();
-      if (status.commands_run >= commands && !status.busy && status.queued_commands == 0) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    ADD_FAILURE() << "the engine did not become idle";
+    const bool idle = app_->engine().wait_for_status(
+        [commands](const engine::EngineStatus& status) {
+          return status.commands_run >= commands && !status.busy && status.queued_commands == 0;
+        },
+        std::chrono::seconds(30));
+    EXPECT_TRUE(idle) << "the engine did not become idle";
   }
 
  private:
@@ -395,16 +395,18 @@ TEST(ApiRoutesTest, AClientThatLeavesCancelsItsGeneration) {
     const std::string prompt(20, 'p');
     json request = {{"prompt", prompt}, {"max_tokens", 200}, {"stream", stream}};
     post_and_leave(server.port(), "/v1/completions", request.dump(), [&] {
-      for (int i = 0; i < 5000 && engine.status().queued_commands == 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      ASSERT_EQ(engine.status().queued_commands, 1u);
+      ASSERT_TRUE(engine.wait_for_status(
+          [](const engine::EngineStatus& status) { return status.queued_commands == 1; },
+          std::chrono::seconds(30)))
+          << "the request was not queued behind the blocker";
     });
     // The handler polls its socket every 10 ms; wait until it has seen the close (its
-    // generation is then cancelled), however long that takes.
-    while (server.app().clients_gone() == 0) std::this_thread::yield();
-    release.set_value();
+    // generation is then cancelled).
+    const bool gone = siesta::testing::spin_until([&] { return server.app().clients_gone() > 0; },
+                                                  std::chrono::seconds(30));
+    release.set_value();  // also when the wait failed: the engine must not stay held
     ASSERT_TRUE(blocked.get().ok());
+    ASSERT_TRUE(gone) << "the handler did not see its client leave";
     server.wait_idle(2);
     // Uncancelled, the history would hold the prompt and 199 generated tokens.
     EXPECT_LT(engine.status().history_tokens, prompt.size() + 199);

@@ -32,7 +32,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 std::unique_ptr<ServerApp> make_app(const ManualClock& clock, ServerConfig config = {}) {
-  config.backend = BackendKind::kSim;
+  config.backend = runtime::BackendKind::kSim;
   config.model = "synthetic:tiny";
   Result<std::unique_ptr<ServerApp>> app = ServerApp::start(std::move(config), clock, nullptr);
   EXPECT_TRUE(app.ok()) << app.status().to_string();
@@ -272,7 +272,7 @@ TEST(HttpServerTest, OffloadRequestSavesTheSession) {
   config.offload.idle_seconds = 600;  // only the request offloads
   config.offload.disk_dir = temp.file("cache");
   ASSERT_TRUE(prepare_cache_dir(config.offload.disk_dir, nullptr).ok());
-  config.backend = BackendKind::kSim;
+  config.backend = runtime::BackendKind::kSim;
   config.model = "synthetic:tiny";
   Result<std::unique_ptr<ServerApp>> app =
       ServerApp::start(config, SystemClock::instance(), nullptr);
@@ -283,11 +283,8 @@ TEST(HttpServerTest, OffloadRequestSavesTheSession) {
   EXPECT_EQ(offload->status, 200) << offload->body;
   const std::string state = nlohmann::json::parse(offload->body)["state"];
   EXPECT_TRUE(state == "resident" || state == "saving" || state == "disk") << state;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while ((*app)->status().cache.state != OffloadState::kDisk &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // The save the request posted has run once the executor is idle.
+  ASSERT_TRUE((*app)->stack().wait_offload_idle(std::chrono::seconds(20)));
   EXPECT_EQ((*app)->status().cache.state, OffloadState::kDisk);
   // Again while on disk: nothing to do, still 200.
   offload = served.client().Post("/v1/cache/offload", "", "application/json");

@@ -22,6 +22,7 @@
 #include "core/offload/offloader.h"
 #include "testing/hooked_backend.h"
 #include "tests/support/offloader_fixture.h"
+#include "tests/support/spin_until.h"
 
 namespace siesta {
 namespace {
@@ -42,9 +43,13 @@ std::vector<std::pair<FsOp, uint64_t>> steps_of_one_save() {
 }
 
 // Blocks until the command either waits for the save or has been let in (a real condition,
-// polled; the save thread is the one polling, so the command cannot get ahead of it).
+// polled; the save thread is the one polling, so the command cannot get ahead of it). Fails the
+// test if neither happens within the bound.
 void wait_for_command(const Offloader& offloader, const std::atomic<bool>& admitted) {
-  while (!offloader.status().command_waiting && !admitted.load()) std::this_thread::yield();
+  EXPECT_TRUE(siesta::testing::spin_until(
+      [&] { return offloader.status().command_waiting || admitted.load(); },
+      std::chrono::seconds(30)))
+      << "the command neither waited for the save nor was let in";
 }
 
 // The steps after the save's last read of the session's memory -- the trailer (the last

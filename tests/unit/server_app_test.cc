@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/base/clock.h"
@@ -26,7 +25,7 @@ using ::testing::HasSubstr;
 
 ServerConfig sim_config() {
   ServerConfig config;
-  config.backend = BackendKind::kSim;
+  config.backend = runtime::BackendKind::kSim;
   config.model = "synthetic:tiny";
   return config;
 }
@@ -121,7 +120,7 @@ TEST(ServerAppTest, CudaWithoutAGpuFailsWithAReason) {
   if (getenv("SIESTA_EXPECT_GPU") != nullptr) GTEST_SKIP() << "a GPU is expected here";
   ManualClock clock;
   ServerConfig config = sim_config();
-  config.backend = BackendKind::kCuda;
+  config.backend = runtime::BackendKind::kCuda;
   Result<std::unique_ptr<ServerApp>> app = ServerApp::start(config, clock, nullptr);
   if (app.ok()) GTEST_SKIP() << "this machine has a usable GPU";
   EXPECT_THAT(app.status().message(), HasSubstr("--backend cuda"));
@@ -146,11 +145,8 @@ TEST(ServerAppTest, OffloadNowReleasesAndCloseRemovesTheSnapshot) {
   request.max_tokens = 2;
   ASSERT_TRUE(app->engine().generate(request).get().ok());
   ASSERT_TRUE(app->engine().offload_now().ok());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (app->status().cache.state != OffloadState::kDisk &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // offload_now() posted the save; it has run once the executor is idle.
+  ASSERT_TRUE(app->stack().wait_offload_idle(std::chrono::seconds(20)));
   const StatusSnapshot status = app->status();
   ASSERT_EQ(status.cache.state, OffloadState::kDisk);
   EXPECT_EQ(status.cache.counters.saves, 1u);

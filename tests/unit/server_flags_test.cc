@@ -44,7 +44,7 @@ TEST(ServerFlagsTest, Defaults) {
   ServerConfig config = run_config({});
   EXPECT_EQ(config.host, "127.0.0.1");
   EXPECT_EQ(config.port, 8080);
-  EXPECT_EQ(config.backend, BackendKind::kAuto);
+  EXPECT_EQ(config.backend, runtime::BackendKind::kAuto);
   EXPECT_EQ(config.offload.idle_seconds, 0);
   EXPECT_EQ(config.offload.expire_seconds, 3600);
   EXPECT_EQ(config.offload.disk_dir, "");
@@ -60,7 +60,7 @@ TEST(ServerFlagsTest, EveryFlagInBothForms) {
   for (const ServerConfig& config : {spaced, joined}) {
     EXPECT_EQ(config.host, "0.0.0.0");
     EXPECT_EQ(config.port, 9000);
-    EXPECT_EQ(config.backend, BackendKind::kSim);
+    EXPECT_EQ(config.backend, runtime::BackendKind::kSim);
     EXPECT_EQ(config.offload.idle_seconds, 30);
     EXPECT_EQ(config.offload.expire_seconds, 90);
     EXPECT_EQ(config.offload.disk_dir, "/tmp/x");
@@ -72,9 +72,9 @@ TEST(ServerFlagsTest, ValueMayContainEquals) {
 }
 
 TEST(ServerFlagsTest, BackendKinds) {
-  EXPECT_EQ(run_config({"--backend", "sim"}).backend, BackendKind::kSim);
-  EXPECT_EQ(run_config({"--backend", "cuda"}).backend, BackendKind::kCuda);
-  EXPECT_EQ(run_config({"--backend", "auto"}).backend, BackendKind::kAuto);
+  EXPECT_EQ(run_config({"--backend", "sim"}).backend, runtime::BackendKind::kSim);
+  EXPECT_EQ(run_config({"--backend", "cuda"}).backend, runtime::BackendKind::kCuda);
+  EXPECT_EQ(run_config({"--backend", "auto"}).backend, runtime::BackendKind::kAuto);
   EXPECT_EQ(error_of({"--backend", "bogus"}), "--backend must be sim, cuda or auto, got \"bogus\"");
   EXPECT_THAT(error_of({"--backend", "SIM"}), HasSubstr("--backend must be"));
 }
@@ -198,7 +198,7 @@ TEST(ServerFlagsTest, MissingValue) {
 TEST(ServerFlagsTest, RepeatedFlagLastOneWins) {
   // Documented behaviour: scripts/serve passes defaults first and the user's flags after.
   EXPECT_EQ(run_config({"--port", "1", "--port", "2"}).port, 2);
-  EXPECT_EQ(run_config({"--backend=cuda", "--backend", "sim"}).backend, BackendKind::kSim);
+  EXPECT_EQ(run_config({"--backend=cuda", "--backend", "sim"}).backend, runtime::BackendKind::kSim);
   EXPECT_EQ(run_config({"--cache-idle-seconds", "300", "--cache-disk-dir", "/d",
                         "--cache-idle-seconds", "0"})
                 .offload.idle_seconds,
@@ -407,7 +407,7 @@ TEST(ServerFlagsTest, ArgvOverload) {
   Result<ParsedFlags> parsed = parse_server_flags(4, argv);
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   EXPECT_EQ(parsed->config.port, 0);
-  EXPECT_EQ(parsed->config.backend, BackendKind::kSim);
+  EXPECT_EQ(parsed->config.backend, runtime::BackendKind::kSim);
 }
 
 }  // namespace
