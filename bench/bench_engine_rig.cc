@@ -4,65 +4,55 @@
 #include <cstdlib>
 #include <utility>
 
-#include "backends/sim/host_kernels.h"
 #include "backends/sim/sim_backend.h"
 #include "bench/bench_backends.h"
-#ifdef SIESTA_WITH_CUDA
-#include "backends/cuda_vmm/cuda_kernels.h"
-#include "backends/cuda_vmm/cuda_vmm_backend.h"
-#endif
 
 namespace siesta::bench {
 
+Result<runtime::DeviceOptions> bench_device(const std::string& backend_name) {
+  runtime::DeviceOptions device;
+  if (backend_name == "host") {
+    device.kind = runtime::BackendKind::kSim;
+    // Room for synthetic:large at a long context; the simulator commits only what is used.
+    device.sim.capacity_bytes = 32ull << 30;
+    // The hazards catch missing synchronisation in tests; a benchmark measures the path.
+    device.sim.hazards = SimHazards::none();
+    return device;
+  }
+  if (backend_name == "cuda") {
+    device.kind = runtime::BackendKind::kCuda;
+    return device;
+  }
+  return InvalidArgument("unknown backend " + backend_name + " (host or cuda)");
+}
+
 Status open_device(const std::string& backend_name, std::unique_ptr<MemoryBackend>& backend,
                    std::unique_ptr<Kernels>& kernels) {
-  if (backend_name == "host") {
-    SimBackendOptions options;
-    // Room for synthetic:large at a long context; the simulator commits only what is used.
-    options.capacity_bytes = 32ull << 30;
-    // The hazards catch missing synchronisation in tests; a benchmark measures the path.
-    options.hazards = SimHazards::none();
-    SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<SimBackend> sim, SimBackend::create(options));
-    SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<HostKernels> host_kernels, HostKernels::create(*sim));
-    kernels = std::move(host_kernels);
-    backend = std::move(sim);
-    return Status::Ok();
-  }
-#ifdef SIESTA_WITH_CUDA
-  if (backend_name == "cuda") {
-    SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<CudaVmmBackend> cuda, CudaVmmBackend::create({}));
-    SIESTA_ASSIGN_OR_RETURN(kernels, CudaKernels::create(0));
-    backend = std::move(cuda);
-    return Status::Ok();
-  }
-#endif
-  return InvalidArgument("unknown or unavailable backend " + backend_name);
+  SIESTA_ASSIGN_OR_RETURN(const runtime::DeviceOptions options, bench_device(backend_name));
+  SIESTA_ASSIGN_OR_RETURN(runtime::OpenedDevice device, runtime::open_device(options, nullptr));
+  kernels = std::move(device.kernels);
+  backend = std::move(device.backend);
+  return Status::Ok();
 }
 
 Status make_engine_rig(const std::string& backend_name, const engine::ModelConfig& config,
                        bool offload_on, bool encrypt, const std::string& dir, EngineRig& rig) {
-  SIESTA_RETURN_IF_ERROR(open_device(backend_name, rig.backend, rig.kernels));
-
-  engine::EngineOptions options;
+  runtime::EngineStackOptions options;
+  SIESTA_ASSIGN_OR_RETURN(options.device, bench_device(backend_name));
   options.model = config;
   if (offload_on) {
-    SIESTA_RETURN_IF_ERROR(open_bench_store(rig.fs, dir, rig.key, rig.store));
-    engine::EngineOffload offload;
     // The idle deadline, an hour away, never comes during a benchmark: saves happen only
     // when the benchmark asks (save_now()), and every command still goes through the
-    // Offloader's acquire() and release().
-    offload.options.idle_seconds = 3600;
-    offload.options.expire_seconds = 7200;
-    offload.options.encrypt = encrypt;
-    offload.options.log = [](const std::string&) {};  // fallbacks are expected here
-    offload.store = rig.store.get();
-    offload.key = &*rig.key;
-    offload.executor = &rig.executor;
-    options.offload = offload;
+    // Offloader's lease.
+    options.offload.config.idle_seconds = 3600;
+    options.offload.config.expire_seconds = 7200;
+    options.offload.config.disk_dir = dir;
+    options.offload.encrypt = encrypt;
   }
-  SIESTA_ASSIGN_OR_RETURN(
-      rig.engine, engine::Engine::start(std::move(options), *rig.backend, *rig.kernels, rig.host,
-                                        rig.fs, SystemClock::instance()));
+  options.log = [](const std::string&) {};  // fallbacks are expected here
+  options.executor = &rig.executor;
+  SIESTA_ASSIGN_OR_RETURN(rig.stack,
+                          runtime::EngineStack::open(std::move(options), SystemClock::instance()));
   return Status::Ok();
 }
 
@@ -79,9 +69,9 @@ void pad_prompt(std::string& prompt, size_t tokens) {
 }
 
 Result<OffloadStatus> save_now(EngineRig& rig) {
-  SIESTA_RETURN_IF_ERROR(rig.engine->offload_now());
+  SIESTA_RETURN_IF_ERROR(rig.engine().offload_now());
   rig.executor.run_due();  // the save offload_now() posted: write, sync, rename, release
-  OffloadStatus slept = rig.engine->cache_status();
+  OffloadStatus slept = rig.engine().cache_status();
   if (slept.state != OffloadState::kDisk) {
     return Internal("not saved (state " + std::string(offload_state_name(slept.state)) +
                     "): " + slept.last_error);
@@ -90,15 +80,16 @@ Result<OffloadStatus> save_now(EngineRig& rig) {
 }
 
 Result<uint64_t> delete_snapshots(EngineRig& rig) {
-  if (rig.store == nullptr) return FailedPrecondition("offload is off: no snapshot store");
+  const SnapshotStore* store = rig.stack->store();
+  if (store == nullptr) return FailedPrecondition("offload is off: no snapshot store");
   // Only this rig's files: another benchmark's store may share the directory.
-  const std::string prefix = "siesta-" + rig.store->nonce() + "-";
-  SIESTA_ASSIGN_OR_RETURN(std::vector<std::string> names,
-                          rig.fs.list_directory(rig.store->directory()));
+  const std::string prefix = "siesta-" + store->nonce() + "-";
+  FileSystem& fs = rig.stack->fs();
+  SIESTA_ASSIGN_OR_RETURN(std::vector<std::string> names, fs.list_directory(store->directory()));
   uint64_t removed = 0;
   for (const std::string& name : names) {
     if (name.rfind(prefix, 0) != 0 || name.find(".snap") == std::string::npos) continue;
-    SIESTA_RETURN_IF_ERROR(rig.fs.remove(rig.store->directory() + "/" + name));
+    SIESTA_RETURN_IF_ERROR(fs.remove(store->directory() + "/" + name));
     ++removed;
   }
   return removed;

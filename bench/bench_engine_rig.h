@@ -1,67 +1,64 @@
 // A reference Engine on one backend, with or without idle offload, as the engine benchmarks
-// (offload_bench, engine_offload_bench) build it, so that they measure the same thing.
+// (offload_bench, engine_offload_bench) open it: the runtime's EngineStack, so that they
+// measure what the server runs.
 //
 // What it promises:
 //   - make_engine_rig() gives a started Engine on "host" (HostKernels on a SimBackend) or
-//     "cuda" (CudaKernels on the CudaVmmBackend, SIESTA_WITH_CUDA builds only). With offload
-//     on, the Offloader has an idle timer an hour away and a ManualExecutor: nothing is saved
+//     "cuda" (CudaKernels on the CudaVmmBackend, where the build has CUDA). With offload on,
+//     the Offloader has an idle timer an hour away and a lent ManualExecutor: nothing is saved
 //     unless the benchmark asks (save_now()), so every figure is of work the benchmark chose.
-//   - Real time (SystemClock), a real file system (PosixFileSystem) and a real SnapshotStore
-//     in the directory given, so saves and restores write, fdatasync, read and verify real
-//     files (choose a real disk: tmpfs makes fdatasync free).
-//   - The members are declared in dependency order, so destroying an EngineRig stops the
-//     engine before the store, key, executor and backend it uses go away; the store then
-//     removes this process's snapshot files.
+//   - Real time (SystemClock), the POSIX file system and a real SnapshotStore in the
+//     directory given, so saves and restores write, fdatasync, read and verify real files
+//     (choose a real disk: tmpfs makes fdatasync free).
+//   - Destroying an EngineRig closes the stack (engine first; the store then removes this
+//     process's snapshot files) before the executor it lent goes.
 //   - Nothing here crashes on failure: every error comes back as a Status for the benchmark to
 //     report.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "bench/bench_store.h"
 #include "compute/kernels.h"
 #include "core/base/clock.h"
 #include "core/base/executor.h"
-#include "core/base/posix_file_system.h"
 #include "core/base/status.h"
-#include "core/memory/host_vmm.h"
 #include "core/memory/memory_backend.h"
 #include "core/offload/offloader.h"
-#include "core/snapshot/chunk_sealer.h"
-#include "core/snapshot/snapshot_store.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
+#include "runtime/device.h"
+#include "runtime/engine_stack.h"
 
 namespace siesta::bench {
 
 struct EngineRig {
-  std::unique_ptr<MemoryBackend> backend;
-  std::unique_ptr<Kernels> kernels;  // computes on *backend
-  HostVmm host;
-  PosixFileSystem fs;
+  // The stack's engine. REQUIRES: make_engine_rig() succeeded.
+  engine::Engine& engine() const { return stack->engine(); }
+
   // Runs the Offloader's saves and timers only when run_due() is called (save_now()).
   ManualExecutor executor{SystemClock::instance()};
-  std::optional<ProcessKey> key;           // set when offload is on
-  std::unique_ptr<SnapshotStore> store;    // set when offload is on
-  std::unique_ptr<engine::Engine> engine;  // last: destroyed first
+  std::unique_ptr<runtime::EngineStack> stack;  // after the executor it borrows
 };
 
-// A backend and kernels that compute on it: "host" (HostKernels on a SimBackend with room for
-// synthetic:large at a long context) or "cuda" (CudaKernels on the CudaVmmBackend of device 0).
-// Failure: InvalidArgument naming an unknown or unavailable backend; the backend's or kernels'.
+// The device a benchmark names: "host" (the simulator with room for synthetic:large at a long
+// context, without the hazards that tests use to catch missing synchronisation: a benchmark
+// measures the path) or "cuda" (device 0). Failure: InvalidArgument for another name.
+Result<runtime::DeviceOptions> bench_device(const std::string& backend_name);
+
+// A backend and kernels that compute on it, of bench_device(backend_name).
+// Failure: bench_device()'s; runtime::open_device()'s (CUDA unavailable: Unsupported).
 Status open_device(const std::string& backend_name, std::unique_ptr<MemoryBackend>& backend,
                    std::unique_ptr<Kernels>& kernels);
 
-// Builds `rig` (fresh: default-constructed) for `config` on `backend_name` ("host", "cuda").
-// offload_on: EngineOptions::offload set (idle 3600 s, expiry 7200 s, `encrypt` choosing AES-GCM
-// seals or digests) with a SnapshotStore in `dir` (which must exist or have an existing
-// parent; SnapshotStore::open makes it private); otherwise no offloader and `dir` is unused.
-// Failure: InvalidArgument naming an unknown or unavailable backend; the backend's, kernels',
-// store's or engine's error.
+// Opens `rig`'s stack (rig fresh: default-constructed) for `config` on `backend_name` ("host",
+// "cuda"). offload_on: idle 3600 s, expiry 7200 s, `encrypt` choosing AES-GCM seals or
+// digests, the Offloader's lines dropped (fallbacks are expected here), a SnapshotStore in
+// `dir` (which must exist or have an existing parent; it is made private); otherwise offload
+// is off and `dir` is unused.
+// Failure: bench_device()'s; the stack's (runtime::EngineStack::open()).
 Status make_engine_rig(const std::string& backend_name, const engine::ModelConfig& config,
                        bool offload_on, bool encrypt, const std::string& dir, EngineRig& rig);
 

@@ -58,6 +58,7 @@
 
 #include "bench/bench_engine_rig.h"
 #include "bench/bench_stats.h"
+#include "bench/bench_store.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
 
@@ -125,14 +126,15 @@ Status expect_resident(const engine::Engine& engine) {
   return Status::Ok();
 }
 
-void ttft(benchmark::State& state, BenchConfig config, std::string backend, uint32_t history) {
+void ttft(benchmark::State& state, const BenchConfig& config, const std::string& backend,
+          uint32_t history) {
   EngineRig rig;
   if (Status made = make_engine_rig(backend, config.model, /*offload_on=*/true,
                                     /*encrypt=*/true, config.dir, rig);
       !made.ok()) {
     return fail(state, made);
   }
-  engine::Engine& engine = *rig.engine;
+  engine::Engine& engine = rig.engine();
   Conversation chat;
   if (Result<Turn> filled = chat.fill_to(engine, history); !filled.ok()) {
     return fail(state, filled.status());
@@ -140,7 +142,7 @@ void ttft(benchmark::State& state, BenchConfig config, std::string backend, uint
 
   std::vector<double> resident_ms, restored_ms, fallback_ms, save_ms, restore_ms;
   uint64_t snapshot_bytes = 0, device_bytes = 0, host_bytes = 0;
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop
     // Resident: the history is on the device; only the two new tokens and one decode step.
     if (Status s = expect_resident(engine); !s.ok()) return fail(state, s);
     Result<Turn> resident = chat.next(engine);
@@ -210,9 +212,10 @@ Result<double> decode_tokens_per_s(engine::Engine& engine) {
   return turn.result.completion_tokens / (turn.ms / 1e3);
 }
 
-void decode_offload(benchmark::State& state, BenchConfig config, std::string backend) {
+void decode_offload(benchmark::State& state, const BenchConfig& config,
+                    const std::string& backend) {
   std::vector<double> tok_s_on, tok_s_off;
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop
     for (int round = 0; round < kDecodeRounds; ++round) {
       // Fresh engines every round, both alive together: one engine can run a few percent
       // faster than an identical one for where its memory landed (seen here: up to 15%
@@ -235,16 +238,16 @@ void decode_offload(benchmark::State& state, BenchConfig config, std::string bac
       EngineRig* second = on_first ? &off : &on;
       // One untimed answer each first: first-touch page faults and caches.
       for (EngineRig* rig : {first, second}) {
-        if (Result<double> warm = decode_tokens_per_s(*rig->engine); !warm.ok()) {
+        if (Result<double> warm = decode_tokens_per_s(rig->engine()); !warm.ok()) {
           return fail(state, warm.status());
         }
       }
       for (EngineRig* rig : {first, second}) {
-        Result<double> tok_s = decode_tokens_per_s(*rig->engine);
+        Result<double> tok_s = decode_tokens_per_s(rig->engine());
         if (!tok_s.ok()) return fail(state, tok_s.status());
         (rig == &on ? tok_s_on : tok_s_off).push_back(*tok_s);
       }
-      if (Status s = expect_resident(*on.engine); !s.ok()) return fail(state, s);
+      if (Status s = expect_resident(on.engine()); !s.ok()) return fail(state, s);
     }
   }
   const double on_median = median(tok_s_on);
@@ -267,7 +270,7 @@ struct SnapshotSeries {
   Conversation chat;
 };
 
-void snapshot_bytes(benchmark::State& state, std::shared_ptr<SnapshotSeries> series,
+void snapshot_bytes(benchmark::State& state, const std::shared_ptr<SnapshotSeries>& series,
                     uint32_t tokens) {
   if (series->rig != nullptr && series->chat.text.size() >= tokens) series->rig.reset();
   if (series->rig == nullptr) {
@@ -283,8 +286,8 @@ void snapshot_bytes(benchmark::State& state, std::shared_ptr<SnapshotSeries> ser
   EngineRig& rig = *series->rig;
   OffloadStatus saved_status;
   double restore_ms = 0;
-  for (auto _ : state) {
-    Result<Turn> filled = series->chat.fill_to(*rig.engine, tokens);
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop
+    Result<Turn> filled = series->chat.fill_to(rig.engine(), tokens);
     if (!filled.ok()) return fail(state, filled.status());
     Result<OffloadStatus> saved = save_now(rig);
     if (!saved.ok()) return fail(state, saved.status());
@@ -295,13 +298,13 @@ void snapshot_bytes(benchmark::State& state, std::shared_ptr<SnapshotSeries> ser
     }
     state.SetIterationTime(saved_status.last_save_ms / 1e3);
     // The next request restores it (and checks that the snapshot is usable).
-    Result<Turn> restored = series->chat.next(*rig.engine);
+    Result<Turn> restored = series->chat.next(rig.engine());
     if (!restored.ok()) return fail(state, restored.status());
     if (!restored->result.admission.restored) {
       return fail(state, Internal("the request did not restore the snapshot: " +
-                                  rig.engine->cache_status().last_error));
+                                  rig.engine().cache_status().last_error));
     }
-    restore_ms = rig.engine->cache_status().last_restore_ms;
+    restore_ms = rig.engine().cache_status().last_restore_ms;
   }
   state.counters["tokens"] = static_cast<double>(saved_status.tokens);
   state.counters["snapshot_bytes"] = static_cast<double>(saved_status.disk_bytes);

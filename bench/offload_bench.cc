@@ -14,6 +14,7 @@
 #include <string>
 
 #include "bench/bench_engine_rig.h"
+#include "bench/bench_store.h"
 #include "engine/engine.h"
 
 namespace siesta::bench {
@@ -51,7 +52,7 @@ int run(const Args& args) {
       !made.ok()) {
     return fail(made);
   }
-  engine::Engine& engine = *rig.engine;
+  engine::Engine& engine = rig.engine();
 
   std::string prompt;
   pad_prompt(prompt, args.tokens);

@@ -1,4 +1,4 @@
-// The offload path against the hardware limit (issue 8), per backend ("sim" always, "cuda"
+// The offload path against the hardware limit, per backend ("sim" always, "cuda"
 // where a device is present), on SyntheticSession sessions of any size:
 //
 //   save_restore/<backend>/session_mib:<S>/used_pct:<U>
@@ -60,7 +60,8 @@
 #include "core/base/executor.h"
 #include "core/base/posix_file_system.h"
 #include "core/offload/offloader.h"
-#include "core/snapshot/snapshot_store.h"
+#include "runtime/offload_settings.h"
+#include "runtime/offload_storage.h"
 
 namespace siesta::bench {
 namespace {
@@ -91,8 +92,7 @@ struct Rig {
   std::unique_ptr<MemoryBackend> backend;
   HostVmm host;
   PosixFileSystem fs;
-  std::optional<ProcessKey> key;
-  std::unique_ptr<SnapshotStore> store;
+  std::unique_ptr<runtime::OffloadStorage> storage;  // the key and the store
   std::unique_ptr<SyntheticSession> session;
   std::unique_ptr<Offloader> offloader;
   std::string dir;
@@ -106,29 +106,27 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   backend_options.staging_buffer_bytes = env_list("SIESTA_BENCH_STAGING_MIB", "0").at(0) << 20;
   SIESTA_ASSIGN_OR_RETURN(rig.backend, which.make(backend_options));
   rig.dir = bench_store_dir(bench_base_dir(), "siesta-throughput-bench");
-  SIESTA_RETURN_IF_ERROR(open_bench_store(rig.fs, rig.dir, rig.key, rig.store));
+  SIESTA_ASSIGN_OR_RETURN(rig.storage,
+                          runtime::OffloadStorage::open(rig.fs, SystemClock::instance(), rig.dir));
   SIESTA_ASSIGN_OR_RETURN(
       rig.session, SyntheticSession::create(*rig.backend, rig.host, session_bytes, used_fraction));
-  OffloaderOptions options;
-  options.idle_seconds = 3600;  // never fires during a run: the bench says when to save
-  options.expire_seconds = 7200;
-  options.encrypt = env_or("SIESTA_BENCH_ENCRYPT", "on") != "off";
+  runtime::OffloadSettings settings;
+  settings.config.idle_seconds = 3600;  // never fires during a run: the bench says when to save
+  settings.config.expire_seconds = 7200;
+  settings.encrypt = env_or("SIESTA_BENCH_ENCRYPT", "on") != "off";
+  // SIESTA_BENCH_LOG=1: the Offloader's own log lines (each restore's commit/read/retire
+  // breakdown) on stderr.
+  const bool log = env_or("SIESTA_BENCH_LOG", "0") == "1";
+  OffloaderOptions options = runtime::offloader_options(
+      settings, log ? runtime::LogLine() : [](const std::string&) {});
   if (const uint64_t chunk_mib = env_list("SIESTA_BENCH_CHUNK_MIB", "0").at(0); chunk_mib != 0) {
     options.chunk_bytes = static_cast<uint32_t>(chunk_mib << 20);
   }
-  // SIESTA_BENCH_LOG=1: the Offloader's own log lines (each restore's commit/read/retire
-  // breakdown) on stderr.
-  if (env_or("SIESTA_BENCH_LOG", "0") == "1") {
-    options.log = [](const std::string& line) {
-      std::fprintf(stderr, "siesta: %s\n", line.c_str());
-    };
-  } else {
-    options.log = [](const std::string&) {};
-  }
-  SIESTA_ASSIGN_OR_RETURN(rig.offloader, Offloader::create({*rig.session, *rig.backend, rig.host,
-                                                            rig.fs, SystemClock::instance(),
-                                                            executor, rig.store.get(), &*rig.key},
-                                                           options));
+  SIESTA_ASSIGN_OR_RETURN(
+      rig.offloader,
+      Offloader::create({*rig.session, *rig.backend, rig.host, rig.fs, SystemClock::instance(),
+                         &executor, &rig.storage->store(), &rig.storage->key()},
+                        options));
   return Status::Ok();
 }
 
@@ -263,8 +261,11 @@ Status measure_offload(Rig& rig, ManualExecutor& executor, Round& round) {
   const OffloadStatus slept = rig.offloader->status();
   if (slept.state != OffloadState::kDisk)
     return Internal("save did not complete: " + slept.last_error);
-  SIESTA_ASSIGN_OR_RETURN(Admission woke, rig.offloader->acquire());
-  rig.offloader->release();
+  Admission woke;
+  {
+    SIESTA_ASSIGN_OR_RETURN(const Offloader::Lease lease, rig.offloader->acquire());
+    woke = lease.admission();
+  }
   executor.run_due();  // the restored file's unlink, which the restore posted: timed by no one
   if (!woke.restored) return Internal("restore: history not restored");
   round.save = slept.last_save_ms / 1e3;
@@ -288,7 +289,7 @@ void save_restore(benchmark::State& state, const BenchBackend& which, uint64_t s
   }
   const double payload = static_cast<double>(rig.session->payload_bytes());
   std::vector<Round> rounds;
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop
     Round round;
     const bool baseline_first = rounds.size() % 2 == 0;
     Status measured =
@@ -306,6 +307,7 @@ void save_restore(benchmark::State& state, const BenchBackend& which, uint64_t s
   }
   auto med = [&](auto field) {
     std::vector<double> values;
+    values.reserve(rounds.size());
     for (const Round& round : rounds) values.push_back(field(round));
     return median(values);
   };
@@ -359,11 +361,10 @@ void mid_save_wait(benchmark::State& state, const BenchBackend& which, uint64_t 
   auto full_save = [&]() -> bool {
     if (!offloader.offload_now().ok() || !until_state(OffloadState::kDisk)) return false;
     save_ms = offloader.status().last_save_ms;
-    if (!offloader.acquire().ok()) return false;
-    offloader.release();
+    if (!offloader.acquire().ok()) return false;  // the lease goes back at once
     return true;
   };
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark loop
     if (!full_save()) {
       state.SkipWithError(("save: " + offloader.status().last_error).c_str());
       return;
@@ -379,18 +380,19 @@ void mid_save_wait(benchmark::State& state, const BenchBackend& which, uint64_t 
       std::uniform_real_distribution<double> moment(0, 0.9 * save_ms);
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(moment(random)));
       const auto arrived = std::chrono::steady_clock::now();
-      Result<Admission> admitted = offloader.acquire();
+      Result<Offloader::Lease> admitted = offloader.acquire();
       const double wait_ms = seconds_since(arrived) * 1e3;
       if (!admitted.ok()) {
         state.SkipWithError(admitted.status().to_string().c_str());
         return;
       }
-      offloader.release();
-      if (admitted->cancelled_save) {
+      const Admission admission = admitted->admission();
+      admitted->release();
+      if (admission.cancelled_save) {
         waits_ms.push_back(wait_ms);
       } else {
         ++missed;
-        if (admitted->restored) save_ms = offloader.status().last_save_ms;
+        if (admission.restored) save_ms = offloader.status().last_save_ms;
       }
     }
     state.SetIterationTime(1e-3 * percentile(waits_ms, 0.99));

@@ -7,7 +7,7 @@
 //   format      the same payload as one host region, chunks of 4 MiB, in each mode, sealed and
 //               verified on N threads (the second argument; 0 = the default, min(4, cores))
 // Counters: raw_*_GBps, format_*_GBps (median round) and *_overhead (median over rounds of
-// format time / raw time - 1; target <= 0.10 on the CPU machines, issue 3). The files go to
+// format time / raw time - 1; target <= 0.10 on the CPU machines). The files go to
 // $SIESTA_BENCH_DIR (default /tmp): point it at the disk you mean to measure.
 //
 //   build/release/bench/snapshot_bench --benchmark_format=json --benchmark_out=snap.json

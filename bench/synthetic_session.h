@@ -35,10 +35,9 @@ class SyntheticSession final : public OffloadTarget {
                                                           double used_fraction) {
     auto session = std::unique_ptr<SyntheticSession>(new SyntheticSession(backend));
     session->region_bytes_ = session_bytes / kLayers / kRowBytes * kRowBytes;
-    const auto used_rows = static_cast<uint64_t>(
-        used_fraction * static_cast<double>(session->region_bytes_ / kRowBytes));
-    session->used_bytes_ =
-        std::clamp<uint64_t>(used_rows, 1, session->region_bytes_ / kRowBytes) * kRowBytes;
+    const uint64_t rows = session->region_bytes_ / kRowBytes;
+    const auto used_rows = static_cast<uint64_t>(used_fraction * static_cast<double>(rows));
+    session->used_bytes_ = std::clamp<uint64_t>(used_rows, 1, rows) * kRowBytes;
     SIESTA_ASSIGN_OR_RETURN(session->device_,
                             ReservedRange::reserve(backend, session->region_bytes_ * kLayers));
     SIESTA_RETURN_IF_ERROR(backend.commit(session->device_.range()));

@@ -26,7 +26,7 @@ if(NOT SIESTA_CUDA STREQUAL "OFF")
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 90)  # Hopper (the H200); see ANCHORS.md
+      set(CMAKE_CUDA_ARCHITECTURES 90)  # Hopper (the H200): its own instructions, not PTX compiled at start-up
     endif()
     enable_language(CUDA)
     set(CUDAToolkit_ROOT /usr/local/cuda)

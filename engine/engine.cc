@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <algorithm>
+#include <chrono>
 #include <optional>
 #include <utility>
 
@@ -41,6 +43,40 @@ Status validate_request(const GenerateRequest& request, const ModelConfig& confi
   return validate_temperature(request.temperature);
 }
 
+// Session::feed_block() only enqueues a block's steps on the device stream. Unpaced, a
+// prefill queues the whole prompt in moments and then waits for all of it in the first
+// download, so a cancel flag raised meanwhile is read only once every queued step has run
+// (45 s for a 600-token prompt of synthetic:large on the host kernels of a 2-core machine,
+// read token by token). The pacer waits for the device every `window_` blocks, sizing the
+// window from the time the last window took so that about kQueuedWork of work is queued past
+// each cancel check, and the check means something.
+class PrefillPacer {
+ public:
+  explicit PrefillPacer(Kernels& kernels) : kernels_(kernels) {}
+
+  // Call after each prompt block is fed. Failure: the device's error (synchronize()).
+  Status after_feed() {
+    if (++fed_ < window_) return Status::Ok();
+    SIESTA_RETURN_IF_ERROR(kernels_.synchronize());
+    const auto now = std::chrono::steady_clock::now();
+    const double per_block = std::chrono::duration<double>(now - since_).count() / fed_;
+    const double fits = per_block > 0 ? kQueuedWork.count() / per_block : kMaxWindow;
+    window_ = static_cast<uint32_t>(std::clamp(fits, 1.0, static_cast<double>(kMaxWindow)));
+    fed_ = 0;
+    since_ = now;
+    return Status::Ok();
+  }
+
+ private:
+  static constexpr std::chrono::duration<double> kQueuedWork{0.05};
+  static constexpr uint32_t kMaxWindow = 256;  // a fast device waits once per 256 blocks
+
+  Kernels& kernels_;
+  uint32_t window_ = 1;  // the first window measures the step time
+  uint32_t fed_ = 0;
+  std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+};
+
 // Import errors that the reader reports before it writes a byte of the regions.
 bool import_left_session_untouched(StatusCode code) {
   switch (code) {
@@ -65,7 +101,7 @@ std::string_view finish_reason_name(FinishReason reason) {
   return "unknown";
 }
 
-Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options, MemoryBackend& backend,
+Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options, MemoryBackend& backend,
                                               Kernels& kernels, HostVmm& host, FileSystem& fs,
                                               const Clock& clock) {
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
@@ -78,15 +114,13 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options, MemoryBacke
                             SnapshotExporter::open(fs, clock, &backend, options.export_dir,
                                                    SnapshotExporter::Options()));
   }
-  std::unique_ptr<Offloader> offloader;
-  if (options.offload) {
-    const EngineOffload& offload = *options.offload;
-    if (offload.executor == nullptr) return InvalidArgument("idle offload needs an executor");
-    SIESTA_ASSIGN_OR_RETURN(
-        offloader, Offloader::create({*session, backend, host, fs, clock, *offload.executor,
-                                      offload.store, offload.key},
-                                     offload.options));
-  }
+  // Always an Offloader: with offload off it reports "disabled" and admits every command at
+  // once, so that there is one way to be disabled (offload_enabled()).
+  const EngineOffload& offload = options.offload;
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Offloader> offloader,
+                          Offloader::create({*session, backend, host, fs, clock, offload.executor,
+                                             offload.store, offload.key},
+                                            offload.options));
   return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(session),
                                             std::move(exporter), std::move(offloader), kernels));
 }
@@ -110,6 +144,7 @@ Engine::~Engine() {
     abandoned.swap(queue_);
   }
   wake_.notify_all();
+  changed_.notify_all();
   for (Command& command : abandoned) {
     command.fail(Cancelled(std::string(command.name) + " was not run: the engine shut down"));
   }
@@ -139,6 +174,7 @@ std::future<R> Engine::submit(std::string_view name, std::function<R()> body) {
     if (!stopping_) {
       queue_.push_back(std::move(command));
       wake_.notify_one();
+      changed_.notify_all();
       return future;
     }
   }
@@ -156,6 +192,7 @@ void Engine::thread_main() {
       command = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
+      changed_.notify_all();
     }
     run_command(command);
   }
@@ -164,55 +201,60 @@ void Engine::thread_main() {
 void Engine::run_command(Command& command) {
   // The session's memory first: restored, or its unusable history discarded. A restore
   // refused for memory (or a lost session) fails the command before it touches anything.
-  Result<Admission> admitted = offloader_ ? offloader_->acquire() : Result<Admission>(Admission{});
-  if (!admitted.ok()) {
+  Result<Offloader::Lease> leased = offloader_->acquire();
+  if (!leased.ok()) {
     publish_history();
     {
       std::lock_guard lock(mutex_);
       ++commands_run_;
       busy_ = false;
+      changed_.notify_all();
     }
-    command.fail(admitted.status());
+    command.fail(leased.status());
     return;
   }
-  admission_ = *admitted;
-  command.run();
-  publish_history();
-  if (offloader_) offloader_->release();  // the idle timer counts from here
+  {
+    const Offloader::Lease lease = std::move(leased).value();
+    admission_ = lease.admission();
+    command.run();
+    publish_history();
+  }  // the lease goes back here: the idle timer counts from now
   {
     std::lock_guard lock(mutex_);
     ++commands_run_;
     busy_ = false;
+    changed_.notify_all();
   }
   // Delivered last, so that a caller who has the result sees it counted in status().
   command.deliver();
 }
 
-OffloadStatus Engine::cache_status() const {
-  if (offloader_) return offloader_->status();
-  OffloadStatus status;
-  status.state = OffloadState::kDisabled;
-  status.tokens = history_tokens_.load();
-  return status;
-}
+OffloadStatus Engine::cache_status() const { return offloader_->status(); }
 
-Status Engine::offload_now() {
-  if (!offloader_) return FailedPrecondition("idle offload is disabled");
-  return offloader_->offload_now();
-}
+Status Engine::offload_now() { return offloader_->offload_now(); }
 
 EngineStatus Engine::status() const {
+  std::lock_guard lock(mutex_);
+  return status_locked();
+}
+
+EngineStatus Engine::status_locked() const {
   EngineStatus s;
   const ModelConfig& config = model_->config();
   s.model = config.name;
   s.kv_type = config.kv_type;
   s.context = config.context;
   s.history_tokens = history_tokens_.load();
-  std::lock_guard lock(mutex_);
   s.busy = busy_;
   s.queued_commands = queue_.size();
   s.commands_run = commands_run_;
   return s;
+}
+
+bool Engine::wait_for_status(const std::function<bool(const EngineStatus&)>& done,
+                             std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return done(status_locked()); });
 }
 
 std::future<Result<GenerateResult>> Engine::generate(GenerateRequest request) {
@@ -266,6 +308,7 @@ Result<GenerateResult> Engine::do_generate(const GenerateRequest& request) {
   }
   result.cached_tokens = *reused;
   publish_history();
+  PrefillPacer pacer(kernels_);
   for (size_t i = *reused; i < prompt.size();) {
     // The history stays a prefix of the prompt, so a cancelled request's work is reused by
     // the next prompt that starts the same way. Checked before every prefill block.
@@ -274,11 +317,13 @@ Result<GenerateResult> Engine::do_generate(const GenerateRequest& request) {
     if (!fed.ok()) return discard_after(fed.status());
     i += *fed;
     publish_history();
+    Status paced = pacer.after_feed();
+    if (!paced.ok()) return discard_after(paced);
   }
   if (cancelled()) return result;
 
   StopMatcher matcher(request.stop);
-  auto emit = [&](std::string piece) {
+  auto emit = [&](const std::string& piece) {
     if (piece.empty()) return;
     result.text += piece;
     if (request.on_text) request.on_text(piece);

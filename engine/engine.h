@@ -1,14 +1,15 @@
 // Engine: the command loop. One engine thread owns the Model and the Session and runs the
 // commands one at a time, in the order they were submitted (FIFO): generate, reset, export
 // and import of the conversation. status() is answered from copies the engine thread
-// publishes, so it never waits for a command (DESIGN.md: status never wakes a session).
+// publishes, so it never waits for a command, and never wakes a sleeping session.
 //
-// Idle offload (EngineOptions::offload): the engine owns the session's Offloader. Every
-// command runs through one private function, run_command(), which asks the offloader for the
-// session first (restoring it, or discarding an unusable snapshot's history) and hands it
-// back afterwards (arming the idle timer). A restore refused for lack of memory fails the
-// command with OutOfMemory (retry later; the snapshot stays) before the command touches
-// anything. Status and cache_status() never wake a sleeping session.
+// Idle offload (EngineOptions::offload): the engine owns the session's Offloader, also when
+// offload is off (it then reports "disabled"). Every command runs through one private
+// function, run_command(), which holds an Offloader::Lease while the command runs: acquiring
+// it restores the session (or discards an unusable snapshot's history), giving it back arms
+// the idle timer. A restore refused for lack of memory fails the command with OutOfMemory
+// (retry later; the snapshot stays) before the command touches anything. Status and
+// cache_status() never wake a sleeping session.
 //
 // Errors and the session: a command refused for its input (InvalidArgument,
 // FailedPrecondition, NotFound, Foreign...) leaves the session exactly as it was, so the next
@@ -24,6 +25,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -31,7 +33,6 @@
 #include <future>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -57,9 +58,10 @@ namespace siesta::engine {
 inline constexpr size_t kMaxStopStrings = 4;
 inline constexpr size_t kMaxStopBytes = 64;
 
-// Idle offload of the engine's session. The store, key and executor must outlive the engine.
+// Idle offload of the engine's session. The store, key and executor must outlive the engine;
+// they are needed only when offload is on (offload_enabled(options.idle_seconds)).
 struct EngineOffload {
-  OffloaderOptions options;  // idle_seconds 0: the offloader reports "disabled"
+  OffloaderOptions options;  // idle_seconds 0 (the default): the offloader reports "disabled"
   SnapshotStore* store = nullptr;
   const ProcessKey* key = nullptr;
   Executor* executor = nullptr;
@@ -70,8 +72,8 @@ struct EngineOptions {
   // Where export_conversation / import_conversation keep their files (SnapshotExporter:
   // private to this user, created 0700). Empty: both are refused with FailedPrecondition.
   std::string export_dir;
-  // Unset: no offloader at all (cache_status() says "disabled").
-  std::optional<EngineOffload> offload;
+  // The default is offload off: cache_status() says "disabled" with these options' times.
+  EngineOffload offload;
 };
 
 enum class FinishReason : uint8_t { kLength, kStop, kCancelled };
@@ -88,8 +90,9 @@ struct GenerateRequest {
   // that might begin a stop string is held back until it cannot). The pieces concatenate to
   // GenerateResult::text. May be empty.
   std::function<void(std::string_view)> on_text;
-  // Read between generated tokens and between prefill blocks (engine/session.h); when true,
-  // generation ends with kCancelled.
+  // Read between prefill blocks and between generated tokens; when true, generation ends with
+  // kCancelled. The prefill waits for the device often enough that about 50 ms of queued
+  // blocks (at least one) separate a raised flag from the end of the command.
   std::shared_ptr<const std::atomic<bool>> cancel;
 };
 
@@ -128,14 +131,16 @@ struct EngineStatus {
 
 class Engine {
  public:
-  // Loads the model, creates the session (history empty), opens the exporter when
-  // options.export_dir is set, and starts the engine thread.
-  // Failure: the model's InvalidArgument for a bad configuration; OutOfMemory / DeviceError
-  // from the backend or the kernels; the exporter's errors for an unusable export directory.
+  // Loads the model, creates the session (history empty) and its Offloader, opens the
+  // exporter when options.export_dir is set, and starts the engine thread.
+  // Failure: the model's InvalidArgument for a bad configuration; Offloader::create()'s
+  // InvalidArgument for bad offload options (or a missing store, key or executor with offload
+  // on); OutOfMemory / DeviceError from the backend or the kernels; the exporter's errors for
+  // an unusable export directory.
   // Nothing is left running or reserved on failure.
   // `backend`, `kernels`, `host`, `fs` and `clock` must outlive the engine; `kernels` must
   // compute on `backend`'s device and is used only by the engine thread from now on.
-  static Result<std::unique_ptr<Engine>> start(EngineOptions options, MemoryBackend& backend,
+  static Result<std::unique_ptr<Engine>> start(const EngineOptions& options, MemoryBackend& backend,
                                                Kernels& kernels, HostVmm& host, FileSystem& fs,
                                                const Clock& clock);
 
@@ -184,8 +189,15 @@ class Engine {
   // Never waits for the engine thread or a command.
   EngineStatus status() const;
 
+  // Waits until `done(status())` is true, at most `timeout` of real time; returns whether it
+  // is. `done` is asked at once and again whenever a command is queued, starts or ends, with
+  // the engine's queue locked: it must be quick and call nothing of this engine's. For a
+  // caller that must know that a command it caused has been queued, or that all have ended.
+  // Any thread but the engine thread (an on_text waiting here would wait for itself).
+  bool wait_for_status(const std::function<bool(const EngineStatus&)>& done,
+                       std::chrono::milliseconds timeout) const;
+
   // The offloader's status (state, bytes, counters); never waits and never wakes the session.
-  // Without an offloader: state disabled, tokens from status().
   OffloadStatus cache_status() const;
 
   // Offloads the session now (POST /v1/cache/offload). Failure: FailedPrecondition when
@@ -214,6 +226,8 @@ class Engine {
   // Every command passes through here, on the engine thread (the offloader's hook point).
   void run_command(Command& command);
   void publish_history() { history_tokens_.store(session_->history_tokens()); }
+  // status() but for the fields under mutex_. REQUIRES: mutex_ held.
+  EngineStatus status_locked() const;
 
   Result<GenerateResult> do_generate(const GenerateRequest& request);
   Status do_reset();
@@ -227,7 +241,7 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<SnapshotExporter> exporter_;  // null without an export directory
-  // Declared after session_: destroyed first (it refers to the session). Null without offload.
+  // Declared after session_: destroyed first (it refers to the session). Never null.
   std::unique_ptr<Offloader> offloader_;
   Kernels& kernels_;
   Admission admission_;  // of the running command (engine thread only)
@@ -238,6 +252,7 @@ class Engine {
   // The queue; never held while a command runs.
   mutable std::mutex mutex_;
   std::condition_variable wake_;
+  mutable std::condition_variable changed_;  // the queue, busy_ or commands_run_ changed
   std::deque<Command> queue_;
   bool busy_ = false;
   uint64_t commands_run_ = 0;

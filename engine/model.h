@@ -1,6 +1,6 @@
 // Model: the reference model's weights, generated from the configuration's seed and placed in
 // device memory once, in a reservation of their own that no session region shares and that
-// the offload never releases (DESIGN.md: model weights never move).
+// the offload never releases (model weights never move).
 //
 // Weights are drawn on the host from a counter-based generator keyed by (seed, tensor index,
 // element index), so every tensor is the same whatever the order or the machine, and uploaded

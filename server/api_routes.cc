@@ -38,7 +38,9 @@ struct Generation {
   std::shared_ptr<std::atomic<bool>> cancel;
   std::future<Result<engine::GenerateResult>> future;
   std::optional<Result<engine::GenerateResult>> result;  // once taken from the future
-  int connection = -1;
+  // The request's client (connection_probe.h), valid while the request is served: in the
+  // handler and in the content provider, which cpp-httplib runs before the request ends.
+  ClientWatch* client = nullptr;
 
   std::mutex mutex;
   std::condition_variable arrived;
@@ -65,11 +67,10 @@ ApiError shutting_down() {
   return error;
 }
 
-std::shared_ptr<Generation> start_generation(ServerApp& app, ParsedGeneration& parsed,
-                                             const httplib::Request& request) {
+std::shared_ptr<Generation> start_generation(ServerApp& app, ParsedGeneration& parsed) {
   auto generation = std::make_shared<Generation>();
   generation->cancel = app.new_request_token();
-  generation->connection = find_connection(request);
+  generation->client = current_client();
   parsed.request.cancel = generation->cancel;
   if (parsed.stream) {
     // A weak reference: the engine's copy of the request must not keep the state alive in a
@@ -85,6 +86,11 @@ std::shared_ptr<Generation> start_generation(ServerApp& app, ParsedGeneration& p
   }
   generation->future = app.engine().generate(std::move(parsed.request));
   return generation;
+}
+
+// Without a watch (a plain httplib::Server in a test) only a failed write reveals it.
+bool client_gone(Generation& generation) {
+  return generation.client != nullptr && generation.client->gone();
 }
 
 bool has_piece(Generation& generation) {
@@ -114,7 +120,7 @@ bool provide(Generation& g, const ResponseMeta& meta, bool include_usage, bool& 
   if (!finished) {
     // Pieces may still be queued when the result is ready: finish on the next call, after
     // they are written.
-    return !connection_gone(g.connection);
+    return !client_gone(g);
   }
   const Result<engine::GenerateResult>& result = *g.result;
   std::string tail;
@@ -144,12 +150,12 @@ void serve_generation(ServerApp& app, ApiKind kind, const httplib::Request& requ
   if (!parsed.ok()) return set_api_error(response, api_error_from_status(parsed.status(), detail));
   const bool stream = parsed->stream;
   const bool include_usage = parsed->include_usage;
-  std::shared_ptr<Generation> g = start_generation(app, *parsed, request);
+  std::shared_ptr<Generation> g = start_generation(app, *parsed);
 
   // Wait for the result (or, streaming, the first piece), watching the client.
   while (!(stream && has_piece(*g)) &&
          g->future.wait_for(kPollInterval) != std::future_status::ready) {
-    if (connection_gone(g->connection)) {
+    if (client_gone(*g)) {
       app.note_client_gone();
       g->abandon();
       response.status = 499;  // nginx's "client closed request": nobody reads it
@@ -279,6 +285,22 @@ std::vector<Route> api_routes(ServerApp& app) {
       {"GET", "/v1/models",
        [&app, started](const httplib::Request&, httplib::Response& response) {
          set_json(response, models_json(app.engine().config().name, started));
+       }},
+      {"GET", "/v1/models/{model}",
+       [&app, started](const httplib::Request& request, httplib::Response& response) {
+         const std::string& name = app.engine().config().name;
+         const std::string asked = request.matches.size() > 1 ? request.matches[1].str() : "";
+         if (asked != name) {
+           ApiError error;
+           error.http_status = 404;
+           error.type = "invalid_request_error";
+           error.param = "model";
+           error.code = "model_not_found";
+           error.message = "The model " + quote_for_log(asked) +
+                           " does not exist; this server serves " + quote_for_log(name);
+           return set_api_error(response, error);
+         }
+         set_json(response, model_json(name, started));
        }},
       {"POST", "/v1/completions",
        [&app](const httplib::Request& request, httplib::Response& response) {

@@ -2,6 +2,8 @@
 //
 //   GET  /v1/models                200 {"object":"list","data":[{"id","object":"model",
 //                                       "created","owned_by":"siesta"}]}
+//   GET  /v1/models/{model}        200 that model object (the OpenAI client's
+//                                  models.retrieve); 404 model_not_found for another id
 //   POST /v1/completions           200 a "text_completion" (openai_json.h has the fields);
 //                                  with "stream": true, 200 text/event-stream chunks
 //   POST /v1/chat/completions      the same, "chat.completion" / "chat.completion.chunk"; the
@@ -34,10 +36,9 @@
 //
 // Client disconnects cancel the generation (the engine stops between tokens): each request's
 // cancel flag is ServerApp::new_request_token() (also raised at shutdown), and it is raised
-// when the client's socket is seen closed (polled every 10 ms while the handler waits,
-// non-streaming and streaming alike) or when writing a streamed chunk fails. cpp-httplib
-// 0.11 gives handlers no socket, so the route finds its connection's descriptor by the
-// request's local and remote address and port (api_routes.cc says how).
+// when the client is seen gone (current_client(), connection_probe.h: polled every 10 ms
+// while the handler waits, non-streaming and streaming alike) or when writing a streamed
+// chunk fails. A client that only shut down its sending side still gets its answer.
 //
 // Every handler returns only once its generation has ended, so a server that stops waits for
 // them (and ServerApp::cancel_all() makes that quick).

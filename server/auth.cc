@@ -5,9 +5,11 @@
 
 #include <array>
 #include <cctype>
+#include <iterator>
 #include <string>
 
 #include "server/api_error.h"
+#include "server/request_head.h"
 
 namespace siesta::server {
 namespace {
@@ -18,17 +20,6 @@ Digest sha256(std::string_view text) {
   Digest digest{};
   SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest.data());
   return digest;
-}
-
-bool equals_ignoring_case(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
 }
 
 void refuse(httplib::Response& response, std::string message, std::string code) {
@@ -55,7 +46,10 @@ bool authorize(const httplib::Request& request, httplib::Response& response,
                const ServerConfig& config) {
   if (config.api_key.empty()) return true;
   if (request.path == kUnauthenticatedPath) return true;
-  if (!request.has_header("Authorization")) {
+  // The header's whole value, from the map itself: get_header_value() returns a C string,
+  // which would end a value at an embedded NUL ("Bearer KEY\0junk" would pass as the key).
+  const auto [first, last] = request.headers.equal_range("Authorization");
+  if (first == last) {
     refuse(response,
            "missing API key: send the header \"Authorization: Bearer <key>\" (the key is "
            "--api-key or " +
@@ -63,7 +57,9 @@ bool authorize(const httplib::Request& request, httplib::Response& response,
            "missing_api_key");
     return false;
   }
-  const std::string value = request.get_header_value("Authorization");
+  // Two Authorization headers: which one a proxy or a log shows is anyone's guess.
+  const bool single = std::next(first) == last;
+  const std::string& value = first->second;
   constexpr std::string_view kScheme = "Bearer ";
   std::string_view presented;
   const bool bearer =
@@ -72,7 +68,7 @@ bool authorize(const httplib::Request& request, httplib::Response& response,
   if (bearer) presented = std::string_view(value).substr(kScheme.size());
   // Compared even for a wrong scheme, so the answer takes the same time either way.
   const bool matches = api_key_matches(presented, config.api_key);
-  if (!bearer || !matches) {
+  if (!bearer || !matches || !single) {
     refuse(response,
            "invalid API key: the Authorization header must be \"Bearer <key>\" "
            "with the server's key",

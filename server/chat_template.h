@@ -5,8 +5,8 @@
 //   for each message:  "<|" role "|>\n" content "\n"
 //   then:              "<|assistant|>\n"
 //
-// Prefix reuse (DESIGN.md, "Engine"): a client continues a conversation by sending the same
-// messages, the answer as an assistant message, and its next message. The new prompt then
+// Prefix reuse (docs/ARCHITECTURE.md, the engine): a client continues a conversation by sending the
+// same messages, the answer as an assistant message, and its next message. The new prompt then
 // starts with the old prompt followed by the answer, byte for byte:
 //   render(m + [assistant: a] + rest) starts with render(m) + a
 // so the engine reuses the whole history it holds (the old prompt and every generated token

@@ -1,14 +1,18 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <unistd.h>
 
-#include <chrono>
+#include <cerrno>
 #include <cstdint>
 #include <exception>
 #include <string>
 #include <utility>
 
+#include "core/base/unique_fd.h"
 #include "server/api_error.h"
+#include "server/connection_loop.h"
+#include "server/request_policy.h"
 #include "server/routes.h"
 
 namespace siesta::server {
@@ -16,8 +20,7 @@ namespace {
 
 // Fills the body of an error response that has none (cpp-httplib's own 400 for a request it
 // cannot parse, 413 for an oversized body...) so every error is OpenAI-shaped.
-httplib::Server::HandlerResponse fill_empty_error(uint64_t max_body_bytes,
-                                                  const httplib::Request& request,
+httplib::Server::HandlerResponse fill_empty_error(uint64_t max_body_bytes, const httplib::Request&,
                                                   httplib::Response& response) {
   if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
   if (response.status == 413) {
@@ -27,16 +30,9 @@ httplib::Server::HandlerResponse fill_empty_error(uint64_t max_body_bytes,
                   "invalid_request_error", "request_too_large");
     return httplib::Server::HandlerResponse::Handled;
   }
-  // cpp-httplib 0.11 answers a POST without Content-Length (curl -X POST with no -d) with a
-  // bare 400 before routing; say what is missing.
-  const bool unframed =
-      (request.method == "POST" || request.method == "PUT" || request.method == "PATCH") &&
-      !request.has_header("Content-Length") && !request.has_header("Transfer-Encoding");
   const std::string reason = response.status != 400
                                  ? "HTTP error " + std::to_string(response.status)
-                             : unframed ? "malformed request: a " + request.method +
-                                              " needs a Content-Length header (0 for an empty body)"
-                                        : "malformed request";
+                                 : "malformed request";
   set_api_error(response, response.status, reason,
                 response.status >= 500 ? "server_error" : "invalid_request_error",
                 response.status >= 500 ? "internal" : "bad_request");
@@ -65,18 +61,52 @@ void listening_socket_options(socket_t sock) {
   (void)::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
 }
 
+ConnectionLimits limits_for(const ServerConfig& config) {
+  ConnectionLimits limits;
+  limits.max_connections = config.http_max_connections;
+  limits.request_timeout = std::chrono::seconds(config.http_request_timeout_seconds);
+  limits.max_body_bytes = config.max_body_bytes;
+  return limits;
+}
+
 }  // namespace
+
+// cpp-httplib's server with its request processing opened up: the connection loop calls it
+// with a stream over one received request. Its own accept loop (listen_after_bind) is never
+// run; it only binds the socket.
+class HttpServer::RoutedServer : public httplib::Server {
+ public:
+  // Parses the request in `stream`, routes it and writes the answer. Returns whether the
+  // connection may carry another request.
+  bool serve(httplib::Stream& stream, bool close_after) {
+    bool closed = false;
+    const bool answered =
+        process_request(stream, close_after, closed, [](httplib::Request& request) {
+          // The loop has already said "100 Continue" where one was due, before the body came.
+          request.headers.erase("Expect");
+        });
+    return answered && !closed;
+  }
+
+  socket_t listening_socket() const { return svr_sock_; }
+
+  // After the loop has stopped: nothing streams any more, so the descriptor can go (and
+  // cpp-httplib's streaming, which ends once it is INVALID_SOCKET, cannot see it earlier).
+  void close_listening_socket() {
+    const socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
+    if (sock != INVALID_SOCKET) ::close(sock);
+  }
+};
 
 std::string http_url(const std::string& host, int port) {
   const bool ipv6 = host.find(':') != std::string::npos;
   return "http://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-HttpServer::HttpServer(ServerApp& app) : server_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(ServerApp& app) : app_(app), server_(std::make_unique<RoutedServer>()) {
   server_->set_socket_options(listening_socket_options);
-  // cpp-httplib 0.11 checks Content-Length against this before buffering the body (and a
-  // chunked body as it grows), answers 413 and calls the error handler, which fills in the
-  // OpenAI-style body.
+  // cpp-httplib checks Content-Length against this too (the policy refuses first), answers
+  // 413 and calls the error handler, which fills in the OpenAI-style body.
   server_->set_payload_max_length(app.config().max_body_bytes);
   server_->set_error_handler(httplib::Server::HandlerWithResponse(
       [limit = app.config().max_body_bytes](const httplib::Request& request,
@@ -84,10 +114,19 @@ HttpServer::HttpServer(ServerApp& app) : server_(std::make_unique<httplib::Serve
         return fill_empty_error(limit, request, response);
       }));
   server_->set_exception_handler(answer_exception);
-  register_routes(*server_, app);
+  // What the Keep-Alive header of an answer says: the loop's rules.
+  const ConnectionLimits limits = limits_for(app.config());
+  server_->set_keep_alive_timeout(
+      std::chrono::duration_cast<std::chrono::seconds>(limits.request_timeout).count());
+  server_->set_keep_alive_max_count(limits.max_requests);
+  policy_ = register_routes(*server_, app);
 }
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+  loop_.reset();
+  server_->close_listening_socket();
+}
 
 Result<int> HttpServer::bind(const std::string& host, int port) {
   int bound = port;
@@ -101,51 +140,47 @@ Result<int> HttpServer::bind(const std::string& host, int port) {
     return IoError("cannot listen on " + http_url(host, port) +
                    " (address in use, unknown host or no permission)");
   }
+  // The loop gets a descriptor of its own for the socket; cpp-httplib's stays open until the
+  // loop is gone (see close_listening_socket).
+  UniqueFd listener(::dup(server_->listening_socket()));
+  if (!listener.valid()) return IoError("cannot listen on " + http_url(host, port) + ": dup()");
+  ConnectionCallbacks callbacks;
+  callbacks.screen = [policy = policy_](const httplib::Request& head, httplib::Response& response) {
+    return policy->admit(head, response);
+  };
+  callbacks.screen_body = [policy = policy_](const httplib::Request& head, std::string_view body,
+                                             httplib::Response& response) {
+    return policy->admit_body(head, body, response);
+  };
+  callbacks.serve = [server = server_.get()](RequestStream& stream, bool close_after) {
+    return server->serve(stream, close_after);
+  };
+  SIESTA_ASSIGN_OR_RETURN(
+      loop_,
+      ConnectionLoop::create(std::move(listener), limits_for(app_.config()), std::move(callbacks)));
   return bound;
 }
 
 Status HttpServer::run() {
   {
     std::lock_guard lock(mutex_);
-    if (stop_requested_) return Status::Ok();
+    if (stop_requested_ || !loop_) return Status::Ok();
     running_ = true;
   }
-  bool clean = false;
-  std::string failure = "the HTTP listening loop failed";
-  try {
-    clean = server_->listen_after_bind();
-  } catch (const std::exception& e) {
-    // Its worker threads could not start, say; stop() must still see run() finish.
-    failure += std::string(": ") + e.what();
-  }
-  bool stopped;
+  Status served = loop_->run();
   {
     std::lock_guard lock(mutex_);
     running_ = false;
-    finished_ = true;
-    stopped = stop_requested_;
   }
   changed_.notify_all();
-  // listen_after_bind() returns false both when stopped and when accept() failed; only the
-  // latter is an error.
-  if (!clean && !stopped) return IoError(failure);
-  return Status::Ok();
+  return served;
 }
 
 void HttpServer::stop() {
   std::unique_lock lock(mutex_);
   stop_requested_ = true;
-  // httplib's stop() does nothing until its loop has started (is_running()), and run() may
-  // be between our flag check and that point: look again until it has. It must also be
-  // called only once: a second call while the loop drains its workers trips an assert in
-  // the library. Hence the poll and the stop_sent_ flag.
-  while (running_) {
-    if (!stop_sent_ && server_->is_running()) {
-      server_->stop();
-      stop_sent_ = true;
-    }
-    changed_.wait_for(lock, std::chrono::milliseconds(stop_sent_ ? 1000 : 10));
-  }
+  if (loop_) loop_->stop();
+  changed_.wait(lock, [this] { return !running_; });
 }
 
 }  // namespace siesta::server

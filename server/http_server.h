@@ -1,5 +1,15 @@
-// HttpServer: the lifecycle of siesta-server's listening socket (bind, serve, stop) around
-// cpp-httplib. The routes themselves are in routes.h.
+// HttpServer: siesta-server's HTTP layer: the listening socket (bind, serve, stop), the
+// connection loop that holds every client connection (connection_loop.h: deadlines, the
+// connection limit, pipelining) and cpp-httplib, which parses each whole request the loop
+// hands it and runs the routes (routes.h).
+//
+// Why not cpp-httplib alone: 0.11's server gives each connection a thread of a fixed pool for
+// as long as it is open and bounds each read, not a request, so a few idle or trickling
+// clients hold every thread (docs/PERFORMANCE.md has the measurement); it drops the bytes of
+// a pipelined request; and Debian's libcpp-httplib.so has its listen backlog (5) and pool
+// size compiled in, so the CPPHTTPLIB_* macros cannot change them. Its request parser,
+// router and response writer are kept: Server::process_request() runs on a Stream, and the
+// loop gives it one over the bytes already received.
 //
 // Typical use (main.cc):
 //   HttpServer http(app);
@@ -16,19 +26,18 @@
 #include "core/base/status.h"
 #include "server/server_app.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace siesta::server {
+
+class ConnectionLoop;
+class RequestPolicy;
 
 // "http://HOST:PORT", with an IPv6 host in brackets.
 std::string http_url(const std::string& host, int port);
 
 class HttpServer {
  public:
-  // Registers the routes and limits request bodies to app.config().max_body_bytes (a larger
-  // one is answered 413 with an OpenAI-style error, its handler never runs); serves nothing
+  // Registers the routes and the request policy (request_policy.h: a body over
+  // app.config().max_body_bytes is answered 413 before it is read, and so on); serves nothing
   // until run(). `app` must outlive this object.
   explicit HttpServer(ServerApp& app);
   ~HttpServer();
@@ -38,12 +47,13 @@ class HttpServer {
   // Binds and listens on host:port; port 0 lets the OS pick a free one. Connections queue
   // from here on and are answered once run() starts.
   // Success: the bound port. Failure: IoError naming the address (in use, no such host,
-  // permission denied...). REQUIRES: called once, before run().
+  // permission denied...), or the error setting up the connection loop. REQUIRES: called
+  // once, before run().
   Result<int> bind(const std::string& host, int port);
 
   // Serves on the calling thread until stop(). Returns OK once stopped (in-flight requests
-  // finished), IoError when the listening loop failed. Returns at once if stop() came first.
-  // REQUIRES: bind() succeeded; called once.
+  // answered, every connection closed), or the connection loop's error. Returns at once if
+  // stop() came first. REQUIRES: bind() succeeded; called once.
   Status run();
 
   // Makes run() return, and waits until it has (when it is running). Safe from any thread,
@@ -52,13 +62,16 @@ class HttpServer {
   void stop();
 
  private:
-  std::unique_ptr<httplib::Server> server_;
+  class RoutedServer;
+
+  ServerApp& app_;
+  std::unique_ptr<RoutedServer> server_;
+  std::shared_ptr<const RequestPolicy> policy_;
+  std::unique_ptr<ConnectionLoop> loop_;
   std::mutex mutex_;
   std::condition_variable changed_;
   bool stop_requested_ = false;
   bool running_ = false;
-  bool finished_ = false;
-  bool stop_sent_ = false;  // httplib::Server::stop() was called (it must be, exactly once)
 };
 
 }  // namespace siesta::server

@@ -1,15 +1,20 @@
 // siesta-server: parses the command line, prepares the snapshot directory, opens the device,
-// the engine and its offloader (ServerApp) and serves HTTP until SIGINT or SIGTERM. On a stop
-// signal: every in-flight generation is cancelled (it ends at its next token), the listener
-// stops and the handlers finish, then the engine closes (a running save is stopped) and this
-// process's snapshot files are removed.
+// the engine and its offloader (ServerApp) and serves HTTP until SIGINT, SIGTERM or SIGHUP
+// (a closed terminal, or a supervisor's stop: the same clean stop, since the default action
+// would kill the process and leave its snapshot files and the directory's lock behind). On a
+// stop signal: every in-flight generation is cancelled (it ends at its next token, prompt
+// tokens included), the listener stops and the handlers finish, then the engine closes (a
+// running save is stopped) and this process's snapshot files are removed.
 //
 // Exit status: 0 after a clean stop, 1 when the server cannot run (backend, address), 2 for
-// a command line or snapshot directory it refuses (ANCHORS.md: a bad combination exits 2).
+// a command line or snapshot directory it refuses (a bad combination of flags exits 2),
+// 70 when the session's memory is lost after an offload (exit_on_session_memory_lost).
 // stdout carries exactly one line, "siesta-server listening on http://HOST:PORT", once the
 // socket is bound (tests and scripts read it to learn the port); logs go to stderr.
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -76,7 +81,36 @@ void log_configuration(const srv::ServerConfig& config, const srv::ServerApp& ap
   }
 }
 
+const char* signal_name(int signal_number) {
+  switch (signal_number) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return "a signal";
+  }
+}
+
+// Every client connection holds a descriptor, and as many again may be closing; the engine,
+// its snapshot files and the loop need a few dozen more. Raises the soft limit to that when
+// the hard limit allows; otherwise says what will happen (accept() pauses when it runs out).
+void ensure_descriptors(uint32_t max_connections) {
+  constexpr rlim_t kReserve = 64;
+  const rlim_t needed = 2 * static_cast<rlim_t>(max_connections) + kReserve;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= needed) return;
+  const rlim_t wanted = limit.rlim_max == RLIM_INFINITY ? needed : std::min(needed, limit.rlim_max);
+  rlimit raised = limit;
+  raised.rlim_cur = wanted;
+  if (wanted > limit.rlim_cur && ::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  if (limit.rlim_cur < needed) {
+    log_line("WARNING: the open-file limit is " + std::to_string(limit.rlim_cur) + "; " +
+             std::to_string(max_connections) + " connections (--http-max-connections) may need " +
+             std::to_string(needed) + ": connections beyond it wait in the listen queue");
+  }
+}
+
 int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
+  ensure_descriptors(config.http_max_connections);
   if (config.offload.enabled()) {
     bool created = false;
     Status dir = srv::prepare_cache_dir(config.offload.disk_dir, &created);
@@ -88,7 +122,8 @@ int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
   }
 
   Result<std::unique_ptr<srv::ServerApp>> started = srv::ServerApp::start(
-      config, siesta::SystemClock::instance(), [](const std::string& line) { log_line(line); });
+      config, siesta::SystemClock::instance(), [](const std::string& line) { log_line(line); },
+      srv::exit_on_session_memory_lost);
   if (!started.ok()) {
     log_line(started.status().message());
     return kRuntimeErrorExitCode;
@@ -105,7 +140,7 @@ int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
     return kRuntimeErrorExitCode;
   }
 
-  // SIGINT/SIGTERM, on a thread of their own: raise every request's cancel flag first, so a
+  // SIGINT/SIGTERM/SIGHUP, on a thread of their own: raise every request's cancel flag first, so a
   // running generation ends at its next token and queued ones end at their first, then stop
   // accepting and wait for the handlers (http.stop() returns once run() has). The waiter is
   // joined (woken if no signal came) when `serve` returns, whichever way it returns.
@@ -124,7 +159,7 @@ int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
     log_line(served.message());
     return kRuntimeErrorExitCode;
   }
-  log_line(std::string("stopped on ") + (stop_waiter.received() == SIGINT ? "SIGINT" : "SIGTERM") +
+  log_line(std::string("stopped on ") + signal_name(stop_waiter.received()) +
            "; closing the engine and removing this process's snapshots");
   return 0;
 }
@@ -141,8 +176,9 @@ int run(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
   if (!srv::block_signals(stop_signals)) {
-    log_line("cannot block SIGINT/SIGTERM");
+    log_line("cannot block SIGINT/SIGTERM/SIGHUP");
     return kRuntimeErrorExitCode;
   }
   // A client that hangs up mid-response must cost one write error, not the process.

@@ -42,6 +42,12 @@ Status wrong_type(ErrorDetail* detail, const std::string& param, std::string_vie
 }
 
 Result<json> parse_object(std::string_view body, ErrorDetail* detail) {
+  // nlohmann's lexer takes a NUL byte for the end of its input, so "{...}\0junk" would parse
+  // as "{...}"; JSON text never holds a raw NUL (RFC 8259: control characters are escaped).
+  if (const size_t nul = body.find('\0'); nul != std::string_view::npos) {
+    return InvalidArgument("the request body is not valid JSON: a NUL byte at offset " +
+                           std::to_string(nul));
+  }
   json parsed;
   try {
     parsed = json::parse(body.begin(), body.end());
@@ -365,12 +371,15 @@ json usage_chunk_json(const ResponseMeta& meta, const engine::GenerateResult& re
 
 std::string sse_event(const json& chunk) { return "data: " + dump_json(chunk) + "\n\n"; }
 
+json model_json(std::string_view model, int64_t created) {
+  return {{"id", std::string(model)},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "siesta"}};
+}
+
 json models_json(std::string_view model, int64_t created) {
-  return {{"object", "list"},
-          {"data", json::array({{{"id", std::string(model)},
-                                 {"object", "model"},
-                                 {"created", created},
-                                 {"owned_by", "siesta"}}})}};
+  return {{"object", "list"}, {"data", json::array({model_json(model, created)})}};
 }
 
 }  // namespace siesta::server

@@ -103,4 +103,8 @@ inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 // GET /v1/models.
 nlohmann::json models_json(std::string_view model, int64_t created);
 
+// One model object, as GET /v1/models/{model} answers it (and as models_json() lists it):
+// {"id", "object": "model", "created", "owned_by": "siesta"}.
+nlohmann::json model_json(std::string_view model, int64_t created);
+
 }  // namespace siesta::server

@@ -1,4 +1,4 @@
-// Route: one method on one exact path, as register_routes() (routes.h) registers it. The
+// Route: one method on one path, as register_routes() (routes.h) registers it. The
 // operations routes (routes.cc) and the API routes (api_routes.h) are both tables of these,
 // so one loop registers them all and answers every other method on a known path with 405.
 #pragma once
@@ -11,7 +11,9 @@ namespace siesta::server {
 
 struct Route {
   std::string_view method;  // "GET" also answers HEAD
-  std::string_view path;    // exact path (not a pattern)
+  // An exact path, or one ending in "{name}": that placeholder stands for the rest of the
+  // path (at least one byte, slashes included), as request.matches[1], percent-decoded.
+  std::string_view path;
   httplib::Server::Handler handler;
 };
 

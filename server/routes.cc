@@ -1,8 +1,8 @@
 #include "server/routes.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -12,7 +12,6 @@
 #include "core/offload/offload_state.h"
 #include "server/api_error.h"
 #include "server/api_routes.h"
-#include "server/auth.h"
 #include "server/metrics_text.h"
 #include "server/route.h"
 #include "server/status_json.h"
@@ -42,31 +41,25 @@ void add_handler(httplib::Server& server, std::string_view method, const std::st
   }
 }
 
-// cpp-httplib matches a route's path as a std::regex; escape it so a path means itself.
-std::string literal_pattern(std::string_view path) {
+// cpp-httplib matches a route's path as a std::regex; escape it so a path means itself. A
+// trailing "{name}" (Route::path) stands for the rest of the path: one capture,
+// request.matches[1].
+std::string route_pattern(std::string_view path) {
+  std::string_view placeholder;
+  if (path.ends_with("}")) {
+    const size_t open = path.rfind('{');
+    if (open != std::string_view::npos) {
+      placeholder = path.substr(open);
+      path = path.substr(0, open);
+    }
+  }
   std::string pattern;
   for (char c : path) {
     if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) pattern += '\\';
     pattern += c;
   }
+  if (!placeholder.empty()) pattern += "(.+)";
   return pattern;
-}
-
-// cpp-httplib 0.11 applies set_payload_max_length() to a Content-Length body only: a chunked
-// body would be buffered whole, whatever its size, so --max-body-bytes would not hold. Such
-// requests are refused before any of the body is read (411: the client can resend with a
-// length). OpenAI clients send Content-Length for their JSON bodies.
-bool refuse_chunked_body(const httplib::Request& request, httplib::Response& response,
-                         uint64_t max_body_bytes) {
-  std::string encoding = request.get_header_value("Transfer-Encoding");
-  std::transform(encoding.begin(), encoding.end(), encoding.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (encoding.find("chunked") == std::string::npos) return false;
-  set_api_error(response, 411,
-                "chunked request bodies are not accepted: send Content-Length (at most " +
-                    std::to_string(max_body_bytes) + " bytes, --max-body-bytes)",
-                "invalid_request_error", "length_required");
-  return true;
 }
 
 // The cache state the offload request left, for its 200 body.
@@ -116,24 +109,24 @@ std::vector<Route> routes(ServerApp& app) {
 
 }  // namespace
 
-void register_routes(httplib::Server& server, ServerApp& app) {
+std::shared_ptr<const RequestPolicy> register_routes(httplib::Server& server, ServerApp& app) {
+  std::vector<Route> table = routes(app);
+  for (Route& route : api_routes(app)) table.push_back(std::move(route));
+  std::vector<std::string> json_posts;  // every POST route reads a JSON body (or none)
+  for (const Route& route : table) {
+    if (route.method == "POST") json_posts.emplace_back(route.path);
+  }
+  auto policy = std::make_shared<const RequestPolicy>(app.config(), std::move(json_posts));
   // Before routing, and so before a body is read: a request without the right key costs
   // nothing but its headers. /health stays open for load balancers and liveness probes.
   server.set_pre_routing_handler(
-      [&app](const httplib::Request& request, httplib::Response& response) {
-        using HandlerResponse = httplib::Server::HandlerResponse;
-        if (request.path != "/health" && !authorize(request, response, app.config())) {
-          return HandlerResponse::Handled;
-        }
-        return refuse_chunked_body(request, response, app.config().max_body_bytes)
-                   ? HandlerResponse::Handled
-                   : HandlerResponse::Unhandled;
+      [policy](const httplib::Request& request, httplib::Response& response) {
+        return policy->admit(request, response) ? httplib::Server::HandlerResponse::Unhandled
+                                                : httplib::Server::HandlerResponse::Handled;
       });
-  std::vector<Route> table = routes(app);
-  for (Route& route : api_routes(app)) table.push_back(std::move(route));
   std::vector<std::string_view> paths;  // each path once, in table order
   for (const Route& route : table) {
-    add_handler(server, route.method, literal_pattern(route.path), route.handler);
+    add_handler(server, route.method, route_pattern(route.path), route.handler);
     if (std::find(paths.begin(), paths.end(), route.path) == paths.end()) {
       paths.push_back(route.path);
     }
@@ -152,7 +145,7 @@ void register_routes(httplib::Server& server, ServerApp& app) {
         return route.path == path && route.method == method;
       });
       if (served) continue;
-      add_handler(server, method, literal_pattern(path),
+      add_handler(server, method, route_pattern(path),
                   [allow, path = std::string(path)](const httplib::Request& request,
                                                     httplib::Response& response) {
                     response.set_header("Allow", allow);
@@ -173,6 +166,7 @@ void register_routes(httplib::Server& server, ServerApp& app) {
                         "invalid_request_error", "not_found");
         });
   }
+  return policy;
 }
 
 }  // namespace siesta::server

@@ -12,10 +12,12 @@
 //   the API routes           register_api_routes()
 //   a known path with another method   405 + Allow, OpenAI-style error body
 //   any other path                     404, OpenAI-style error body
-// Every path but /health first passes authorize() (auth.h): without the right key it is
-// answered 401 before its body is read or its handler runs. A chunked request body is then
-// refused with 411 (cpp-httplib 0.11 would not hold it to --max-body-bytes); a body over
-// --max-body-bytes is answered 413 (http_server.h).
+// Every request first passes the RequestPolicy (request_policy.h), before its body is read
+// or its handler runs: the API key (401, every path but /health), cross-origin writes from a
+// browser (403), a chunked body (411), a body over --max-body-bytes (413), a JSON route's body
+// without Content-Type: application/json (415). register_routes() installs it as the
+// pre-routing handler and returns it, so the connection loop applies it to a head before the
+// body arrives.
 //
 // None of /health, /v1/status and /metrics may ever wake a sleeping session: they read
 // counters only (ServerApp::status()).
@@ -23,14 +25,17 @@
 
 #include <httplib.h>
 
+#include <memory>
+
+#include "server/request_policy.h"
 #include "server/server_app.h"
 
 namespace siesta::server {
 
-// Registers every route and the authentication check on `server`. `app` must outlive the
+// Registers every route and the request policy (as the pre-routing handler) on `server`, and
+// returns the policy: it knows which routes read a JSON body. `app` must outlive the
 // server's last request.
-// Thread rule: call before the server starts listening; handlers then run on httplib's
-// worker threads.
-void register_routes(httplib::Server& server, ServerApp& app);
+// Thread rule: call before the server serves; handlers then run on worker threads.
+std::shared_ptr<const RequestPolicy> register_routes(httplib::Server& server, ServerApp& app);
 
 }  // namespace siesta::server

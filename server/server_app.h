@@ -1,13 +1,14 @@
-// ServerApp: everything siesta-server serves from, opened in one place and closed in the
-// reverse order: the device (backend + kernels), host VMM, the snapshot storage (when idle
-// offload is on), the executor for the offloader's timers and saves, and the engine with its
-// Offloader. Routes reach the session only through engine() and read numbers through
-// status(); the API routes use config(), engine() and new_request_token().
+// ServerApp: everything siesta-server serves from: the runtime's EngineStack (the device,
+// host memory, the snapshot storage when idle offload is on, the executor for the offloader's
+// timers and saves, and the engine with its Offloader) opened from the server's configuration,
+// plus what only a server has (its start time, the requests' cancel flags, the count of clients
+// gone). Routes reach the session only through engine() and read numbers through status(); the
+// API routes use config(), engine() and new_request_token().
 //
 // Thread rule: every method may be called from any number of HTTP worker threads at once
 // (engine() is itself thread-safe). status() and metrics_text() only read counters: they
-// never wait for a command, a save or a restore and never wake a sleeping session
-// (ANCHORS.md bug 8).
+// never wait for a command, a save or a restore and never wake a sleeping session (status calls
+// that woke the server were a bug of another system).
 #pragma once
 
 #include <atomic>
@@ -18,45 +19,59 @@
 #include <vector>
 
 #include "core/base/clock.h"
-#include "core/base/executor.h"
-#include "core/base/posix_file_system.h"
-#include "core/memory/host_vmm.h"
 #include "engine/engine.h"
-#include "server/backend_choice.h"
-#include "server/offload_storage.h"
+#include "runtime/engine_stack.h"
 #include "server/server_config.h"
 #include "server/status_json.h"
 
 namespace siesta::server {
 
 // One line for the server's log (main prefixes "siesta-server: " and writes it to stderr).
-using LogLine = std::function<void(const std::string&)>;
+using LogLine = runtime::LogLine;
+
+// Called once, on the engine thread, when the session's memory could not be mapped back after
+// an offload (Offloader's on_fatal): no later request could run safely on it.
+using SessionLostHandler = std::function<void(const Status&)>;
+
+// The exit status of a server whose session memory was lost (docs/IDLE_SESSION.md).
+inline constexpr int kSessionMemoryLostExitCode = 70;
+
+// The server's policy for a lost session, which main() installs: one line on stderr
+// ("siesta: fatal: the session's memory could not be mapped back ...") and exit status 70.
+[[noreturn]] void exit_on_session_memory_lost(const Status& reason);
 
 class ServerApp {
  public:
-  // Opens, in order: the device of config.backend (open_device(); the kAuto note is logged),
-  // the snapshot storage on config.offload.disk_dir when offload is on (its start-up
-  // clean-up is logged), the executor, and the engine with config.model / context / kv_type,
-  // export_dir = config.slot_save_path and, when offload is on, an Offloader whose one line
-  // per operation goes to `log`.
+  // Opens the EngineStack (runtime/engine_stack.h) for `config`: the device of config.backend
+  // (the kAuto note is logged), the snapshot storage on config.offload.disk_dir when offload is
+  // on (its start-up clean-up is logged), a ThreadExecutor on `clock` for the offloader's
+  // timers and saves, and the engine with config.model / context / kv_type, export_dir =
+  // config.slot_save_path and an Offloader configured from config.offload and
+  // config.cache_encrypt, whose one line per operation goes to `log`; `on_session_lost` is
+  // called if the session's memory is lost (empty: the request that found it fails with
+  // DeviceError, and so do later ones).
   // REQUIRES: `config` came from parse_server_flags() (validated), and when offload is on its
-  // disk_dir passed prepare_cache_dir(); `clock` outlives the app. The offloader's timers run
-  // on a ThreadExecutor against `clock`: SystemClock in the server; under a ManualClock they
-  // fire once the test moves it past their deadline.
-  // Failure: the device's, the storage's or Engine::start()'s status, with context; whatever
-  // was opened is closed again.
+  // disk_dir passed prepare_cache_dir(); `clock` outlives the app. Under a ManualClock the
+  // offloader's timers fire once the test moves it past their deadline.
+  // Failure: "--model: ..." for a model the configuration cannot load; the device's error
+  // ("--backend cuda: CUDA is unavailable: ..." when CUDA was asked for and is not usable);
+  // "opening --cache-disk-dir: ..." with the store's error; "starting the engine: ..." with
+  // the engine's. Whatever was opened is closed again.
   static Result<std::unique_ptr<ServerApp>> start(ServerConfig config, const Clock& clock,
-                                                  LogLine log);
+                                                  LogLine log,
+                                                  SessionLostHandler on_session_lost = {});
 
-  // Destroys the engine first (running command finished, queued ones cancelled, a running
-  // save stopped), then the executor, the storage (this process's snapshots removed), the
-  // kernels and the backend.
-  ~ServerApp();
+  // Closes the stack: the engine first (running command finished, queued ones cancelled, a
+  // running save stopped), then the executor, the storage (this process's snapshots removed),
+  // the kernels and the backend.
+  ~ServerApp() = default;
   ServerApp(const ServerApp&) = delete;
   ServerApp& operator=(const ServerApp&) = delete;
 
   const ServerConfig& config() const { return config_; }
-  engine::Engine& engine() const { return *engine_; }
+  engine::Engine& engine() const { return stack_->engine(); }
+  // What the app serves from (tests wait on it: wait_offload_idle()).
+  const runtime::EngineStack& stack() const { return *stack_; }
   // The clock the app was started with (SystemClock in the server), for routes that time
   // their work.
   const Clock& clock() const { return clock_; }
@@ -90,13 +105,7 @@ class ServerApp {
   bool cancelled_ = false;
   std::atomic<uint64_t> clients_gone_{0};
 
-  // Declared in opening order; destroyed in reverse, so each part outlives its users.
-  OpenedDevice device_;
-  HostVmm host_;
-  PosixFileSystem fs_;
-  std::unique_ptr<OffloadStorage> storage_;  // null when offload is off
-  std::unique_ptr<ThreadExecutor> executor_;
-  std::unique_ptr<engine::Engine> engine_;  // last: destroyed first
+  std::unique_ptr<runtime::EngineStack> stack_;
 };
 
 }  // namespace siesta::server

@@ -9,7 +9,7 @@
 
 #include "compute/kernels.h"
 #include "core/offload/offload_config.h"
-#include "server/backend_kind.h"
+#include "runtime/backend_kind.h"
 
 namespace siesta::server {
 
@@ -19,7 +19,7 @@ inline constexpr const char* kApiKeyEnvironmentVariable = "SIESTA_API_KEY";
 struct ServerConfig {
   std::string host = "127.0.0.1";  // loopback by default
   int port = 8080;                 // 0: the OS picks a free port (printed once bound)
-  BackendKind backend = BackendKind::kAuto;
+  runtime::BackendKind backend = runtime::BackendKind::kAuto;
 
   // The model: --model synthetic:<size>, --ctx N (default: the size's), --kv-type.
   std::string model = "synthetic:small";
@@ -40,8 +40,16 @@ struct ServerConfig {
 
   uint64_t max_body_bytes = kDefaultMaxBodyBytes;  // --max-body-bytes N
 
+  // --http-max-connections N: client connections open at once (idle, sending, being
+  // answered); one more is answered 503 with Retry-After and closed (connection_loop.h).
+  uint32_t http_max_connections = 512;
+  // --http-request-timeout-seconds N: the time a client has to send a request's head (from
+  // its connection or its previous answer), and again its body; also the longest one write
+  // of an answer waits for a client that does not read.
+  uint32_t http_request_timeout_seconds = 10;
+
   // --parallel N: sequences served at once. Only 1 is implemented; with idle offload on,
-  // more than one is rejected at start-up (ANCHORS.md: the seed rejects it too).
+  // more than one is rejected at start-up (as the server this grew from rejects it).
   uint32_t parallel = 1;
   // --devices N: devices the model is split over. Only 1; with offload on, more is rejected.
   uint32_t devices = 1;

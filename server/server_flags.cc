@@ -23,6 +23,8 @@ constexpr int64_t kMaxPort = 65535;
 constexpr int64_t kMinBodyBytes = 1024;
 constexpr int64_t kMaxBodyBytes = int64_t{64} << 20;
 constexpr int64_t kMaxCount = 64;  // --parallel, --devices
+constexpr int64_t kMaxConnections = 65536;
+constexpr int64_t kMaxRequestTimeoutSeconds = 3600;
 
 std::string quoted(std::string_view text) { return quote_for_log(text); }
 
@@ -98,7 +100,7 @@ const std::vector<FlagSpec>& flag_specs() {
       {"--backend", "sim|cuda|auto",
        "device memory: the host simulator, CUDA VMM, or CUDA when a GPU is usable",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
-         std::optional<BackendKind> kind = parse_backend_kind(value);
+         std::optional<runtime::BackendKind> kind = runtime::parse_backend_kind(value);
          if (!kind) {
            return InvalidArgument(std::string(flag) + " must be sim, cuda or auto, got " +
                                   quoted(value));
@@ -106,7 +108,7 @@ const std::vector<FlagSpec>& flag_specs() {
          config.backend = *kind;
          return Status::Ok();
        },
-       [](const ServerConfig& d) { return std::string(backend_kind_name(d.backend)); }},
+       [](const ServerConfig& d) { return std::string(runtime::backend_kind_name(d.backend)); }},
       {"--cache-idle-seconds", "N",
        "offload the session after N idle seconds (0..604800; 0 = offload off)",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
@@ -193,6 +195,25 @@ const std::vector<FlagSpec>& flag_specs() {
          return Status::Ok();
        },
        [](const ServerConfig& d) { return std::to_string(d.max_body_bytes); }},
+      {"--http-max-connections", "N",
+       "client connections open at once (1..65536); one more is answered 503 with "
+       "Retry-After and closed",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(int64_t n, parse_integer(flag, value, 1, kMaxConnections));
+         config.http_max_connections = static_cast<uint32_t>(n);
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.http_max_connections); }},
+      {"--http-request-timeout-seconds", "N",
+       "seconds a client has to send a request's head, and again its body (1..3600); "
+       "an idle connection is closed after as long, a partial request is answered 408",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(int64_t n,
+                                 parse_integer(flag, value, 1, kMaxRequestTimeoutSeconds));
+         config.http_request_timeout_seconds = static_cast<uint32_t>(n);
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.http_request_timeout_seconds); }},
       {"--parallel", "N",
        "sequences served at once (1..64); only 1 is implemented, and idle offload needs 1",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
@@ -234,7 +255,7 @@ Status validate_model_flags(const ServerConfig& config) {
 }
 
 // --parallel and --devices: the engine serves one sequence on one device. With idle offload
-// on, more is a combination the seed rejects too (ANCHORS.md), so it is named as such.
+// on, more is a combination the server this grew from rejects too, so it is named as such.
 Status validate_scale_flags(const ServerConfig& config) {
   struct Count {
     std::string_view flag;
@@ -261,13 +282,34 @@ Status validate_scale_flags(const ServerConfig& config) {
   return Status::Ok();
 }
 
+// Core's offload rules, worded with the flags a person changes to fix them.
+Status validate_offload_flags(const OffloadConfig& config) {
+  const std::optional<OffloadConfigProblem> problem = find_offload_config_problem(config);
+  if (!problem) return Status::Ok();
+  const std::string idle = std::to_string(problem->idle_seconds);
+  const std::string expire = std::to_string(problem->expire_seconds);
+  const std::string range = "0 and " + std::to_string(kMaxOffloadSeconds);
+  switch (problem->rule) {
+    case OffloadConfigRule::kIdleOutOfRange:
+      return InvalidArgument("--cache-idle-seconds (" + idle + ") must be between " + range);
+    case OffloadConfigRule::kExpireOutOfRange:
+      return InvalidArgument("--cache-expire-seconds (" + expire + ") must be between " + range);
+    case OffloadConfigRule::kExpireNotAfterIdle:
+      return InvalidArgument("--cache-expire-seconds (" + expire +
+                             ") must be greater than --cache-idle-seconds (" + idle + ")");
+    case OffloadConfigRule::kDirectoryMissing:
+      return InvalidArgument("--cache-disk-dir is required when --cache-idle-seconds is not 0");
+  }
+  return InvalidArgument(offload_config_problem_text(*problem));
+}
+
 bool is_help(std::string_view name) { return name == "--help" || name == "-h"; }
 bool is_version(std::string_view name) { return name == "--version"; }
 
 }  // namespace
 
 Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
-                                       std::string_view env_api_key) {
+                                       std::optional<std::string_view> env_api_key) {
   ParsedFlags parsed;
   bool api_key_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -300,12 +342,14 @@ Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
     SIESTA_RETURN_IF_ERROR(spec->apply(name, *value, parsed.config));
     if (name == "--api-key") api_key_given = true;
   }
-  if (!api_key_given && !env_api_key.empty()) {
-    Status key = check_api_key(kApiKeyEnvironmentVariable, env_api_key);
+  // Set but empty is refused like --api-key '': an unset variable means "no key", an empty
+  // one is a mistake (a script's unset value), and authentication must not silently go.
+  if (!api_key_given && env_api_key) {
+    Status key = check_api_key(kApiKeyEnvironmentVariable, *env_api_key);
     if (!key.ok()) return key;
-    parsed.config.api_key = std::string(env_api_key);
+    parsed.config.api_key = std::string(*env_api_key);
   }
-  SIESTA_RETURN_IF_ERROR(validate_offload_config(parsed.config.offload));
+  SIESTA_RETURN_IF_ERROR(validate_offload_flags(parsed.config.offload));
   SIESTA_RETURN_IF_ERROR(validate_model_flags(parsed.config));
   SIESTA_RETURN_IF_ERROR(validate_scale_flags(parsed.config));
   return parsed;
@@ -314,9 +358,11 @@ Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
 Result<ParsedFlags> parse_server_flags(int argc, const char* const* argv) {
   std::vector<std::string_view> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-  const char* env_key = std::getenv(kApiKeyEnvironmentVariable);
-  return parse_server_flags(std::span<const std::string_view>(args),
-                            env_key != nullptr ? std::string_view(env_key) : std::string_view());
+  // Read once, on the main thread, before any other thread exists.
+  const char* env_key = std::getenv(kApiKeyEnvironmentVariable);  // NOLINT(concurrency-mt-unsafe)
+  return parse_server_flags(
+      std::span<const std::string_view>(args),
+      env_key != nullptr ? std::optional<std::string_view>(env_key) : std::nullopt);
 }
 
 std::string server_help_text() {
@@ -369,8 +415,8 @@ std::string server_help_text() {
   add("--version", "print the version and exit", "");
   text +=
       "\n"
-      "Exit status: 0 after a clean stop (SIGINT or SIGTERM), 1 when the server cannot run,\n"
-      "2 for a command line it refuses.\n";
+      "Exit status: 0 after a clean stop (SIGINT, SIGTERM or SIGHUP), 1 when the server cannot\n"
+      "run, 2 for a command line it refuses.\n";
   return text;
 }
 

@@ -14,13 +14,15 @@
 //   - A flag given twice: the last one wins (so a wrapper script can override a default).
 //   - Positional arguments are errors.
 // After parsing, the whole configuration is validated, so an error names the flag and the
-// rule it breaks: validate_offload_config; --model with --ctx and --kv-type
+// rule it breaks: core's offload rules (find_offload_config_problem, worded with the flag
+// names); --model with --ctx and --kv-type
 // (engine::model_config_from_spec); --parallel / --devices above 1 (refused: with
 // --cache-idle-seconds as a combination idle offload cannot serve, without it as not
 // implemented by this engine).
 // Thread rule: pure functions; no shared state.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,8 +32,8 @@
 
 namespace siesta::server {
 
-// The exit status of a command line that cannot run (ANCHORS.md: "a bad combination exits
-// with status 2").
+// The exit status of a command line that cannot run: a bad value or combination exits with
+// status 2.
 inline constexpr int kUsageExitCode = 2;
 
 struct ParsedFlags {
@@ -44,10 +46,11 @@ struct ParsedFlags {
 // Success: the action and, for kRun, a validated ServerConfig.
 // Failure: InvalidArgument whose message names the flag and the rule, one line, without the
 // "siesta-server: " prefix (main adds it).
-// `env_api_key` is the SIESTA_API_KEY environment variable's value (empty when unset): it
-// is the key when --api-key is absent. No message ever contains a key.
+// `env_api_key` is the SIESTA_API_KEY environment variable's value (nullopt when unset): it
+// is the key when --api-key is absent, and set but empty it is refused as --api-key '' is.
+// No message ever contains a key.
 Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
-                                       std::string_view env_api_key = {});
+                                       std::optional<std::string_view> env_api_key = std::nullopt);
 
 // Convenience for main(): argv as the OS gives it, and SIESTA_API_KEY from the environment.
 Result<ParsedFlags> parse_server_flags(int argc, const char* const* argv);

@@ -2,8 +2,8 @@
 // unit-testable without a server, a backend or a clock. /metrics reads the same snapshot
 // (metrics_text.h), so the two can never disagree.
 //
-// Shape (every key always present, from the first request on; ANCHORS.md notes that the
-// seed only reported `cache` once the first save had begun, which left clients guessing):
+// Shape (every key always present, from the first request on; the server this grew
+// from only reported `cache` once the first save had begun, which left clients guessing):
 //   {"server":  {"version": str, "uptime_seconds": int},
 //    "backend": {"name": str, "kernels": str, "granularity": int, "reserved_bytes": int,
 //                "committed_bytes": int, "device_total_bytes": int, "device_free_bytes": int},

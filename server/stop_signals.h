@@ -1,5 +1,6 @@
-// StopSignalWaiter: turns SIGINT/SIGTERM into an ordinary function call on an ordinary
-// thread, so that stopping may lock, allocate and join (none of which a signal handler may).
+// StopSignalWaiter: turns the stop signals (main.cc: SIGINT, SIGTERM, SIGHUP) into an ordinary
+// function call on an ordinary thread, so that stopping may lock, allocate and join (none of
+// which a signal handler may).
 //
 // The signals must be blocked in every thread (block them in main() before any thread
 // starts: threads inherit the mask); this waiter's thread collects them with sigwait().

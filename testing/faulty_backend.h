@@ -1,6 +1,6 @@
 // FaultyBackend: wraps any MemoryBackend (the CUDA one included) and makes one kind of call
 // fail on its Nth use, so that tests can drive the offload logic through every failure the
-// contract allows and check what state each one leaves behind (DESIGN.md, "The seams").
+// contract allows and check what state each one leaves behind (docs/ARCHITECTURE.md, the seams).
 //
 // Every call is forwarded to the inner backend (MemoryBackendWrapper) except the one a fault
 // fires on. What each

@@ -1,6 +1,6 @@
 // FaultyFileSystem: wraps any FileSystem and makes one kind of call fail on its Nth use, and
 // simulates a crash by dropping whatever was not made durable, so that tests can drive the
-// snapshot write protocol through every failure storage allows (DESIGN.md, "The seams").
+// snapshot write protocol through every failure storage allows (docs/ARCHITECTURE.md, the seams).
 //
 // Everything is forwarded to the inner file system (FileSystemWrapper; target() is the inner
 // one); files and locks it returns are wrapped so their calls are counted and can fail too. What

@@ -32,10 +32,11 @@ siesta_finish_test_binary(cuda_unit_tests)
 # kernel against tests/support/reference_kernels.h (the block operations against the
 # single-token ones, bit for bit), graphs replayed after decommit + commit at the same address,
 # the engine with offload on against offload off, prompts cut into random blocks against one
-# token at a time (and against the host kernels), and an engine::Session under an Offloader (every used byte, address and range start back after each restore; out of
-# memory on restore, then success; a healthy device after many cycles).
+# token at a time (and against the host kernels), and an engine::Session under an Offloader
+# (every used byte, address and range start back after each restore; out of memory on restore,
+# then success; a healthy device after many cycles).
 siesta_test_binary(gpu_tests LABELS gpu
-  LIBS siesta_engine siesta_kernels_cuda siesta_backend_cuda siesta_backend_sim)
+  LIBS siesta_runtime siesta_kernels_cuda siesta_backend_cuda siesta_backend_sim)
 siesta_test_sources(gpu_tests LABELS gpu SOURCES
   gpu/cuda_vmm_backend_test.cc gpu/cuda_backend_conformance_test.cc gpu/cuda_kernels_test.cc
   gpu/cuda_block_kernels_test.cc gpu/cuda_kernel_graph_test.cc gpu/cuda_engine_offload_test.cc

@@ -1,7 +1,8 @@
 # siesta-server end to end: the real binary on a loopback port (label e2e). About 35 s together
 # on a 2-core machine, most of it the real idle/expiry timers (1 s / 3 s) and the race test's
 # idle rounds; the hostile-directory tests (FIFOs, a replayed snapshot, damaged slot files)
-# sleep the session explicitly, with no timers.
+# sleep the session explicitly, with no timers; the HTTP layer against hostile clients (1 s
+# deadlines) and the stop signals (a prefill of synthetic:large interrupted) take ~10 s.
 if(NOT TARGET siesta_server_lib)
   return()  # built without cpp-httplib (SIESTA_STRICT_DEPS=OFF said so at configure time)
 endif()
@@ -19,6 +20,7 @@ add_dependencies(siesta_e2e_server_process siesta-server)
 siesta_test_binary(e2e_tests LABELS e2e LIBS siesta_e2e_server_process)
 siesta_test_sources(e2e_tests LABELS e2e SOURCES
   e2e/server_flags_e2e_test.cc e2e/server_lifecycle_e2e_test.cc e2e/server_crash_e2e_test.cc
-  e2e/server_race_e2e_test.cc e2e/server_api_e2e_test.cc e2e/server_files_e2e_test.cc)
+  e2e/server_race_e2e_test.cc e2e/server_api_e2e_test.cc e2e/server_files_e2e_test.cc
+  e2e/server_http_e2e_test.cc e2e/server_signals_e2e_test.cc)
 siesta_test_sources(e2e_tests LABELS e2e concurrency SOURCES e2e/server_status_e2e_test.cc)
 siesta_finish_test_binary(e2e_tests)

@@ -33,6 +33,6 @@ if(TARGET siesta_server_lib)
 endif()
 
 # The snapshot reader over arbitrary bytes; the corpus holds valid files of every mode, written
-# by tests/unit/snapshot_file_test.cc (SnapshotFuzzCorpus) with SIESTA_WRITE_FUZZ_CORPUS set.
+# by tests/unit/snapshot_refusal_test.cc (SnapshotFuzzCorpus) with SIESTA_WRITE_FUZZ_CORPUS set.
 siesta_add_fuzz(snapshot_reader_fuzz SOURCE fuzz/snapshot_reader_fuzz.cc LIBS
                 CORPUS "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/snapshot_reader")

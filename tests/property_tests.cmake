@@ -3,7 +3,7 @@
 # the real engine with offload against the same engine without it, and prompts cut into random
 # prefill blocks against one token at a time. At least 1000 sequences
 # each in CI for the offloader and the engine.
-siesta_test_binary(property_tests LABELS property LIBS siesta_engine siesta_backend_sim PROPERTY)
+siesta_test_binary(property_tests LABELS property LIBS siesta_runtime PROPERTY)
 siesta_test_sources(property_tests LABELS property concurrency SOURCES
   property/sim_backend_model_property_test.cc)
 siesta_test_sources(property_tests LABELS property SOURCES property/snapshot_property_test.cc)

@@ -7,6 +7,11 @@ siesta_test_binary(base_tests LABELS unit)
 siesta_test_sources(base_tests LABELS unit SOURCES
   unit/status_test.cc unit/clock_test.cc unit/log_text_test.cc unit/posix_file_system_test.cc)
 siesta_test_sources(base_tests LABELS unit concurrency SOURCES unit/executor_test.cc)
+# The file system's and the private directory rule's failures, each with its typed code, and
+# the wrappers that forward what they do not change.
+siesta_test_sources(base_tests LABELS unit SOURCES
+  unit/posix_file_system_errors_test.cc unit/private_directory_faults_test.cc
+  unit/file_system_wrapper_test.cc)
 siesta_finish_test_binary(base_tests)
 
 # core/memory and the simulator: the staging ring, the range ledger, HostVmm, the SimBackend
@@ -16,6 +21,11 @@ siesta_test_sources(memory_tests LABELS unit SOURCES
   unit/staging_ring_test.cc unit/range_ledger_test.cc unit/host_vmm_test.cc)
 siesta_test_sources(memory_tests LABELS unit concurrency SOURCES
   unit/sim_backend_test.cc unit/sim_backend_conformance_test.cc)
+# Host address space at its limits, device copies whose waits fail, and the forwarding base
+# of the MemoryBackend wrappers.
+siesta_test_sources(memory_tests LABELS unit concurrency SOURCES
+  unit/host_memory_limits_test.cc unit/device_copy_faults_test.cc
+  unit/memory_backend_wrapper_test.cc)
 siesta_finish_test_binary(memory_tests)
 
 # core/snapshot: the format, the sealers, files written and read (serially and on the chunk
@@ -25,15 +35,43 @@ siesta_test_sources(snapshot_tests LABELS unit SOURCES
   unit/snapshot_format_test.cc unit/chunk_sealer_test.cc unit/record_buffer_pool_test.cc
   unit/snapshot_export_test.cc unit/snapshot_expiry_test.cc unit/snapshot_store_test.cc)
 siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES
-  unit/snapshot_file_test.cc unit/snapshot_parallel_test.cc)
+  unit/snapshot_round_trip_test.cc unit/snapshot_refusal_test.cc
+  unit/snapshot_write_protocol_test.cc unit/snapshot_parallel_test.cc)
+# The known-answer test re-encodes the documented format with OpenSSL of its own.
+siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_known_answer_test.cc)
+if(TARGET snapshot_tests)
+  target_link_libraries(snapshot_tests PRIVATE OpenSSL::Crypto)
+endif()
+# The store's clean-up when listing, removing or syncing fails under it.
+siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_store_cleanup_faults_test.cc)
+# A caller's mistakes and failures no fault plan reaches (sizes, missing memory or backend, a
+# free-space query or a size that fails), each a typed error that writes nothing.
+siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES
+  unit/snapshot_misuse_test.cc unit/snapshot_device_faults_test.cc)
+# The store's naming: only names it makes are ever touched.
+siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_store_names_test.cc)
 siesta_finish_test_binary(snapshot_tests)
 
-# core/offload: the settings' rules, every transition of the Offloader (ManualClock and
+# core/offload: the settings' rules, the state table walked pair by pair against the one
+# docs/ARCHITECTURE.md documents, every transition of the Offloader (ManualClock and
 # ManualExecutor, a FakeOffloadTarget: no model needed) and its races with real threads.
 siesta_test_binary(offload_tests LABELS unit LIBS siesta_backend_sim)
 siesta_test_sources(offload_tests LABELS unit SOURCES
-  unit/offload_config_test.cc unit/offloader_test.cc)
+  unit/offload_config_test.cc unit/offload_machine_test.cc unit/offloader_test.cc)
 siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader_race_test.cc)
+if(TARGET offload_tests)
+  # The state table test reads the one docs/ARCHITECTURE.md documents.
+  target_compile_definitions(offload_tests PRIVATE SIESTA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+endif()
+# What the transition tests leave out: the save's synchronize() (a job still queued on the
+# simulator's work stream), a restore that runs out of memory half way through its commits,
+# the retries (save backoff, an expired snapshot's deletion, a retired file's unlink) and the
+# rarer error paths (a host range that will not release, a discard that fails, another format
+# version, a failed retire).
+siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader_save_sync_test.cc)
+siesta_test_sources(offload_tests LABELS unit SOURCES
+  unit/offloader_restore_rollback_test.cc unit/offloader_retry_test.cc
+  unit/offloader_error_paths_test.cc unit/offloader_setup_test.cc)
 siesta_finish_test_binary(offload_tests)
 
 # compute: the contract's number formats (KvType names, f16, int8, its exp), and HostKernels
@@ -45,30 +83,39 @@ siesta_test_sources(kernel_tests LABELS unit concurrency SOURCES
   unit/host_kernels_test.cc unit/host_kernel_graph_test.cc unit/host_block_kernels_test.cc)
 siesta_finish_test_binary(kernel_tests)
 
-# engine/: model, tokenizer, session, sampler, stop strings, the command loop, exports, the
-# engine's offload, and a hostile snapshot directory under a sleeping session (a replayed older
-# snapshot, a FIFO or a directory in the snapshot's place).
-siesta_test_binary(engine_tests LABELS unit LIBS siesta_engine siesta_backend_sim)
+# engine/ and runtime/ (its assembly, on which the engine tests' rigs stand): model, tokenizer,
+# session, sampler, stop strings, the command loop, exports, the engine's offload, a hostile
+# snapshot directory under a sleeping session (a replayed older snapshot, a FIFO or a directory
+# in the snapshot's place), and the EngineStack.
+siesta_test_binary(engine_tests LABELS unit LIBS siesta_runtime)
 siesta_test_sources(engine_tests LABELS unit SOURCES
   unit/model_config_test.cc unit/tokenizer_test.cc unit/session_test.cc
   unit/session_memory_test.cc unit/model_test.cc unit/stop_matcher_test.cc unit/sampler_test.cc
   unit/engine_test.cc unit/engine_export_test.cc unit/engine_offload_test.cc
   unit/snapshot_replay_test.cc)
-siesta_test_sources(engine_tests LABELS unit concurrency SOURCES unit/engine_concurrency_test.cc)
+siesta_test_sources(engine_tests LABELS unit concurrency SOURCES
+  unit/engine_concurrency_test.cc unit/engine_prefill_cancel_test.cc unit/engine_stack_test.cc)
 siesta_test_sources(engine_tests LABELS unit fault_injection SOURCES unit/engine_fault_test.cc)
+# Export and import wait for device work queued before them (a job on the simulator's work
+# stream, queued from the test's thread); constants re-initialised after a fallback, an
+# expiry and a restore.
+siesta_test_sources(engine_tests LABELS unit concurrency SOURCES unit/engine_device_order_test.cc)
+siesta_test_sources(engine_tests LABELS unit SOURCES unit/engine_reinit_test.cc)
 siesta_finish_test_binary(engine_tests)
 
 # server/: flags, status and metrics bodies, the snapshot directory, the OpenAI request and
-# response bodies, the chat template, API keys and errors (pure functions); the app, the HTTP
-# server, the signal thread and the routes over loopback HTTP in process (threads meet there).
+# response bodies, the chat template, API keys, errors, request framing and the request policy
+# (pure functions); the app, the HTTP server, its worker pool, the signal thread and the routes
+# over loopback HTTP in process (threads meet there).
 if(TARGET siesta_server_lib)
   siesta_test_binary(server_tests LABELS unit LIBS siesta_server_lib)
   siesta_test_sources(server_tests LABELS unit SOURCES
     unit/server_flags_test.cc unit/status_json_test.cc unit/metrics_text_test.cc
     unit/cache_dir_test.cc unit/openai_json_test.cc unit/chat_template_test.cc unit/auth_test.cc
-    unit/api_error_test.cc unit/slot_error_test.cc)
+    unit/api_error_test.cc unit/slot_error_test.cc unit/request_head_test.cc
+    unit/request_policy_test.cc)
   siesta_test_sources(server_tests LABELS unit concurrency SOURCES
     unit/server_app_test.cc unit/http_server_test.cc unit/stop_signals_test.cc
-    unit/api_routes_test.cc)
+    unit/api_routes_test.cc unit/worker_pool_test.cc)
   siesta_finish_test_binary(server_tests)
 endif()

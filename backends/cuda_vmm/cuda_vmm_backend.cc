@@ -2,9 +2,9 @@
 //
 // Chunks: a commit creates physical memory in chunks of at most max_chunk_bytes (default
 // 1 GiB), not granule by granule: on the H200 a commit costs 25.9 ms/GiB with 2 MiB chunks
-// but 0.14 ms/GiB with 1 GiB chunks, and a decommit 19.7 vs 0.67 ms/GiB (ANCHORS.md, "Limits
-// measured"). The chunks of one commit call stay together as one allocation that is only
-// ever released whole, so decommit never splits a chunk.
+// but 0.14 ms/GiB with 1 GiB chunks, and a decommit 19.7 vs 0.67 ms/GiB (measured with the
+// driver API alone; docs/PERFORMANCE.md, "The machines"). The chunks of one commit call stay
+// together as one allocation that is only ever released whole, so decommit never splits a chunk.
 //
 // dlopen: libcuda.so.1 is loaded at run time (cuda_driver_api.h) so that every binary that
 // contains this backend starts on machines without a driver, runs its other tests there and
@@ -18,7 +18,8 @@
 // enough because tickets complete in order. Waiting happens outside the mutex. decommit and
 // unreserve first cuCtxSynchronize the whole primary context, not just the copy stream:
 // kernels of the engine still running on the memory would otherwise fault after the unmap
-// (ANCHORS.md bug 2); they hold the mutex throughout, so no copy can be enqueued between the
+// (unmapping under running kernels gave illegal-address errors after some cycles in other
+// serving systems); they hold the mutex throughout, so no copy can be enqueued between the
 // synchronisation and the unmap. Every public method that calls the driver pushes the primary
 // context on entry and pops it on return, so it works from any thread and leaves the caller's
 // context alone.
@@ -75,7 +76,7 @@ Result<CUdevice> find_vmm_device(const DriverApi& api, int ordinal) {
 }
 
 // The granularity every reservation, commit and chunk is a multiple of: the recommended
-// one (2 MiB on the H200, equal to the minimum: ANCHORS.md), made a multiple of the minimum
+// one (2 MiB on the H200, equal to the minimum), made a multiple of the minimum
 // should a device ever report a recommended size that is not.
 Result<size_t> allocation_granularity(const DriverApi& api, CUdevice device) {
   const CUmemAllocationProp prop = cuda::device_allocation_properties(device);
@@ -228,7 +229,8 @@ Result<std::unique_ptr<CudaVmmBackend>> CudaVmmBackend::create(CudaVmmOptions op
     SIESTA_ASSIGN_OR_RETURN(cuda::Event event, cuda::create_event(*api));
     impl->events.push_back(std::move(event));
   }
-  // Pinned once, here, never at offload time (pinning is slow: ANCHORS.md).
+  // Pinned once, here, never at offload time: pinning is slow (8 GiB took 4.45 s on the H200
+  // machine), and pinning per offload is what made other systems' sleep slow.
   std::vector<std::span<std::byte>> spans;
   for (size_t i = 0; i < impl->options.staging_buffer_count; ++i) {
     SIESTA_ASSIGN_OR_RETURN(
@@ -293,7 +295,7 @@ Status CudaVmmBackend::decommit(DeviceRange range) {
   std::lock_guard lock(impl_->mutex);
   SIESTA_RETURN_IF_ERROR(impl_->ledger.check_decommit(range, impl_->plan.granularity));
   // All device work, not only our copies: a kernel still reading the range would fault once
-  // it is unmapped (ANCHORS.md bug 2). On failure nothing has changed.
+  // it is unmapped (an unmap under running kernels faults them). On failure nothing has changed.
   SIESTA_RETURN_IF_ERROR(
       status_from_cu(*impl_->api, impl_->api->cuCtxSynchronize(),
                      "cuCtxSynchronize(before decommit of " + range_string(range) + ")"));
@@ -415,7 +417,8 @@ MemoryStats CudaVmmBackend::stats() const {
   ScopedContext scope = impl_->enter();
   size_t free_bytes = 0;
   size_t total_bytes = 0;
-  // What the device itself reports (ANCHORS.md bug 6); zero when it cannot say.
+  // What the device itself reports, not what the code meant to release (a system that
+  // reported its intent freed 6 GB of a claimed 20); zero when it cannot say.
   if (scope.status().ok() && impl_->api->cuMemGetInfo(&free_bytes, &total_bytes) == CUDA_SUCCESS) {
     out.device_free_bytes = free_bytes;
     out.device_total_bytes = total_bytes;

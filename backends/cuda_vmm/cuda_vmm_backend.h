@@ -1,8 +1,8 @@
 // CudaVmmBackend: the MemoryBackend on the CUDA driver's virtual memory management API.
 //
 //   reserve   cuMemAddressReserve
-//   commit    per chunk (large chunks: ANCHORS.md shows 2 MiB chunks cost ~26 ms/GiB to
-//             commit and 1 GiB chunks ~0.14 ms/GiB): cuMemCreate, cuMemMap, cuMemSetAccess;
+//   commit    per chunk (large chunks: on the H200 2 MiB chunks cost ~26 ms/GiB to commit
+//             and 1 GiB chunks ~0.14 ms/GiB): cuMemCreate, cuMemMap, cuMemSetAccess;
 //             any failure unmaps and releases every chunk of the call (rollback)
 //   decommit  cuCtxSynchronize, then cuMemUnmap + cuMemRelease per chunk
 //   copies    cuMemcpy{DtoH,HtoD}Async on a dedicated non-blocking copy stream through a ring

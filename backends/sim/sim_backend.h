@@ -58,7 +58,7 @@ struct SimHazards {
 
 struct SimBackendOptions {
   uint64_t capacity_bytes = 8ull << 30;    // the simulated device's memory
-  size_t granularity = 2u << 20;           // as the H200 reports (ANCHORS.md); tests may
+  size_t granularity = 2u << 20;           // as the H200 reports; tests may
                                            // use any power-of-two multiple of the page size
   size_t max_chunk_bytes = 256u << 20;     // largest physical chunk one commit creates
   size_t staging_buffer_bytes = 4u << 20;  // each buffer of the staging ring

@@ -42,10 +42,26 @@ void ThreadExecutor::run() {
     }
     Task task = std::move(tasks_.begin()->second);
     tasks_.erase(tasks_.begin());
+    running_ = true;
     lock.unlock();
     task();
+    task = nullptr;  // what the task holds goes before anyone is told it finished
     lock.lock();
+    running_ = false;
+    idle_changed_.notify_all();
   }
+}
+
+bool ThreadExecutor::idle() const {
+  return !running_ && (tasks_.empty() || tasks_.begin()->first.first > clock_.now());
+}
+
+bool ThreadExecutor::wait_idle(std::chrono::nanoseconds timeout) {
+  std::unique_lock lock(mutex_);
+  // The worker may sleep towards a deadline a moved clock (ManualClock) has already passed:
+  // wake it so that it looks again.
+  wake_.notify_all();
+  return idle_changed_.wait_for(lock, timeout, [this] { return idle(); });
 }
 
 void ManualExecutor::post(Task task) { post_at(Clock::Duration::min(), std::move(task)); }

@@ -1,11 +1,12 @@
-// Executor: where the Offloader's timers fire and its background saves run (DESIGN.md, the
-// fourth seam). The real one is a thread; tests use ManualExecutor, which runs nothing until
-// the test says so, so that every interleaving of a timer, a save and a command can be
-// chosen rather than hoped for.
+// Executor: where the Offloader's timers fire and its background saves run (one of the seams
+// behind which everything nondeterministic sits: docs/ARCHITECTURE.md). The real one is a thread;
+// tests use ManualExecutor, which runs nothing until the test says so, so that every interleaving
+// of a timer, a save and a command can be chosen rather than hoped for.
 //
 // Thread rule: post/post_at may be called from any thread, including from inside a task.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -45,12 +46,21 @@ class ThreadExecutor final : public Executor {
   void post(Task task) override;
   void post_at(Clock::Duration when, Task task) override;
 
+  // Waits until no task is running and none is due at clock.now() (timers not yet due do not
+  // count; tasks the running ones post for now do), at most `timeout` of real time. True:
+  // idle. Whoever posted work and wants it done (a save, a removal) waits here.
+  // Any thread but the worker's (a task waiting for its own executor waits until the timeout).
+  bool wait_idle(std::chrono::nanoseconds timeout);
+
  private:
   void run();
+  bool idle() const;  // REQUIRES: mutex_ held
 
   const Clock& clock_;
   std::mutex mutex_;
   std::condition_variable wake_;
+  std::condition_variable idle_changed_;  // a task has finished
+  bool running_ = false;                  // the worker runs a task
   // Due time, then posting order: the key keeps same-time tasks first-in first-out.
   std::multimap<std::pair<Clock::Duration, uint64_t>, Task> tasks_;
   uint64_t posted_ = 0;

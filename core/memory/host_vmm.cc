@@ -57,6 +57,7 @@ void HostRange::reset() {
 Status HostRange::commit() {
   if (owner_ == nullptr) return FailedPrecondition("commit of a moved-from HostRange");
   if (committed_) return FailedPrecondition("HostRange is already committed");
+  SIESTA_RETURN_IF_ERROR(owner_->injected_fault(HostVmmCall::kCommit, *this));
   // Fresh anonymous pages replace the PROT_NONE reservation in one call. No MAP_NORESERVE:
   // the kernel accounts for the pages now, so a shortage shows here as ENOMEM instead of as
   // a SIGBUS or the OOM killer on first touch.
@@ -80,6 +81,7 @@ Status HostRange::commit() {
 Status HostRange::release() {
   if (owner_ == nullptr) return FailedPrecondition("release of a moved-from HostRange");
   if (!committed_) return FailedPrecondition("HostRange is not committed");
+  SIESTA_RETURN_IF_ERROR(owner_->injected_fault(HostVmmCall::kRelease, *this));
   SIESTA_RETURN_IF_ERROR(host_address_space::drop(base_, size_));
   committed_ = false;
   owner_->committed_.fetch_sub(size_);

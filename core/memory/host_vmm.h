@@ -1,7 +1,7 @@
 // HostVmm: host memory whose pages can be given back to the kernel and re-created later at
 // the same address. Host checkpoint payloads live here, so that a sleeping session's host
-// memory really leaves the process (RSS falls; ANCHORS bug 3) while every pointer into it
-// stays valid for the restore.
+// memory really leaves the process (RSS falls: other systems never returned host memory after a
+// wake) while every pointer into it stays valid for the restore.
 //
 // Mechanism: reserve = mmap(PROT_NONE, MAP_NORESERVE); commit = fresh anonymous zeroed pages
 // mapped MAP_FIXED read-write over the range; release = the range mapped PROT_NONE again with
@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -27,6 +28,14 @@ struct HostVmmStats {
 };
 
 class HostVmm;
+class HostRange;
+
+// A test seam, as CommitFaultHook is in the backends: asked before every commit() and
+// release() of a HostVmm's ranges, so that a test can make the kernel's refusal happen on the
+// Nth call. A non-OK result is that call's result, and the range is left as it was (nothing
+// mapped or dropped). Production code leaves it empty.
+enum class HostVmmCall : uint8_t { kCommit, kRelease };
+using HostFaultHook = std::function<Status(HostVmmCall call, const HostRange& range)>;
 
 // One reserved host range (RAII: unmapped on destruction). Starts released.
 class HostRange {
@@ -78,8 +87,17 @@ class HostVmm {
 
   HostVmmStats stats() const { return {reserved_.load(), committed_.load()}; }
 
+  // Tests only (HostFaultHook). REQUIRES: no commit() or release() of this HostVmm's ranges
+  // in flight. Empty: none.
+  void set_fault_hook(HostFaultHook hook) { fault_hook_ = std::move(hook); }
+
  private:
   friend class HostRange;
+  Status injected_fault(HostVmmCall call, const HostRange& range) const {
+    return fault_hook_ ? fault_hook_(call, range) : Status::Ok();
+  }
+
+  HostFaultHook fault_hook_;
   std::atomic<uint64_t> reserved_{0};
   std::atomic<uint64_t> committed_{0};
 };

@@ -1,13 +1,18 @@
-// OffloadConfig: the idle-offload settings, as the command line gives them, and the rules
-// that make a combination valid (ANCHORS.md, "The seed": integers 0..604800, expiry must
-// exceed idle, a directory is required when the feature is on).
+// OffloadConfig: the idle-offload settings and the rules that make a combination valid: the
+// durations are integers 0..604800 (one week), the expiry must exceed the idle time, and a
+// snapshot directory is required when offload is on.
 //
-// The rules live in core rather than in the server so that every front end (flags, a
-// config file, tests building an Offloader directly) rejects the same combinations with the
-// same words. Messages name the command-line flag because that is where a person fixes it.
+// The rules live here, once, so that every front end (the server's flags, a test building an
+// Offloader directly) accepts the same combinations; the Offloader checks its durations with
+// validate_offload_times(). Messages say what is wrong in core's words ("the idle time must
+// be 0..604800 seconds, got 604801"); a front end that wants to name its own inputs (the
+// server names its flags) reads the typed problem from find_offload_config_problem().
+//
+// Thread rule: none (pure functions, no shared state).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/base/status.h"
@@ -17,6 +22,11 @@ namespace siesta {
 // The largest value any of the offload durations may take: one week, in seconds.
 inline constexpr int64_t kMaxOffloadSeconds = 604800;
 
+// The one rule for whether idle offload is on: an idle time of 0 switches it off. The
+// Offloader's "disabled" state, OffloadConfig::enabled() and the server's start-up line all
+// come from here.
+constexpr bool offload_enabled(int64_t idle_seconds) { return idle_seconds != 0; }
+
 struct OffloadConfig {
   // Seconds without a command before the session is offloaded; 0 switches offload off.
   int64_t idle_seconds = 0;
@@ -25,19 +35,41 @@ struct OffloadConfig {
   // Where snapshots are written; required when enabled().
   std::string disk_dir;
 
-  bool enabled() const { return idle_seconds != 0; }
+  bool enabled() const { return offload_enabled(idle_seconds); }
 };
 
-// OK when `config` is a combination the server may run with. Otherwise InvalidArgument whose
-// message names the flag and the rule it breaks, e.g.
-//   "--cache-expire-seconds (30) must be greater than --cache-idle-seconds (60)".
-// Rules, checked in this order:
-//   1. idle_seconds and expire_seconds each lie in 0..kMaxOffloadSeconds (always checked,
-//      so a typo is caught even while the feature is off);
-//   2. when enabled(): expire_seconds > idle_seconds;
-//   3. when enabled(): disk_dir is not empty.
+// Which rule a configuration breaks, in the order they are checked:
+//   kIdleOutOfRange, kExpireOutOfRange: not in 0..kMaxOffloadSeconds (always checked, so a
+//     typo is caught even while offload is off);
+//   kExpireNotAfterIdle: enabled and expire_seconds <= idle_seconds;
+//   kDirectoryMissing: enabled and disk_dir empty.
+enum class OffloadConfigRule : uint8_t {
+  kIdleOutOfRange,
+  kExpireOutOfRange,
+  kExpireNotAfterIdle,
+  kDirectoryMissing,
+};
+
+struct OffloadConfigProblem {
+  OffloadConfigRule rule;
+  int64_t idle_seconds;
+  int64_t expire_seconds;
+};
+
+// The first rule `config` breaks; nullopt when it is a combination offload may run with.
 // Whether disk_dir exists or is safe to use is the caller's business (it touches the file
-// system); this function is pure. Thread rule: none (no shared state).
+// system).
+std::optional<OffloadConfigProblem> find_offload_config_problem(const OffloadConfig& config);
+
+// OK, or InvalidArgument in core's words for the first rule broken, e.g.
+//   "the expiry (30 s) must be greater than the idle time (60 s)".
 Status validate_offload_config(const OffloadConfig& config);
+
+// The duration rules alone (the first three), for a caller without a directory (the
+// Offloader, which is given a store instead). Same words as validate_offload_config().
+Status validate_offload_times(int64_t idle_seconds, int64_t expire_seconds);
+
+// The message validate_offload_config() gives for `problem`.
+std::string offload_config_problem_text(const OffloadConfigProblem& problem);
 
 }  // namespace siesta

@@ -1,5 +1,6 @@
-// The states of an idle-offload session, named as /v1/status and /metrics show them.
-// Transitions are the Offloader's (DESIGN.md, "Offloader state machine").
+// The states of an idle-offload session, named as /v1/status and /metrics show them. Each is
+// one or more phases of the Offloader's state machine (core/offload/internal/offload_machine.h,
+// whose table docs/ARCHITECTURE.md draws).
 #pragma once
 
 #include <string_view>
@@ -7,12 +8,12 @@
 namespace siesta {
 
 enum class OffloadState {
-  kDisabled,   // the feature is off (--cache-idle-seconds 0)
+  kDisabled,   // the feature is off (an idle time of 0: offload_enabled())
   kResident,   // the session's memory is on the device
-  kSaving,     // idle: the snapshot is being written; memory still resident
+  kSaving,     // idle: the snapshot is being written, then the memory released
   kDisk,       // the snapshot is durable and the memory released
   kRestoring,  // a command arrived: memory is being committed and read back
-  kExpired,    // the snapshot passed --cache-expire-seconds and was deleted
+  kExpired,    // the snapshot passed its expiry and was deleted
 };
 
 constexpr std::string_view offload_state_name(OffloadState state) {

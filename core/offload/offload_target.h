@@ -1,6 +1,5 @@
-// OffloadTarget: everything the offload logic sees of a session (DESIGN.md, "What the
-// Offloader sees of a session"). engine::Session implements it; core never learns what a
-// model is.
+// OffloadTarget: everything the offload logic sees of a session. engine::Session implements it;
+// core never learns what a model is.
 //
 // A session's memory is a fixed set of reservations that never move for the session's life:
 // device ranges (MemoryBackend reservations) and host ranges (HostVmm). The Offloader

@@ -4,14 +4,17 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "core/offload/internal/offloader_impl.h"
-#include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_writer.h"
 
 namespace siesta {
+
+using offload::Event;
+using offload::Phase;
 
 std::string_view fallback_reason_name(FallbackReason reason) {
   switch (reason) {
@@ -36,32 +39,27 @@ Clock::Duration seconds(int64_t s) { return std::chrono::seconds(s); }
 
 }  // namespace
 
+// ---- Creation and destruction ----
+
 Result<std::unique_ptr<Offloader>> Offloader::create(Deps deps, OffloaderOptions options) {
-  if (options.idle_seconds < 0 || options.expire_seconds < 0) {
-    return InvalidArgument("offload durations must not be negative");
-  }
-  const bool enabled = options.idle_seconds != 0;
-  if (enabled && options.expire_seconds <= options.idle_seconds) {
-    return InvalidArgument("the expiry (" + std::to_string(options.expire_seconds) +
-                           " s) must be greater than the idle time (" +
-                           std::to_string(options.idle_seconds) + " s)");
-  }
-  if (enabled && (deps.store == nullptr || deps.key == nullptr)) {
-    return InvalidArgument("offload needs a snapshot store and a process key");
+  SIESTA_RETURN_IF_ERROR(validate_offload_times(options.idle_seconds, options.expire_seconds));
+  const bool enabled = offload_enabled(options.idle_seconds);
+  if (enabled && (deps.store == nullptr || deps.key == nullptr || deps.executor == nullptr)) {
+    return InvalidArgument("offload needs a snapshot store, a process key and an executor");
   }
   std::unique_ptr<Offloader> offloader(new Offloader(deps, std::move(options)));
   Impl& impl = *offloader->impl_;
   if (enabled) {
     SIESTA_ASSIGN_OR_RETURN(impl.path, deps.store->snapshot_path(impl.options.session));
   }
-  impl.state = enabled ? OffloadState::kResident : OffloadState::kDisabled;
+  impl.device_released.assign(deps.target.device_memory().size(), false);
+  MutexLock lock(impl.mu);
   impl.last_activity = deps.clock.now();
   impl.last_activity_unix = deps.clock.unix_seconds();
   impl.st.idle_seconds = impl.options.idle_seconds;
   impl.st.expire_seconds = impl.options.expire_seconds;
   impl.st.tokens = deps.target.history_tokens();
-  impl.device_released.assign(deps.target.device_memory().size(), false);
-  if (enabled) impl.arm_timer_at(impl.last_activity + seconds(impl.options.idle_seconds));
+  if (enabled) impl.arm_timer_at(impl.save_due());
   return offloader;
 }
 
@@ -69,63 +67,155 @@ Offloader::Offloader(Deps deps, OffloaderOptions options)
     : impl_(std::make_shared<Impl>(deps, std::move(options))) {}
 
 Offloader::~Offloader() {
-  std::unique_lock lock(impl_->mu);
-  impl_->shutting_down = true;
-  impl_->cancel_save = true;
-  impl_->cv.wait(lock, [&] { return !impl_->save_running && impl_->removals_running == 0; });
+  Impl& impl = *impl_;
+  {
+    MutexLock lock(impl.mu);
+    if (offload::holds_command(impl.phase())) {
+      // A Lease outlives its Offloader: a bug of the caller, like an illegal event.
+      const char* line = "internal error: the Offloader is destroyed while a Lease is held";
+#ifndef NDEBUG
+      std::fprintf(stderr, "siesta: %s\n", line);
+      std::abort();
+#else
+      impl.log(line);
+#endif
+    }
+    impl.closing = true;
+    impl.cancel_save = true;
+    lock.wait(impl.cv, [&]() SIESTA_REQUIRES(impl.mu) { return impl.tasks_running == 0; });
+  }
+  impl.flush_log();
+}
+
+// ---- The phase, the log and the deadlines ----
+
+void Offloader::Impl::apply(Event event) {
+  std::string rejected;
+  if (!machine.apply(event, &rejected)) log(std::move(rejected));
+  cancel_save = offload::cancels_save(machine.phase()) || closing;
+  cv.notify_all();
+}
+
+void Offloader::Impl::log_change(const std::string& what, const Status& status, std::string line) {
+  std::string key = what + ":" + std::string(status_code_name(status.code()));
+  if (key == last_logged) return;
+  last_logged = std::move(key);
+  log(std::move(line));
+}
+
+void Offloader::Impl::flush_log() {
+  std::lock_guard writer(log_writer);
+  std::vector<std::string> lines;
+  {
+    MutexLock lock(mu);
+    lines.swap(outbox);
+  }
+  for (const std::string& line : lines) {
+    if (options.log) {
+      options.log(line);
+    } else {
+      std::fprintf(stderr, "siesta: %s\n", line.c_str());
+    }
+  }
+}
+
+void Offloader::Impl::arm_timer_at(Clock::Duration when) {
+  if (closing) return;
+  std::weak_ptr<Impl> weak = weak_from_this();
+  deps.executor->post_at(when, [weak] {
+    if (std::shared_ptr<Impl> self = weak.lock()) self->on_timer();
+  });
+}
+
+Clock::Duration Offloader::Impl::save_due() const {
+  if (offload_requested) return retry_at;
+  return std::max(last_activity + seconds(options.idle_seconds), retry_at);
+}
+
+Clock::Duration Offloader::Impl::expiry_due() const {
+  return last_activity + seconds(options.expire_seconds);
+}
+
+bool Offloader::Impl::begin_task() {
+  MutexLock lock(mu);
+  if (closing) return false;
+  ++tasks_running;
+  return true;
+}
+
+void Offloader::Impl::end_task() {
+  flush_log();
+  MutexLock lock(mu);
+  --tasks_running;
+  cv.notify_all();
 }
 
 // ---- Idle and expiry deadlines (executor thread) ----
 
 void Offloader::Impl::on_timer() {
-  std::unique_lock lock(mu);
-  if (shutting_down || command_running || save_running) return;  // release() re-arms
+  if (!begin_task()) return;
+  int64_t expiry_unix = 0;
+  TimerAction action = TimerAction::kNone;
+  {
+    MutexLock lock(mu);
+    action = decide_timer(&expiry_unix);
+  }
+  switch (action) {
+    case TimerAction::kSave: run_save(expiry_unix); break;
+    case TimerAction::kDeleteExpired: delete_expired(); break;
+    case TimerAction::kNone: break;
+  }
+  end_task();
+}
+
+Offloader::Impl::TimerAction Offloader::Impl::decide_timer(int64_t* expiry_unix) {
   const Clock::Duration now = deps.clock.now();
-  if (state == OffloadState::kResident) {
-    const Clock::Duration due = std::max(last_activity + seconds(options.idle_seconds), retry_at);
-    if (!force_save && now < due) return;  // a later timer for `due` is already armed
-    force_save = false;
-    state = OffloadState::kSaving;
-    save_running = true;
-    save_reading = true;
-    cancel_save = false;
-    lock.unlock();
-    run_save();
-    return;
-  }
-  if (state == OffloadState::kDisk || (state == OffloadState::kExpired && delete_pending)) {
-    const Clock::Duration due = last_activity + seconds(options.expire_seconds);
-    if (now < due) return;
-    if (state == OffloadState::kDisk) expire_locked();
-    lock.unlock();
-    delete_snapshot("expired");
+  switch (phase()) {
+    case Phase::kResident:
+      if (now < save_due()) return TimerAction::kNone;  // a timer for that moment is armed
+      apply(Event::kSaveDue);
+      *expiry_unix = last_activity_unix + options.expire_seconds;
+      return TimerAction::kSave;
+    case Phase::kDisk:
+      if (now < expiry_due()) return TimerAction::kNone;
+      apply(Event::kExpiryDue);
+      ++st.counters.expirations;
+      log("offload: snapshot expired " + std::to_string(options.expire_seconds) +
+          " s after the last command; deleting it; state expired");
+      return TimerAction::kDeleteExpired;
+    case Phase::kExpiring:
+      if (now < expiry_due()) return TimerAction::kNone;
+      apply(Event::kExpiryDue);  // the deletion, once more
+      return TimerAction::kDeleteExpired;
+    default:
+      // A command, a save or a restore runs (its end arms what is due next), or nothing is
+      // due in this phase.
+      return TimerAction::kNone;
   }
 }
 
-void Offloader::Impl::expire_locked() {
-  log("offload: snapshot expired " + std::to_string(options.expire_seconds) +
-      " s after the last command; deleting it; state expired");
-  state = OffloadState::kExpired;
-  ++st.counters.expirations;
-  delete_pending = true;
-}
-
-// Deletes the snapshot file outside the lock (a slow disk must not block status()). A failed
-// delete of an expired snapshot is retried by a timer; other callers only log.
-void Offloader::Impl::delete_snapshot(const char* why) {
+Status Offloader::Impl::remove_snapshot(const char* why) {
   Status removed = deps.store->remove(options.session);
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   if (removed.ok()) {
-    if (state == OffloadState::kExpired) delete_pending = false;
     st.disk_bytes = 0;
-    return;
+    return removed;
   }
   ++st.counters.delete_failures;
   st.last_error = removed.to_string();
-  log_change_locked(
-      "delete", removed,
-      std::string("could not delete the ") + why + " snapshot: " + removed.to_string());
-  if (state == OffloadState::kExpired && !shutting_down) {
+  log_change("delete", removed,
+             std::string("could not delete the ") + why + " snapshot: " + removed.to_string());
+  return removed;
+}
+
+// A failed deletion of an expired snapshot is tried again by a timer.
+void Offloader::Impl::delete_expired() {
+  Status removed = remove_snapshot("expired");
+  MutexLock lock(mu);
+  if (phase() != Phase::kExpiring) return;  // a command came meanwhile; it deletes the file
+  if (removed.ok()) {
+    apply(Event::kSnapshotDeleted);
+  } else {
     arm_timer_at(deps.clock.now() + options.backoff_initial);
   }
 }
@@ -133,39 +223,36 @@ void Offloader::Impl::delete_snapshot(const char* why) {
 void Offloader::Impl::retire_snapshot(const char* why) {
   Result<std::string> retired = deps.store->retire(options.session);
   if (!retired.ok()) {
-    delete_snapshot(why);  // NotFound included: it also clears temporaries and disk_bytes
+    (void)remove_snapshot(why);  // NotFound included: it also clears temporaries and disk_bytes
     return;
   }
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     st.disk_bytes = 0;
   }
   std::weak_ptr<Impl> weak = weak_from_this();
-  deps.executor.post([weak, name = *retired] {
+  deps.executor->post([weak, name = *retired] {
     if (std::shared_ptr<Impl> self = weak.lock()) self->remove_retired(name);
   });
 }
 
 void Offloader::Impl::remove_retired(const std::string& retired) {
-  {
-    std::lock_guard lock(mu);
-    if (shutting_down) return;
-    ++removals_running;
-  }
+  // A removal not started before closing never starts: the store's shutdown clean-up takes
+  // the file.
+  if (!begin_task()) return;
   Status removed = deps.store->remove_retired(retired);
-  std::lock_guard lock(mu);
-  --removals_running;
-  cv.notify_all();
   if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
+    MutexLock lock(mu);
     ++st.counters.delete_failures;
     st.last_error = removed.to_string();
-    log_change_locked("delete", removed, "could not delete a restored snapshot: " + st.last_error);
+    log_change("delete", removed, "could not delete a restored snapshot: " + st.last_error);
   }
+  end_task();
 }
 
-// ---- Save (executor thread; state kSaving, save_running) ----
+// ---- Save (executor thread; entered in kSaveReading) ----
 
-void Offloader::Impl::run_save() {
+void Offloader::Impl::run_save(int64_t expiry_unix) {
   const Clock::Duration start = deps.clock.now();
   // Kernels and copies still queued would change the bytes under the writer.
   const Status synced = deps.backend.synchronize();
@@ -176,175 +263,235 @@ void Offloader::Impl::run_save() {
     write.mode = options.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
                                  : snapshot::SnapshotMode::kSessionDigest;
     write.fingerprint = deps.target.fingerprint();
-    write.expiry_unix = last_activity_unix + options.expire_seconds;
-    write.generation = ++generation;
+    write.expiry_unix = expiry_unix;
     write.chunk_bytes = options.chunk_bytes;
+    write.generation = ++generation;
     write.cancel = &cancel_save;
     write.record_buffers = &record_buffers;
     write.on_memory_read = [this] {
-      std::lock_guard lock(mu);
-      save_reading = false;
-      cv.notify_all();
+      MutexLock lock(mu);
+      apply(Event::kMemoryRead);
     };
     SnapshotWriter writer(deps.fs, deps.clock, *deps.key, &deps.backend);
     written = writer.write(write, deps.target.snapshot_regions());
   }
+  const Clock::Duration written_at = deps.clock.now();
 
-  std::unique_lock lock(mu);
-  const Clock::Duration now = deps.clock.now();
-  bool remove_file = false;
-  if (written.ok() && !cancel_save) {
-    release_memory_locked(*written);
-  } else if (cancel_save || written.status().code() == StatusCode::kCancelled) {
-    state = OffloadState::kResident;
+  MutexLock lock(mu);
+  // The writer has returned: it reads nothing more (also when it failed before its first
+  // chunk, without saying so).
+  if (phase() == Phase::kSaveReading || phase() == Phase::kSaveCancelling) {
+    apply(Event::kMemoryRead);
+  }
+  const bool cancelled = phase() != Phase::kSaveFinishing || closing ||
+                         written.status().code() == StatusCode::kCancelled;
+  if (cancelled) {
     ++st.counters.cancelled_saves;
-    remove_file = written.ok();  // complete but stale: the command changes the session
+    if (written.ok()) {
+      // Complete but stale: the command changes the session. Removed before the save ends:
+      // from then on the Offloader (its store with it) may be destroyed.
+      lock.unlock();
+      (void)remove_snapshot("cancelled");
+      lock.lock();
+    }
     // A command let in during the save's last steps may have ended already; the timer its
-    // release() armed runs after this task (the executor runs one task at a time), so the
-    // next save needs nothing from here.
-  } else {
-    state = OffloadState::kResident;
+    // lease armed runs after this task (the executor runs one task at a time).
+    apply(Event::kSaveCancelled);
+    return;
+  }
+  if (!written.ok()) {
     ++st.counters.write_failures;
     st.last_error = written.status().to_string();
     const Clock::Duration backoff = std::min(
         options.backoff_max, options.backoff_initial * (1u << std::min(failures_in_a_row, 20u)));
     ++failures_in_a_row;
-    retry_at = now + backoff;
-    log_change_locked("write", written.status(),
-                      "snapshot write failed (memory kept, retrying): " + st.last_error);
-    if (!shutting_down) arm_timer_at(retry_at);
+    retry_at = written_at + backoff;
+    log_change("write", written.status(),
+               "snapshot write failed (memory kept, retrying): " + st.last_error);
+    apply(Event::kSaveFailed);
+    arm_timer_at(retry_at);
+    return;
   }
-  if (state == OffloadState::kDisk) {
-    st.last_save_ms = st.operation_ms = milliseconds(now - start);
-    st.counters.save_seconds.observe(st.last_save_ms / 1000.0);
-    log("offload: saved " + std::to_string(st.disk_bytes) + " bytes in " +
-        std::to_string(static_cast<int64_t>(st.last_save_ms)) + " ms; released " +
-        std::to_string(st.released_vram_bytes) + " device bytes, " +
-        std::to_string(st.released_host_bytes) + " host bytes; state disk");
-    if (!shutting_down) arm_timer_at(last_activity + seconds(options.expire_seconds));
+
+  // Durable: give the memory back, without the mutex. A command that arrives now waits for
+  // the release to end (the phase says so) and then restores.
+  apply(Event::kFileDurable);
+  lock.unlock();
+  const ReleaseOutcome released = release_memory();
+  lock.lock();
+  st.released_vram_bytes = released.device_bytes;
+  st.released_host_bytes = released.host_bytes;
+  if (!released.failed.ok()) {
+    ++st.counters.write_failures;
+    st.last_error = released.failed.to_string();
+    log_change("release", released.failed,
+               "releasing the session's memory failed: " + st.last_error);
   }
-  if (remove_file) {
-    // Before save_running clears: from then on the command runs and the Offloader (its store
-    // with it) may be destroyed, so nothing of this save may still be to come. An unlink
-    // adds little to the command's wait.
-    lock.unlock();
-    delete_snapshot("cancelled");
-    lock.lock();
+  if (!released.failed.ok() && released.released == 0) {
+    // Nothing was released: the session simply stays resident and tries again later.
+    apply(Event::kReleaseFailed);
+    retry_at = deps.clock.now() + options.backoff_initial;
+    arm_timer_at(retry_at);
+    return;
   }
-  save_reading = false;
-  save_running = false;
-  cv.notify_all();
+  // What was released stays released (the snapshot holds it) and a restore commits exactly
+  // that.
+  apply(Event::kReleased);
+  failures_in_a_row = 0;
+  offload_requested = false;
+  ++st.counters.saves;
+  st.disk_bytes = written->file_bytes;
+  st.last_save_ms = st.operation_ms = milliseconds(written_at - start);
+  st.counters.save_seconds.observe(st.last_save_ms / 1000.0);
+  log("offload: saved " + std::to_string(st.disk_bytes) + " bytes in " +
+      std::to_string(static_cast<int64_t>(st.last_save_ms)) + " ms; released " +
+      std::to_string(st.released_vram_bytes) + " device bytes, " +
+      std::to_string(st.released_host_bytes) + " host bytes; state disk");
+  arm_timer_at(expiry_due());
 }
 
-// The file is durable: give the memory back. Stops at the first failure; what was released
-// stays released (the snapshot holds it) and a restore commits exactly that.
-void Offloader::Impl::release_memory_locked(const SnapshotWriteResult& written) {
+// Stops at the first failure. Released bytes are the backend's and HostVmm's committed bytes
+// before minus after.
+Offloader::Impl::ReleaseOutcome Offloader::Impl::release_memory() {
+  ReleaseOutcome out;
   const MemoryStats device_before = deps.backend.stats();
   const HostVmmStats host_before = deps.host.stats();
   const std::vector<DeviceRange> device = deps.target.device_memory();
-  Status failed;
-  size_t released = 0;
-  for (size_t i = 0; i < device.size() && failed.ok(); ++i) {
+  for (size_t i = 0; i < device.size() && out.failed.ok(); ++i) {
     if (device_released[i]) continue;
-    failed = deps.backend.decommit(device[i]);
-    if (failed.ok()) {
+    out.failed = deps.backend.decommit(device[i]);
+    if (out.failed.ok()) {
       device_released[i] = true;
-      ++released;
+      ++out.released;
     }
   }
-  if (failed.ok()) {
+  if (out.failed.ok()) {
     for (HostRange* range : deps.target.host_memory()) {
       if (!range->committed()) continue;
-      failed = range->release();
-      if (!failed.ok()) break;
-      ++released;
+      out.failed = range->release();
+      if (!out.failed.ok()) break;
+      ++out.released;
     }
   }
-  const MemoryStats device_after = deps.backend.stats();
-  const HostVmmStats host_after = deps.host.stats();
-  st.released_vram_bytes = device_before.committed_bytes - device_after.committed_bytes;
-  st.released_host_bytes = host_before.committed_bytes - host_after.committed_bytes;
-  if (!failed.ok()) {
-    ++st.counters.write_failures;
-    st.last_error = failed.to_string();
-    log_change_locked("release", failed, "releasing the session's memory failed: " + st.last_error);
-  }
-  if (!failed.ok() && released == 0) {
-    // Nothing was released: the session simply stays resident and tries again later.
-    state = OffloadState::kResident;
-    retry_at = deps.clock.now() + options.backoff_initial;
-    if (!shutting_down) arm_timer_at(retry_at);
-    return;
-  }
-  state = OffloadState::kDisk;
-  failures_in_a_row = 0;
-  ++st.counters.saves;
-  st.disk_bytes = written.file_bytes;
+  out.device_bytes = device_before.committed_bytes - deps.backend.stats().committed_bytes;
+  out.host_bytes = host_before.committed_bytes - deps.host.stats().committed_bytes;
+  return out;
 }
 
 // ---- Commands (engine thread) ----
 
-Result<Admission> Offloader::acquire() {
-  Impl& impl = *impl_;
-  const Clock::Duration start = impl.deps.clock.now();
-  std::unique_lock lock(impl.mu);
-  if (impl.command_running) return FailedPrecondition("a command is already running");
-  impl.command_running = true;
+Result<Offloader::Lease> Offloader::acquire() {
+  Result<Admission> admitted = impl_->admit();
+  impl_->flush_log();
+  if (!admitted.ok()) return admitted.status();
+  return Lease(impl_.get(), *admitted);
+}
+
+Result<Admission> Offloader::Impl::admit() {
+  const Clock::Duration start = deps.clock.now();
   Admission admission;
-  if (impl.save_running) {
-    // The save stops at its next chunk, or, when it has read its last one, abandons the file
-    // instead of making it durable; either way it releases nothing. The command waits only
-    // while the save still reads the memory, never for the disk.
-    impl.cancel_save = true;
-    admission.cancelled_save = true;
-    impl.st.command_waiting = true;
-    impl.cv.wait(lock, [&] { return !impl.save_reading; });
-    impl.st.command_waiting = false;
-    if (impl.save_running) impl.state = OffloadState::kResident;  // its tail ends on its own
-  }
-  if (!impl.save_running) impl.cancel_save = false;  // the next save clears it anyway
-  if (impl.state == OffloadState::kDisk || impl.state == OffloadState::kExpired) {
-    Result<Admission> restored = impl.restore(lock, admission);
-    if (!restored.ok()) {
-      impl.command_running = false;
-      return restored.status();
+  std::optional<bool> restore_fresh;  // set when the memory must be mapped back
+  {
+    MutexLock lock(mu);
+    if (phase() == Phase::kSaveReleasing) {
+      // Never half-released memory: the release ends on its own, then the command restores.
+      st.command_waiting = true;
+      lock.wait(cv, [&]() SIESTA_REQUIRES(mu) { return phase() != Phase::kSaveReleasing; });
+      st.command_waiting = false;
     }
-    admission = *restored;
+    if (offload::holds_command(phase())) {
+      return FailedPrecondition("a command is already running");
+    }
+    if (phase() == Phase::kLost) {
+      return DeviceError("the session's memory was lost earlier: " + lost_reason);
+    }
+    offload_requested = false;  // the command is newer than any offload request
+    switch (phase()) {
+      case Phase::kSaveReading:
+        // The save stops at its next chunk and releases nothing; the command waits only
+        // until the writer stops reading the memory, never for the disk.
+        admission.cancelled_save = true;
+        apply(Event::kCommandArrives);
+        st.command_waiting = true;
+        lock.wait(cv, [&]() SIESTA_REQUIRES(mu) { return phase() != Phase::kSaveCancelling; });
+        st.command_waiting = false;
+        break;
+      case Phase::kSaveFinishing:
+      case Phase::kSaveTail:
+        // Every byte is read: the save abandons or removes its file on its own.
+        admission.cancelled_save = true;
+        apply(Event::kCommandArrives);
+        break;
+      case Phase::kDisk:
+      case Phase::kExpiring:
+      case Phase::kExpired:
+        restore_fresh = phase() != Phase::kDisk;
+        apply(Event::kCommandArrives);
+        break;
+      default: apply(Event::kCommandArrives); break;
+    }
   }
-  admission.wait_ms = milliseconds(impl.deps.clock.now() - start);
+  if (restore_fresh) {
+    SIESTA_ASSIGN_OR_RETURN(admission, restore(*restore_fresh, admission));
+  }
+  admission.wait_ms = milliseconds(deps.clock.now() - start);
   return admission;
 }
 
-void Offloader::release() {
-  Impl& impl = *impl_;
-  std::lock_guard lock(impl.mu);
-  impl.command_running = false;
-  impl.last_activity = impl.deps.clock.now();
-  impl.last_activity_unix = impl.deps.clock.unix_seconds();
-  impl.retry_at = Clock::Duration{0};
-  impl.failures_in_a_row = 0;
-  impl.st.tokens = impl.deps.target.history_tokens();
-  if (impl.enabled() && !impl.shutting_down) {
-    impl.arm_timer_at(impl.last_activity + seconds(impl.options.idle_seconds));
+void Offloader::Impl::end_command() {
+  // Read outside the mutex: the session is still this command's.
+  const uint64_t tokens = deps.target.history_tokens();
+  const Clock::Duration now = deps.clock.now();
+  const int64_t now_unix = deps.clock.unix_seconds();
+  {
+    MutexLock lock(mu);
+    apply(Event::kCommandEnds);
+    last_activity = now;
+    last_activity_unix = now_unix;
+    retry_at = Clock::Duration{0};
+    failures_in_a_row = 0;
+    st.tokens = tokens;
+    if (enabled()) arm_timer_at(save_due());
   }
+  flush_log();
+}
+
+Offloader::Lease::Lease(Lease&& other) noexcept
+    : impl_(std::exchange(other.impl_, nullptr)), admission_(other.admission_) {}
+
+Offloader::Lease& Offloader::Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    release();
+    impl_ = std::exchange(other.impl_, nullptr);
+    admission_ = other.admission_;
+  }
+  return *this;
+}
+
+void Offloader::Lease::release() {
+  if (Impl* impl = std::exchange(impl_, nullptr)) impl->end_command();
 }
 
 Status Offloader::offload_now() {
   Impl& impl = *impl_;
-  std::lock_guard lock(impl.mu);
+  MutexLock lock(impl.mu);
   if (!impl.enabled()) return FailedPrecondition("idle offload is disabled");
-  if (impl.command_running) return FailedPrecondition("a command is running");
-  if (impl.state != OffloadState::kResident) return Status::Ok();  // saving, disk or expired
-  impl.force_save = true;
-  impl.arm_timer_at(Clock::Duration::min());
+  if (offload::holds_command(impl.phase())) return FailedPrecondition("a command is running");
+  if (impl.phase() == Phase::kLost) {
+    return FailedPrecondition("the session's memory was lost: " + impl.lost_reason);
+  }
+  // Saving, disk or expired: nothing to do.
+  if (impl.phase() != Phase::kResident && impl.phase() != Phase::kSaveTail) return Status::Ok();
+  impl.offload_requested = true;
+  impl.arm_timer_at(impl.save_due());
   return Status::Ok();
 }
 
 OffloadStatus Offloader::status() const {
   const Impl& impl = *impl_;
-  std::lock_guard lock(impl.mu);
+  MutexLock lock(impl.mu);
   OffloadStatus out = impl.st;
-  out.state = impl.state;
+  out.state = offload::state_of(impl.phase());
   out.seconds_since_activity =
       std::chrono::duration<double>(impl.deps.clock.now() - impl.last_activity).count();
   return out;

@@ -1,6 +1,6 @@
-// Offloader: the idle-offload state machine of one session (DESIGN.md, "Offloader state
-// machine"; docs/IDLE_SESSION.md for users). The engine owns one per session and brackets
-// every command that needs the session's memory with acquire() and release().
+// Offloader: the idle-offload state machine of one session (docs/IDLE_SESSION.md for users,
+// docs/ARCHITECTURE.md for the state table). The engine owns one per session; every command
+// that needs the session's memory holds a Lease from acquire() while it runs.
 //
 //   resident --idle timer--> saving --written+synced--> (release memory) --> disk
 //   saving --command arrives--> resident        (save cancelled; memory was never released)
@@ -8,44 +8,45 @@
 //   disk --command--> restoring --ok--> resident
 //   restoring --missing/corrupt/truncated/foreign/expired--> resident, history discarded
 //   restoring --out of memory--> disk           (the command fails, retryable; snapshot kept)
-//   restoring --any other commit/map failure--> fatal (FatalHandler; exit status below)
-//   disk --expiry--> expired (file deleted)  --command--> resident, fresh session
+//   restoring --any other commit/map failure--> disk, lost (on_fatal; every command fails)
+//   disk --expiry--> expired (file deleted)  --command--> restoring --> resident, fresh
+//   restoring (after expiry) --out of memory--> expired
+//
+// The phases behind these states and the one table of their transitions are in
+// core/offload/internal/offload_machine.h.
 //
 // How it stays correct:
-//   - One mutex guards the state, the "command running" flag and the counters. The idle
-//     decision is taken under it, so a command and the timer never both win: a command that
-//     arrives while a save runs raises the save's cancel flag and waits only while the save
-//     still reads the session's memory (the writer checks the flag before every chunk, so the
-//     wait is bounded by one chunk); a save that has read everything ends on its own while
-//     the command runs -- it abandons its file before fdatasync, or deletes it once made --
-//     so the command never waits for the disk, and the Offloader's destructor waits for that
-//     tail;
-//     a save that completed before the command arrived has already released the memory
-//     under the same mutex, and the command restores.
+//   - One mutex guards the phase, the deadlines and the counters, and is held only to read
+//     or change them: slow work (synchronize, the file's writing and removal, decommit, the
+//     log callback, on_fatal) runs without it, so status() never waits for any of it. Log
+//     lines are queued under the mutex and written after it is released, in order.
+//   - The idle decision is taken under the mutex, so a command and the timer never both win.
+//     A command that arrives while a save reads the memory cancels it and waits only until
+//     the writer stops reading (it checks before every chunk); once every byte is read, the
+//     command runs at once and the save ends on its own (it abandons its file before
+//     fdatasync, or deletes it once made); a command that arrives while the memory is being
+//     released waits for the release to end, then restores. The Offloader's destructor waits
+//     for every such tail.
 //   - Before a save reads a byte, MemoryBackend::synchronize() waits for pending device work
 //     (kernels included). The memory is released only after the file is durable (synced,
 //     renamed, directory synced).
 //   - The idle and expiry deadlines count from the end of the last command, however it ended.
-//   - status() only copies fields under the mutex: it never waits for a save, a restore or a
-//     command, and never wakes the session.
+//   - status() never wakes the session.
 //   - Released bytes are what the backend and HostVmm report as given back (their stats
 //     before and after), not what the code meant to release.
 //
-// Thread rule: acquire() and release() on the thread that runs the session's commands (one
-// command at a time); status() and offload_now() from any thread; timers and saves run on the
-// Executor.
+// Thread rule: acquire() and the Lease it returns on the thread that runs the session's
+// commands (one command at a time: the Lease reads the session when it is given back);
+// status() and offload_now() from any thread; timers and saves run on the Executor.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <iterator>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/base/clock.h"
 #include "core/base/executor.h"
@@ -53,17 +54,13 @@
 #include "core/base/status.h"
 #include "core/memory/host_vmm.h"
 #include "core/memory/memory_backend.h"
+#include "core/offload/offload_config.h"
 #include "core/offload/offload_state.h"
 #include "core/offload/offload_target.h"
 #include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_store.h"
 
 namespace siesta {
-
-// The exit status of a process whose session memory could not be mapped back (a commit or map
-// failure other than out-of-memory during a restore): the session's addresses may be gone, so
-// no later command could run safely. docs/IDLE_SESSION.md documents it.
-inline constexpr int kExitSessionMemoryLost = 70;
 
 // Why a restore gave up the history (the reader's typed outcome), as counters and
 // /v1/status name them.
@@ -80,7 +77,9 @@ inline constexpr size_t kFallbackReasonCount = 7;
 std::string_view fallback_reason_name(FallbackReason reason);
 
 struct OffloaderOptions {
-  int64_t idle_seconds = 0;  // 0: disabled
+  // Seconds without a command before the save; offload_enabled() (offload_config.h) says
+  // whether it is on (0: disabled). Both lie in 0..kMaxOffloadSeconds.
+  int64_t idle_seconds = 0;
   int64_t expire_seconds = 3600;
   bool encrypt = true;        // AES-256-GCM seals; false: digests (--cache-encrypt off)
   std::string session = "0";  // the store's session name: siesta-<nonce>-<session>.snap
@@ -88,11 +87,15 @@ struct OffloaderOptions {
   // Write failures are retried after backoff_initial, doubling up to backoff_max.
   Clock::Duration backoff_initial = std::chrono::seconds(1);
   Clock::Duration backoff_max = std::chrono::seconds(60);
-  // Called once with the reason when the session's memory cannot be mapped back. The default
-  // writes one line to stderr and exits with kExitSessionMemoryLost. Tests replace it.
+  // Called once, on the command's thread and without the Offloader's mutex, with the reason
+  // when the session's memory cannot be mapped back (a commit failure other than out of
+  // memory during a restore). The session is lost from then on: that acquire() and every
+  // later one answer DeviceError. Core never ends the process; whoever runs it decides (the
+  // server logs one line and exits 70). May be empty.
   std::function<void(const Status&)> on_fatal;
-  // One line per event worth a log (a save failing for a new reason, a fallback...). Default:
-  // stderr, prefixed "siesta: ".
+  // One line per event worth a log (a save failing for a new reason, a fallback...), called
+  // without the Offloader's mutex, one line at a time, in the order the events happened.
+  // Default: stderr, prefixed "siesta: ".
   std::function<void(const std::string&)> log;
 };
 
@@ -141,12 +144,13 @@ struct OffloadStatus {
   double operation_ms = 0;            // duration of the last save or restore
   double last_save_ms = 0;
   double last_restore_ms = 0;
-  bool command_waiting = false;  // a command is waiting for a save to stop
+  bool command_waiting = false;  // a command is waiting for a save to stop or a release to end
+  bool memory_lost = false;      // the memory could not be mapped back; every command fails
   OffloadCounters counters;
   std::string last_error;  // the last save, delete or restore error; empty when none
 };
 
-// What acquire() did before the command may run.
+// What acquire() did before the command could run.
 struct Admission {
   bool restored = false;                   // history read back from the snapshot
   std::optional<FallbackReason> fallback;  // history discarded (snapshot unusable)
@@ -156,6 +160,8 @@ struct Admission {
 };
 
 class Offloader {
+  struct Impl;  // core/offload/internal/offloader_impl.h
+
  public:
   struct Deps {
     OffloadTarget& target;
@@ -163,47 +169,80 @@ class Offloader {
     HostVmm& host;
     FileSystem& fs;
     const Clock& clock;
-    Executor& executor;
+    Executor* executor = nullptr;     // required when enabled: timers, saves, removals
     SnapshotStore* store = nullptr;   // required when enabled
     const ProcessKey* key = nullptr;  // required when enabled
   };
 
-  // Failure: InvalidArgument for negative durations, expire <= idle when enabled, or a
-  // missing store/key when enabled. The session starts resident (disabled when idle is 0).
-  // Everything in `deps` must outlive the offloader.
+  // The session, held by one command: from acquire() until the Lease is destroyed (or
+  // release() is called), the Offloader neither saves nor releases the session's memory.
+  // Giving it back records the end of the command (the idle and expiry deadlines count from
+  // there) and arms the idle timer. Move-only; a moved-from Lease holds nothing.
+  // REQUIRES: destroyed (or released) before the Offloader that made it.
+  class [[nodiscard]] Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& other) noexcept;
+    Lease& operator=(Lease&& other) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { release(); }
+
+    // What acquire() did before the command could run.
+    const Admission& admission() const { return admission_; }
+    bool held() const { return impl_ != nullptr; }
+    // Gives the session back now; nothing when not held. On the command's thread.
+    void release();
+
+   private:
+    friend class Offloader;
+    Lease(Impl* impl, Admission admission) : impl_(impl), admission_(admission) {}
+
+    Impl* impl_ = nullptr;
+    Admission admission_;
+  };
+
+  // Failure: InvalidArgument for durations outside 0..kMaxOffloadSeconds, expire <= idle when
+  // enabled, or a missing store, key or executor when enabled (validate_offload_times() words
+  // the duration rules). The session starts resident (disabled when offload_enabled() is
+  // false). Everything in `deps` must outlive the offloader.
   static Result<std::unique_ptr<Offloader>> create(Deps deps, OffloaderOptions options);
-  // Waits for a running save (its cancel flag raised) and leaves the memory as it is.
-  // REQUIRES: no command between acquire() and release().
+  // Stops a running save (it releases nothing), waits for it and for the Offloader's other
+  // executor tasks, and leaves the memory as it is.
+  // REQUIRES: no Lease held and no acquire() in progress.
   ~Offloader();
   Offloader(const Offloader&) = delete;
   Offloader& operator=(const Offloader&) = delete;
 
   // Before a command that needs the session: makes its memory resident and valid.
-  // Success: the memory is committed; the history is either intact (resident, restored) or
-  // discarded (fallback, fresh after expiry) as the Admission says; the idle timer is stopped
-  // until release().
-  // Failure: OutOfMemory when the memory cannot be committed now (state stays disk, snapshot
-  // kept; the caller answers "retry later"; nothing to release()); FailedPrecondition when a
-  // command is already between acquire() and release(); DeviceError when the history had to
-  // be discarded and discarding failed (the session is unusable). A commit or map failure
-  // other than OutOfMemory calls on_fatal and, if that returns, answers DeviceError.
-  Result<Admission> acquire();
-
-  // After the command, however it ended: records the end time, arms the idle timer.
-  // REQUIRES: a successful acquire() not yet released.
-  void release();
+  // Success: a Lease; the memory is committed; the history is either intact (resident,
+  // restored) or discarded (fallback, fresh after expiry) as its admission() says; no save
+  // starts until the Lease is given back. A command that arrives while a save reads the
+  // memory waits for the chunks already in flight at most (the writer checks the cancel flag
+  // before each; one per sealing thread, plus one); one that arrives while the memory is being
+  // released waits for the release, then restores.
+  // Failure (nothing to give back): OutOfMemory when the memory cannot be committed now
+  // (state stays disk, snapshot kept; the caller answers "retry later"); FailedPrecondition
+  // when a Lease is already held; DeviceError when the history had to be discarded and
+  // discarding failed (the session is unusable), or when the memory could not be mapped back
+  // (on_fatal is called, once) or was lost before.
+  Result<Lease> acquire();
 
   // Offload now, without waiting for the idle timer (POST /v1/cache/offload): posts a save.
+  // A save that fails is retried with the idle save's backoff until one succeeds or a
+  // command arrives.
   // Success: a save was started, or the memory is already released (disk / expired).
-  // Failure: FailedPrecondition while a command runs or when offload is disabled.
+  // Failure: FailedPrecondition while a command runs, when offload is disabled, or when the
+  // session's memory was lost.
   Status offload_now();
 
+  // A copy of the reported fields, taken under the mutex; never waits for a save, a release,
+  // a restore or a command. Any thread.
   OffloadStatus status() const;
 
  private:
   Offloader(Deps deps, OffloaderOptions options);
 
-  struct Impl;
   // Shared: timer tasks on the Executor hold a weak_ptr to it, so one that fires after the
   // Offloader is gone does nothing.
   std::shared_ptr<Impl> impl_;

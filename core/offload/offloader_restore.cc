@@ -3,14 +3,17 @@
 // the history up for a typed reason.
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/offload/internal/offloader_impl.h"
 #include "core/offload/offloader.h"
 #include "core/snapshot/snapshot_reader.h"
 
 namespace siesta {
+
+using offload::Event;
 
 namespace {
 
@@ -26,22 +29,22 @@ FallbackReason fallback_reason_of(StatusCode code) {
   }
 }
 
-void default_fatal(const Status& status) {
-  std::fprintf(stderr,
-               "siesta: fatal: the session's memory could not be mapped back at its addresses "
-               "(%s); exiting with status %d\n",
-               status.to_string().c_str(), kExitSessionMemoryLost);
-  std::_Exit(kExitSessionMemoryLost);
+// Milliseconds with one decimal, truncated rather than rounded: truncated parts never add up
+// to more than their truncated total, so the restore line's parts never exceed its total.
+std::string ms_text(Clock::Duration d) {
+  const int64_t tenths = std::chrono::duration_cast<std::chrono::microseconds>(d).count() / 100;
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10);
 }
 
 // "commit 1.2 ms, read 240.5 ms at 4.47 GB/s, retire 0.1 ms"
-std::string restore_breakdown(double commit_ms, double read_ms, uint64_t read_bytes,
-                              double retire_ms) {
-  char text[160];
-  const double gb_s = read_ms > 0 ? static_cast<double>(read_bytes) / read_ms / 1e6 : 0;
-  std::snprintf(text, sizeof text, "commit %.1f ms, read %.1f ms at %.2f GB/s, retire %.1f ms",
-                commit_ms, read_ms, gb_s, retire_ms);
-  return text;
+std::string restore_breakdown(Clock::Duration commit, Clock::Duration read, uint64_t read_bytes,
+                              Clock::Duration retire) {
+  const double read_s = std::chrono::duration<double>(read).count();
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.2f",
+                read_s > 0 ? static_cast<double>(read_bytes) / read_s / 1e9 : 0.0);
+  return "commit " + ms_text(commit) + " ms, read " + ms_text(read) + " ms at " + rate +
+         " GB/s, retire " + ms_text(retire) + " ms";
 }
 
 }  // namespace
@@ -80,41 +83,46 @@ Status Offloader::Impl::commit_released_memory() {
   return Status::Ok();
 }
 
-Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
-                                           Admission admission) {
-  const bool expired = state == OffloadState::kExpired;
-  const OffloadState resting = state;
-  state = OffloadState::kRestoring;
-  lock.unlock();
-  const Clock::Duration start = deps.clock.now();
-  // Where the time went, for the log line: commit, read (and verify and copy in), retire.
-  auto ms_since = [&](Clock::Duration from) {
-    return std::chrono::duration<double, std::milli>(deps.clock.now() - from).count();
-  };
-
+Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
+  // One clock read per boundary (start, committed, read, retired): the log line's total is
+  // the last minus the first, its parts the differences between neighbours.
+  const Clock::Duration started = deps.clock.now();
   Status committed = commit_released_memory();
-  const double commit_ms = ms_since(start);
+  const Clock::Duration committed_at = deps.clock.now();
   if (!committed.ok()) {
-    lock.lock();
-    state = resting;
-    st.last_error = committed.to_string();
     if (committed.code() == StatusCode::kOutOfMemory) {
+      MutexLock lock(mu);
+      apply(Event::kRestoreOutOfMemory);
       ++st.counters.out_of_memory_retries;
-      log_change_locked("restore", committed,
-                        "restore postponed, not enough memory (snapshot kept): " + st.last_error);
+      st.last_error = committed.to_string();
+      log_change("restore", committed,
+                 "restore postponed, not enough memory (snapshot kept): " + st.last_error);
+      // Back in kExpiring: the expired file's deletion is tried again.
+      if (fresh) arm_timer_at(committed_at + options.backoff_initial);
       return committed;
     }
-    lock.unlock();
-    (options.on_fatal ? options.on_fatal : default_fatal)(committed);
-    lock.lock();
-    return DeviceError("the session's memory could not be mapped back: " + committed.to_string());
+    // The addresses may be gone: no later command could run safely on this session.
+    const std::string reason = committed.to_string();
+    {
+      MutexLock lock(mu);
+      apply(Event::kMemoryLost);
+      lost_reason = reason;
+      st.memory_lost = true;
+      st.last_error = reason;
+      if (!options.on_fatal) {
+        log("offload: the session's memory could not be mapped back at its addresses (" + reason +
+            "); every later command fails");
+      }
+    }
+    flush_log();
+    if (options.on_fatal) options.on_fatal(committed);
+    return DeviceError("the session's memory could not be mapped back: " + reason);
   }
 
   std::optional<FallbackReason> fallback;
   Status given_up;
-  const Clock::Duration read_start = deps.clock.now();
   uint64_t read_bytes = 0;
-  if (expired) {
+  if (fresh) {
     admission.fresh_after_expiry = true;
     given_up = deps.target.discard_history();
   } else {
@@ -141,45 +149,46 @@ Result<Admission> Offloader::Impl::restore(std::unique_lock<std::mutex>& lock,
       fallback = fallback_reason_of(adopted.code());
       admission.fallback = fallback;
       given_up = deps.target.discard_history();
-      std::lock_guard relock(mu);
+      MutexLock lock(mu);
       st.last_error = adopted.to_string();
-      log_change_locked("fallback", adopted,
-                        "snapshot not usable, history discarded (" +
-                            std::string(fallback_reason_name(*fallback)) + "): " + st.last_error);
+      log_change("fallback", adopted,
+                 "snapshot not usable, history discarded (" +
+                     std::string(fallback_reason_name(*fallback)) + "): " + st.last_error);
     }
   }
-  const double read_ms = ms_since(read_start);
-  const Clock::Duration retire_start = deps.clock.now();
+  const Clock::Duration read_at = deps.clock.now();
   // Whatever happened, the file no longer describes the session: it changes from here on.
-  if (expired) {
-    delete_snapshot("expired");
+  if (fresh) {
+    (void)remove_snapshot("expired");
   } else {
     retire_snapshot("restored");
   }
+  const Clock::Duration retired_at = deps.clock.now();
+  const uint64_t tokens = deps.target.history_tokens();
 
-  const double retire_ms = ms_since(retire_start);
-
-  lock.lock();
-  state = OffloadState::kResident;
-  if (expired) delete_pending = false;
-  if (!expired) ++st.counters.restores;
+  MutexLock lock(mu);
+  apply(Event::kRestored);
+  if (!fresh) ++st.counters.restores;
   if (admission.restored) ++st.counters.restore_hits;
   if (fallback) ++st.counters.fallbacks[static_cast<size_t>(*fallback)];
   st.last_restore_ms = st.operation_ms =
-      std::chrono::duration<double, std::milli>(deps.clock.now() - start).count();
+      std::chrono::duration<double, std::milli>(retired_at - started).count();
   st.counters.restore_seconds.observe(st.last_restore_ms / 1000.0);
-  const std::string ms = std::to_string(static_cast<int64_t>(st.last_restore_ms));
+  const std::string total = ms_text(retired_at - started);
   if (admission.restored) {
-    log("offload: restored " + std::to_string(deps.target.history_tokens()) + " tokens in " + ms +
-        " ms (" + restore_breakdown(commit_ms, read_ms, read_bytes, retire_ms) +
+    log("offload: restored " + std::to_string(tokens) + " tokens in " + total + " ms (" +
+        restore_breakdown(committed_at - started, read_at - committed_at, read_bytes,
+                          retired_at - read_at) +
         "); state resident");
   } else if (fallback) {
     log("offload: snapshot " + std::string(fallback_reason_name(*fallback)) +
-        ", history discarded in " + ms + " ms; state resident");
+        ", history discarded in " + total + " ms; state resident");
   } else {
-    log("offload: snapshot expired earlier, fresh session in " + ms + " ms; state resident");
+    log("offload: snapshot expired earlier, fresh session in " + total + " ms; state resident");
   }
   if (!given_up.ok()) {
+    // No lease is handed out: the command ends here (the deadlines stay as they were).
+    apply(Event::kCommandEnds);
     st.last_error = given_up.to_string();
     return DeviceError("discarding the session's history failed: " + given_up.to_string());
   }

@@ -124,7 +124,7 @@ class SnapshotExporter {
         clock_(clock),
         backend_(backend),
         dir_(std::move(dir)),
-        options_(std::move(options)),
+        options_(options),
         key_(std::move(key)) {}
 
   FileSystem& fs_;

@@ -64,8 +64,8 @@ enum class SnapshotMode : uint8_t {
 std::string_view snapshot_mode_name(SnapshotMode mode);
 uint32_t flags_for(SnapshotMode mode);
 
-// What a restore does with a region (DESIGN.md's Persist). Only kContents regions have saved
-// extents; the others are listed so that the layout check covers them.
+// What a restore does with a region: its bytes are saved, recomputed, or scratch. Only kContents
+// regions have saved extents; the others are listed so that the layout check covers them.
 enum class PersistKind : uint8_t { kContents = 0, kReinit = 1, kDiscard = 2 };
 
 struct Extent {

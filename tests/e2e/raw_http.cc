@@ -69,6 +69,8 @@ Result<RawConnection> RawConnection::connect(int port) {
   return RawConnection(std::move(fd));
 }
 
+void RawConnection::shutdown_send() { (void)::shutdown(fd_.get(), SHUT_WR); }
+
 Status RawConnection::send_all(std::string_view bytes, std::chrono::milliseconds deadline_after) {
   const Clock::time_point deadline = Clock::now() + deadline_after;
   while (!bytes.empty()) {

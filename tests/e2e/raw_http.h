@@ -51,6 +51,8 @@ class RawConnection {
   void reset();
   // Closes normally (FIN).
   void close() { fd_.reset(); }
+  // Shuts down the sending side only (a FIN), and keeps reading: a half-close.
+  void shutdown_send();
   bool open() const { return fd_.valid(); }
 
  private:

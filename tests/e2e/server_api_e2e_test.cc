@@ -15,6 +15,7 @@
 
 #include "tests/e2e/openai_client.h"
 #include "tests/e2e/raw_http.h"
+#include "tests/e2e/server_args.h"
 #include "tests/e2e/server_process.h"
 #include "tests/support/temp_dir.h"
 
@@ -25,17 +26,6 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 
 const std::vector<std::string> kTiny = {"--backend", "sim", "--model", "synthetic:tiny"};
-
-std::unique_ptr<ServerProcess> start_or_die(const std::vector<std::string>& args) {
-  Result<std::unique_ptr<ServerProcess>> server = ServerProcess::start(args);
-  EXPECT_TRUE(server.ok()) << server.status().to_string();
-  return server.ok() ? std::move(server).value() : nullptr;
-}
-
-std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
 
 // Checks `response` is `status` with an OpenAI error body of `type`; returns the error object.
 json expect_error(const httplib::Result& response, int status, const std::string& type,

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tests/e2e/openai_client.h"
+#include "tests/e2e/server_args.h"
 #include "tests/e2e/server_process.h"
 #include "tests/support/temp_dir.h"
 
@@ -43,12 +44,6 @@ std::vector<std::string> offload_args(const std::string& dir, const std::string&
     args.push_back(arg);
   }
   return args;
-}
-
-std::unique_ptr<ServerProcess> start_or_die(const std::vector<std::string>& args) {
-  Result<std::unique_ptr<ServerProcess>> server = ServerProcess::start(args);
-  EXPECT_TRUE(server.ok()) << server.status().to_string();
-  return server.ok() ? std::move(server).value() : nullptr;
 }
 
 // A prompt of about 2000 bytes (tokens), the same every run: about 2 MiB of KV to save.

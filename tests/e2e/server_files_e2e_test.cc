@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "tests/e2e/openai_client.h"
+#include "tests/e2e/server_args.h"
 #include "tests/e2e/server_process.h"
 #include "tests/support/temp_dir.h"
 
@@ -40,17 +41,6 @@ using ::testing::SizeIs;
 
 const std::vector<std::string> kModel = {"--backend",      "sim",   "--model",
                                          "synthetic:tiny", "--ctx", "1024"};
-
-std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
-std::unique_ptr<ServerProcess> start_or_die(const std::vector<std::string>& args) {
-  Result<std::unique_ptr<ServerProcess>> server = ServerProcess::start(args);
-  EXPECT_TRUE(server.ok()) << server.status().to_string();
-  return server.ok() ? std::move(server).value() : nullptr;
-}
 
 // The offloading server (sleeping only when told) and its offload-off twin.
 struct Pair {

@@ -1,10 +1,11 @@
 // The real binary refuses bad command lines and unsafe snapshot directories with exit status
-// 2 and exactly one stderr line naming the flag and the rule (ANCHORS.md, "The seed").
+// 2 and exactly one stderr line naming the flag and the rule (as the server this grew from did).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,19 @@ TEST(ServerFlagsE2eTest, DirectoryThatIsAFile) {
   ASSERT_EQ(::close(::creat(file.c_str(), 0600)), 0);
   expect_refused({"--backend", "sim", "--cache-idle-seconds", "30", "--cache-disk-dir", file},
                  {"--cache-disk-dir: ", "\"" + file + "\"", "is not a directory"});
+}
+
+// Set but empty, the variable would otherwise turn authentication off without a word.
+TEST(ServerFlagsE2eTest, AnEmptyApiKeyVariableIsRefused) {
+  ASSERT_EQ(::setenv("SIESTA_API_KEY", "", 1), 0);
+  expect_refused({"--backend", "sim"}, {"SIESTA_API_KEY must not be empty"});
+  ASSERT_EQ(::unsetenv("SIESTA_API_KEY"), 0);
+}
+
+TEST(ServerFlagsE2eTest, HttpLimitsOutOfRange) {
+  expect_refused({"--http-max-connections", "0"}, {"--http-max-connections", "between 1 and"});
+  expect_refused({"--http-request-timeout-seconds", "0"},
+                 {"--http-request-timeout-seconds", "between 1 and 3600"});
 }
 
 TEST(ServerFlagsE2eTest, HelpExitsZero) {

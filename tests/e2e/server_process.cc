@@ -58,7 +58,7 @@ Result<pid_t> spawn(const std::vector<std::string>& args, int stdout_fd, int std
   sigemptyset(&none);
   sigset_t defaults;
   sigemptyset(&defaults);
-  for (int signal_number : {SIGTERM, SIGINT, SIGPIPE}) sigaddset(&defaults, signal_number);
+  for (int signal_number : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) sigaddset(&defaults, signal_number);
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setsigdefault(&attributes, &defaults);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
@@ -267,7 +267,7 @@ Result<nlohmann::json> ServerProcess::wait_for_status(
     Result<nlohmann::json> body = status();
     if (body.ok()) {
       if (predicate(*body)) return body;
-      last = std::move(body).value();
+      last = *body;
     }
     if (Clock::now() >= deadline) {
       return Internal("no /v1/status satisfied \"" + std::string(what) + "\" within " +

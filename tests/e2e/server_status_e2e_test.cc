@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/e2e/server_args.h"
 #include "tests/e2e/server_process.h"
 #include "tests/support/temp_dir.h"
 
@@ -29,12 +30,6 @@ std::vector<std::string> list_names(const std::string& dir) {
   }
   std::sort(names.begin(), names.end());
   return names;
-}
-
-std::unique_ptr<ServerProcess> start_or_die(const std::vector<std::string>& args) {
-  Result<std::unique_ptr<ServerProcess>> server = ServerProcess::start(args);
-  EXPECT_TRUE(server.ok()) << server.status().to_string();
-  return server.ok() ? std::move(server).value() : nullptr;
 }
 
 json get_json(const ServerProcess& server, const std::string& path, int expected_status) {

@@ -5,7 +5,8 @@
 //   hit       the restore succeeds anyway (a transient read error is read again)
 //   fallback  the history is discarded (typed reason), the session continues fresh
 //   retry     the restore is refused as OutOfMemory, the snapshot kept; a later one succeeds
-//   fatal     the memory cannot be mapped back: the fatal handler runs (exit status 70)
+//   fatal     the memory cannot be mapped back: the fatal handler runs, the session is lost
+//             (siesta-server then exits with status 70)
 // and the test counts, over all cases: sessions lost where the row expects none, wrong bytes
 // (verify() failing), descriptors left open, and memory left committed when released. The
 // table is printed (docs/TESTING.md quotes it).
@@ -32,7 +33,7 @@ const char* expect_name(Expect e) {
     case Expect::kHit: return "restored anyway";
     case Expect::kFallback: return "history discarded";
     case Expect::kRetry: return "503, restored later";
-    case Expect::kFatal: return "fatal exit";
+    case Expect::kFatal: return "session lost";
   }
   return "?";
 }
@@ -107,11 +108,10 @@ void run_save_case(const std::string& row, const std::function<void(OffloaderFix
   f.fs_.set_plan(FsFaultPlan::none());
   f.faulty_backend_->set_plan(FaultPlan::none());
   for (int i = 0; i < 8 && f.state() != OffloadState::kDisk; ++i) f.pass(120);
-  Result<Admission> admitted = f.offloader_->acquire();
+  Result<Admission> admitted = f.command(0);
   const bool ok = admitted.ok();
   const bool lost = !ok || admitted->fallback.has_value() || f.target_->length() != kLength;
   const bool wrong = ok && !f.target_->verify().empty();
-  if (ok) f.offloader_->release();
   record(row, Expect::kKept, kept_or_saved && ok, lost, wrong, f);
 }
 
@@ -124,7 +124,9 @@ void run_restore_case(const std::string& row, Expect expect,
   f.pass(OffloaderFixture::kIdle);
   ASSERT_EQ(f.state(), OffloadState::kDisk);
   fault(f);
-  Result<Admission> admitted = f.offloader_->acquire();
+  Result<Offloader::Lease> lease = f.offloader_->acquire();
+  const Result<Admission> admitted =
+      lease.ok() ? Result<Admission>(lease->admission()) : lease.status();
   bool as_expected = false, lost = false, wrong = false;
   switch (expect) {
     case Expect::kHit:
@@ -143,15 +145,14 @@ void run_restore_case(const std::string& row, Expect expect,
   }
   if (admitted.ok()) {
     wrong = !f.target_->verify().empty();
-    f.offloader_->release();
+    lease->release();
   }
   if (expect == Expect::kRetry) {
     f.fs_.set_plan(FsFaultPlan::none());
     f.faulty_backend_->set_plan(FaultPlan::none());
-    Result<Admission> later = f.offloader_->acquire();
-    lost = !later.ok() || !later->restored;
+    Result<Offloader::Lease> later = f.offloader_->acquire();
+    lost = !later.ok() || !later->admission().restored;
     wrong = later.ok() && !f.target_->verify().empty();
-    if (later.ok()) f.offloader_->release();
   }
   record(row, expect, as_expected, lost, wrong, f);
 }

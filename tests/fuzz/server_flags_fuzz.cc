@@ -1,6 +1,6 @@
 // Fuzz target: the siesta-server command line. Whatever the arguments, parsing returns a
 // Result (never crashes, never throws), and a configuration it accepts obeys every rule of
-// ANCHORS.md (integers 0..604800, expiry beyond idle, a directory when enabled).
+// docs/IDLE_SESSION.md (integers 0..604800, expiry beyond idle, a directory when enabled).
 //
 // Input: argv without argv[0], arguments separated by NUL bytes.
 #include <cstddef>

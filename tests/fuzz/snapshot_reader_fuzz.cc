@@ -6,7 +6,7 @@
 // session is taken from the file itself when its header decodes and describes at most 1 MiB:
 // the expected mode, fingerprint, generation and region table are the header's, so only the
 // seals and the grammar decide. The key is the fixed test key the corpus was written with
-// (tests/unit/snapshot_file_test.cc, SnapshotFuzzCorpus), and the clock stands at
+// (tests/unit/snapshot_refusal_test.cc, SnapshotFuzzCorpus), and the clock stands at
 // 1'800'000'000 as there.
 #include <unistd.h>
 

@@ -4,7 +4,6 @@
 // Skips, printing why, where CUDA is unavailable.
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "tests/gpu/device_probe.h"
 #include "tests/support/backend_conformance.h"
 #include "tests/support/backend_copy_conformance.h"
+#include "tests/support/commit_fault_switch.h"
 
 namespace siesta::conformance {
 namespace {
@@ -27,29 +27,12 @@ struct CudaTraits {
     out.skip_reason = CudaVmmBackend::unavailable_reason();
     if (!out.skip_reason.empty()) return out;
 
-    struct Faults {
-      std::mutex mutex;
-      bool armed = false;
-      CommitStep step = CommitStep::kCreate;
-      size_t chunk = 0;
-      std::vector<std::pair<CommitStep, size_t>> calls;  // since last armed
-    };
-    auto faults = std::make_shared<Faults>();
+    auto faults = std::make_shared<test_util::CommitFaultSwitch>();
     CudaVmmOptions options;
     options.max_chunk_bytes = 4 * kMiB;
     options.staging_buffer_bytes = 3 * kMiB / 2;
     options.staging_buffer_count = 3;
-    options.commit_fault_hook = [faults](CommitStep step, size_t chunk) -> Status {
-      std::lock_guard lock(faults->mutex);
-      faults->calls.emplace_back(step, chunk);
-      if (faults->armed && step == faults->step && chunk == faults->chunk) {
-        faults->armed = false;
-        return DeviceError("injected failure before step " +
-                           std::to_string(static_cast<int>(step)) + " of chunk " +
-                           std::to_string(chunk));
-      }
-      return Status::Ok();
-    };
+    options.commit_fault_hook = test_util::CommitFaultSwitch::hook(faults);
     Result<std::unique_ptr<CudaVmmBackend>> backend = CudaVmmBackend::create(options);
     if (!backend.ok()) {
       out.skip_reason = "CudaVmmBackend::create failed: " + backend.status().to_string();
@@ -61,17 +44,8 @@ struct CudaTraits {
     out.backend = out.owner.get();
     auto probe = std::make_shared<test_util::DeviceProbe>();
     out.measured_used_bytes = [probe] { return probe->used_bytes(); };
-    out.fail_next_commit_at = [faults](CommitStep step, size_t chunk) {
-      std::lock_guard lock(faults->mutex);
-      faults->armed = true;
-      faults->step = step;
-      faults->chunk = chunk;
-      faults->calls.clear();
-    };
-    out.commit_hook_calls = [faults] {
-      std::lock_guard lock(faults->mutex);
-      return faults->calls;
-    };
+    out.fail_next_commit_at = [faults](CommitStep step, size_t chunk) { faults->arm(step, chunk); };
+    out.commit_hook_calls = [faults] { return faults->calls(); };
     out.backed_by_memory = [probe](DeviceAddress address) { return probe->mapped(address); };
     out.reservation_start = [probe](DeviceAddress address) { return probe->range_start(address); };
     out.fill_on_another_stream = [probe](DeviceRange range, std::byte value) {

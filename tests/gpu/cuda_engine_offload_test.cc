@@ -9,17 +9,16 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "backends/cuda_vmm/cuda_kernels.h"
 #include "backends/cuda_vmm/cuda_vmm_backend.h"
+#include "core/base/clock.h"
 #include "core/base/executor.h"
-#include "core/base/posix_file_system.h"
-#include "core/memory/host_vmm.h"
-#include "core/snapshot/snapshot_store.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
+#include "runtime/engine_stack.h"
 #include "tests/gpu/device_probe.h"
 #include "tests/support/temp_dir.h"
 
@@ -28,46 +27,32 @@ namespace {
 
 constexpr int64_t kIdle = 60;
 
+// The engine's stack on the GPU, with a ManualClock and a lent ManualExecutor.
 struct GpuEngine {
-  std::unique_ptr<CudaVmmBackend> backend;
-  std::unique_ptr<Kernels> kernels;
-  HostVmm host;
-  PosixFileSystem fs;
   ManualClock clock;
   ManualExecutor executor{clock};
   siesta::testing::TempDir dir;
-  std::unique_ptr<ProcessKey> key;
-  std::unique_ptr<SnapshotStore> store;
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<runtime::EngineStack> stack;
 
   Status start(const std::string& spec, std::optional<KvType> kv, bool offload) {
-    SIESTA_ASSIGN_OR_RETURN(backend, CudaVmmBackend::create({}));
-    SIESTA_ASSIGN_OR_RETURN(kernels, CudaKernels::create(0));
-    EngineOptions options;
+    runtime::EngineStackOptions options;
+    options.device.kind = runtime::BackendKind::kCuda;
     SIESTA_ASSIGN_OR_RETURN(options.model, model_config_from_spec(spec, std::nullopt, kv));
     if (offload) {
-      SIESTA_ASSIGN_OR_RETURN(ProcessKey made, ProcessKey::generate());
-      key = std::make_unique<ProcessKey>(std::move(made));
-      SnapshotStore::Options store_options;
-      store_options.nonce = SnapshotStore::nonce_hex(key->nonce());
-      SIESTA_ASSIGN_OR_RETURN(store, SnapshotStore::open(fs, clock, dir.path(), store_options));
-      EngineOffload o;
-      o.options.idle_seconds = kIdle;
-      o.options.expire_seconds = 10 * kIdle;
-      o.store = store.get();
-      o.key = key.get();
-      o.executor = &executor;
-      options.offload = o;
+      options.offload.config.idle_seconds = kIdle;
+      options.offload.config.expire_seconds = 10 * kIdle;
+      options.offload.config.disk_dir = dir.path();
     }
-    SIESTA_ASSIGN_OR_RETURN(engine,
-                            Engine::start(std::move(options), *backend, *kernels, host, fs, clock));
+    options.executor = &executor;
+    SIESTA_ASSIGN_OR_RETURN(stack, runtime::EngineStack::open(std::move(options), clock));
     return Status::Ok();
   }
+  Engine& engine() const { return stack->engine(); }
   Result<GenerateResult> generate(const std::string& prompt) {
     GenerateRequest request;
     request.prompt = prompt;
     request.max_tokens = 24;
-    return engine->generate(std::move(request)).get();
+    return engine().generate(std::move(request)).get();
   }
   void sleep_session() {
     clock.advance(std::chrono::seconds(kIdle));
@@ -110,7 +95,7 @@ TEST_P(CudaEngineOffloadTest, TwentyCyclesGiveTheBytesOfOffloadOffAtTheSameAddre
     history_off += b->text;
     const uint64_t free_before = probe.free_bytes();
     on.sleep_session();
-    const OffloadStatus slept = on.engine->cache_status();
+    const OffloadStatus slept = on.engine().cache_status();
     ASSERT_EQ(slept.state, OffloadState::kDisk) << slept.last_error;
     const uint64_t free_after = probe.free_bytes();
     // Free device memory rises by the released bytes (within one 2 MiB granule).
@@ -118,7 +103,7 @@ TEST_P(CudaEngineOffloadTest, TwentyCyclesGiveTheBytesOfOffloadOffAtTheSameAddre
         << "cycle " << cycle;
     EXPECT_GT(slept.released_vram_bytes, 0u);
   }
-  EXPECT_EQ(on.engine->cache_status().counters.restore_hits, 19u);
+  EXPECT_EQ(on.engine().cache_status().counters.restore_hits, 19u);
 }
 
 INSTANTIATE_TEST_SUITE_P(EachKvType, CudaEngineOffloadTest,

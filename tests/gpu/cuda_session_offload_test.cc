@@ -24,20 +24,22 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/cuda_vmm/cuda_kernels.h"
 #include "backends/cuda_vmm/cuda_vmm_backend.h"
+#include "compute/kernels.h"
 #include "core/base/clock.h"
 #include "core/base/executor.h"
 #include "core/base/posix_file_system.h"
 #include "core/base/status.h"
 #include "core/memory/host_vmm.h"
+#include "core/memory/memory_backend.h"
 #include "core/offload/offloader.h"
-#include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_region.h"
-#include "core/snapshot/snapshot_store.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
 #include "engine/session.h"
+#include "runtime/device.h"
+#include "runtime/offload_settings.h"
+#include "runtime/offload_storage.h"
 #include "tests/gpu/device_probe.h"
 #include "tests/support/temp_dir.h"
 
@@ -77,42 +79,43 @@ struct RegionCopy {
   std::vector<std::vector<std::byte>> used;  // kContents: one copy per used extent
 };
 
+// The runtime's device and storage, with a Model and two Sessions built by hand: the test
+// drives a Session directly, which an Engine would hide.
 struct Rig {
-  std::unique_ptr<CudaVmmBackend> backend;
-  std::unique_ptr<Kernels> kernels;
+  runtime::OpenedDevice device;
   HostVmm host;
   PosixFileSystem fs;
   ManualClock clock;
   ManualExecutor executor{clock};
   siesta::testing::TempDir dir;
-  std::unique_ptr<ProcessKey> key;
-  std::unique_ptr<SnapshotStore> store;
+  std::unique_ptr<runtime::OffloadStorage> storage;
   std::unique_ptr<Model> model;
   std::unique_ptr<Session> session;    // under the offloader
   std::unique_ptr<Session> reference;  // never offloaded: the expected logits
   std::unique_ptr<Offloader> offloader;
   std::vector<Status> fatal;
 
+  MemoryBackend& backend() const { return *device.backend; }
+  Kernels& kernels() const { return *device.kernels; }
+
   Status start(KvType kv) {
-    SIESTA_ASSIGN_OR_RETURN(backend, CudaVmmBackend::create({}));
-    SIESTA_ASSIGN_OR_RETURN(kernels, CudaKernels::create(0));
+    runtime::DeviceOptions device_options;
+    device_options.kind = runtime::BackendKind::kCuda;
+    SIESTA_ASSIGN_OR_RETURN(device, runtime::open_device(device_options, nullptr));
     SIESTA_ASSIGN_OR_RETURN(const ModelConfig config,
                             model_config_from_spec("synthetic:small", std::nullopt, kv));
-    SIESTA_ASSIGN_OR_RETURN(ProcessKey made, ProcessKey::generate());
-    key = std::make_unique<ProcessKey>(std::move(made));
-    SnapshotStore::Options store_options;
-    store_options.nonce = SnapshotStore::nonce_hex(key->nonce());
-    SIESTA_ASSIGN_OR_RETURN(store, SnapshotStore::open(fs, clock, dir.path(), store_options));
-    SIESTA_ASSIGN_OR_RETURN(model, Model::load(config, *backend, *kernels));
-    SIESTA_ASSIGN_OR_RETURN(session, Session::create(*model, *backend, *kernels, host));
-    SIESTA_ASSIGN_OR_RETURN(reference, Session::create(*model, *backend, *kernels, host));
-    OffloaderOptions options;
-    options.idle_seconds = kIdle;
-    options.expire_seconds = 10 * kIdle;
-    options.on_fatal = [this](const Status& s) { fatal.push_back(s); };
-    SIESTA_ASSIGN_OR_RETURN(offloader, Offloader::create({*session, *backend, host, fs, clock,
-                                                          executor, store.get(), key.get()},
-                                                         options));
+    SIESTA_ASSIGN_OR_RETURN(storage, runtime::OffloadStorage::open(fs, clock, dir.path()));
+    SIESTA_ASSIGN_OR_RETURN(model, Model::load(config, backend(), kernels()));
+    SIESTA_ASSIGN_OR_RETURN(session, Session::create(*model, backend(), kernels(), host));
+    SIESTA_ASSIGN_OR_RETURN(reference, Session::create(*model, backend(), kernels(), host));
+    runtime::OffloadSettings settings;
+    settings.config.idle_seconds = kIdle;
+    settings.config.expire_seconds = 10 * kIdle;
+    settings.on_fatal = [this](const Status& s) { fatal.push_back(s); };
+    SIESTA_ASSIGN_OR_RETURN(offloader,
+                            Offloader::create({*session, backend(), host, fs, clock, &executor,
+                                               &storage->store(), &storage->key()},
+                                              runtime::offloader_options(settings, nullptr)));
     return Status::Ok();
   }
 
@@ -123,7 +126,7 @@ struct Rig {
   }
 
   std::string snapshot_path() const {
-    Result<std::string> path = store->snapshot_path("0");
+    Result<std::string> path = storage->store().snapshot_path("0");
     return path.ok() ? *path : std::string();
   }
   bool snapshot_exists() const { return std::filesystem::exists(snapshot_path()); }
@@ -146,11 +149,11 @@ class CudaSessionOffloadTest : public ::testing::TestWithParam<KvType> {
   void start_and_prompt(Rig& rig) {
     Status started = rig.start(GetParam());
     ASSERT_TRUE(started.ok()) << started.to_string();
-    Result<Admission> admitted = rig.offloader->acquire();
+    Result<Offloader::Lease> admitted = rig.offloader->acquire();
     ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
     Status fed = feed_prompt(*rig.session, as_tokens(kPrompt));
     Status fed_reference = feed_prompt(*rig.reference, as_tokens(kPrompt));
-    rig.offloader->release();
+    admitted->release();
     ASSERT_TRUE(fed.ok()) << fed.to_string();
     ASSERT_TRUE(fed_reference.ok()) << fed_reference.to_string();
     ASSERT_NO_FATAL_FAILURE(expect_same_logits(rig, "after the prompt"));
@@ -170,15 +173,15 @@ class CudaSessionOffloadTest : public ::testing::TestWithParam<KvType> {
   // One command: restore if needed, feed the reference session's greedy choice to both
   // sessions, compare the logits, release. `expect_restored`: the admission must say so.
   static void feed_one(Rig& rig, bool expect_restored, const std::string& when) {
-    Result<Admission> admitted = rig.offloader->acquire();
+    Result<Offloader::Lease> admitted = rig.offloader->acquire();
     ASSERT_TRUE(admitted.ok()) << when << ": " << admitted.status().to_string();
-    EXPECT_EQ(admitted->restored, expect_restored) << when;
-    EXPECT_FALSE(admitted->fallback.has_value()) << when;
+    EXPECT_EQ(admitted->admission().restored, expect_restored) << when;
+    EXPECT_FALSE(admitted->admission().fallback.has_value()) << when;
     Result<Token> token = rig.reference->greedy_next();
     Status fed = token.ok() ? rig.session->feed(*token) : token.status();
     Status fed_reference = token.ok() ? rig.reference->feed(*token) : token.status();
     if (fed.ok() && fed_reference.ok()) expect_same_logits(rig, when);
-    rig.offloader->release();
+    admitted->release();
     ASSERT_TRUE(fed.ok()) << when << ": " << fed.to_string();
     ASSERT_TRUE(fed_reference.ok()) << when << ": " << fed_reference.to_string();
   }
@@ -203,7 +206,7 @@ class CudaSessionOffloadTest : public ::testing::TestWithParam<KvType> {
   static void take_copy(Rig& rig, const test_util::DeviceProbe& probe,
                         std::vector<RegionCopy>* out) {
     out->clear();
-    ASSERT_TRUE(rig.kernels->synchronize().ok());
+    ASSERT_TRUE(rig.kernels().synchronize().ok());
     for (const SnapshotRegion& region : rig.session->snapshot_regions()) {
       RegionCopy copy;
       copy.layout = region.layout;
@@ -218,7 +221,7 @@ class CudaSessionOffloadTest : public ::testing::TestWithParam<KvType> {
           ASSERT_LE(extent.offset + extent.length, region.layout.size) << region.layout.name;
           std::vector<std::byte> bytes(extent.length);
           if (region.place == SnapshotRegion::Place::kDevice) {
-            Status downloaded = rig.kernels->download(region.device + extent.offset, bytes);
+            Status downloaded = rig.kernels().download(region.device + extent.offset, bytes);
             ASSERT_TRUE(downloaded.ok()) << region.layout.name << ": " << downloaded.to_string();
           } else {
             ASSERT_NE(region.host, nullptr) << region.layout.name;
@@ -269,27 +272,27 @@ TEST_P(CudaSessionOffloadTest, TwentyCyclesRestoreEveryByteAtTheSameAddresses) {
     std::vector<RegionCopy> before;
     std::vector<DeviceRange> memory_before;
     {
-      Result<Admission> admitted = rig.offloader->acquire();
+      Result<Offloader::Lease> admitted = rig.offloader->acquire();
       ASSERT_TRUE(admitted.ok()) << when << ": " << admitted.status().to_string();
-      EXPECT_FALSE(admitted->restored) << when;  // resident since the last command
+      EXPECT_FALSE(admitted->admission().restored) << when;  // resident since the last command
       take_copy(rig, probe, &before);
       memory_before = rig.session->device_memory();
       expect_same_logits(rig, when + ", before the save");
-      rig.offloader->release();
+      admitted->release();
       ASSERT_FALSE(HasFatalFailure()) << when;
     }
     ASSERT_NO_FATAL_FAILURE(save(rig, probe, when));
 
     // Restore, then compare.
-    Result<Admission> admitted = rig.offloader->acquire();
+    Result<Offloader::Lease> admitted = rig.offloader->acquire();
     ASSERT_TRUE(admitted.ok()) << when << ": " << admitted.status().to_string();
-    ASSERT_TRUE(admitted->restored) << when;
+    ASSERT_TRUE(admitted->admission().restored) << when;
     std::vector<RegionCopy> after;
     take_copy(rig, probe, &after);
     EXPECT_EQ(rig.session->device_memory(), memory_before) << when;
     // Scratch (the logits) is kDiscard: not brought back by a restore.
     EXPECT_EQ(rig.session->next_logits().status().code(), StatusCode::kFailedPrecondition) << when;
-    rig.offloader->release();
+    admitted->release();
     ASSERT_FALSE(HasFatalFailure()) << when;
     ASSERT_NO_FATAL_FAILURE(expect_same_copies(before, after, when));
 
@@ -308,10 +311,10 @@ TEST_P(CudaSessionOffloadTest, OutOfMemoryOnRestoreThenSuccess) {
   test_util::DeviceProbe probe;
   std::vector<RegionCopy> before;
   {
-    Result<Admission> admitted = rig.offloader->acquire();
+    Result<Offloader::Lease> admitted = rig.offloader->acquire();
     ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
     take_copy(rig, probe, &before);
-    rig.offloader->release();
+    admitted->release();
     ASSERT_FALSE(HasFatalFailure());
   }
   const uint64_t session_bytes = rig.session_device_bytes();
@@ -353,7 +356,7 @@ TEST_P(CudaSessionOffloadTest, OutOfMemoryOnRestoreThenSuccess) {
               static_cast<unsigned long long>(session_bytes >> 10));
   ASSERT_LT(free_while_full, session_bytes) << "could not fill the device";
 
-  Result<Admission> refused = rig.offloader->acquire();
+  Result<Offloader::Lease> refused = rig.offloader->acquire();
   ASSERT_FALSE(refused.ok()) << "restore succeeded with " << free_while_full << " B free";
   EXPECT_EQ(refused.status().code(), StatusCode::kOutOfMemory) << refused.status().to_string();
   const OffloadStatus after_refusal = rig.offloader->status();
@@ -365,12 +368,12 @@ TEST_P(CudaSessionOffloadTest, OutOfMemoryOnRestoreThenSuccess) {
   // Give the memory back; the next command restores every byte.
   for (const DeviceRange& range : taken) (*hog)->unreserve(range);
   hog->reset();
-  Result<Admission> admitted = rig.offloader->acquire();
+  Result<Offloader::Lease> admitted = rig.offloader->acquire();
   ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
-  EXPECT_TRUE(admitted->restored);
+  EXPECT_TRUE(admitted->admission().restored);
   std::vector<RegionCopy> after;
   take_copy(rig, probe, &after);
-  rig.offloader->release();
+  admitted->release();
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_NO_FATAL_FAILURE(expect_same_copies(before, after, "after the refused restore"));
   ASSERT_NO_FATAL_FAILURE(feed_one(rig, false, "token after the restore"));
@@ -412,19 +415,19 @@ TEST_P(CudaSessionOffloadTest, DeviceHealthyAfterManyCycles) {
   for (uint32_t r = 0; r < kRows; ++r) {
     for (uint32_t c = 0; c < kCols; ++c) want[r] += w[r * kCols + c] * x[c];
   }
-  Result<DeviceRange> range = rig.backend->reserve(rig.backend->granularity());
+  Result<DeviceRange> range = rig.backend().reserve(rig.backend().granularity());
   ASSERT_TRUE(range.ok()) << range.status().to_string();
-  Status committed = rig.backend->commit(*range);
+  Status committed = rig.backend().commit(*range);
   ASSERT_TRUE(committed.ok()) << committed.to_string();
   const DeviceAddress w_at = range->base;
   const DeviceAddress x_at = range->base + 4096;
   const DeviceAddress out_at = range->base + 8192;
   std::vector<float> got(kRows, -1.0f);
-  Status up_w = rig.kernels->upload(std::as_bytes(std::span<const float>(w)), w_at);
-  Status up_x = rig.kernels->upload(std::as_bytes(std::span<const float>(x)), x_at);
-  Status mm = rig.kernels->matmul(w_at, x_at, kRows, kCols, out_at);
-  Status down = rig.kernels->download(out_at, std::as_writable_bytes(std::span<float>(got)));
-  rig.backend->unreserve(*range);
+  Status up_w = rig.kernels().upload(std::as_bytes(std::span<const float>(w)), w_at);
+  Status up_x = rig.kernels().upload(std::as_bytes(std::span<const float>(x)), x_at);
+  Status mm = rig.kernels().matmul(w_at, x_at, kRows, kCols, out_at);
+  Status down = rig.kernels().download(out_at, std::as_writable_bytes(std::span<float>(got)));
+  rig.backend().unreserve(*range);
   ASSERT_TRUE(up_w.ok()) << up_w.to_string();
   ASSERT_TRUE(up_x.ok()) << up_x.to_string();
   ASSERT_TRUE(mm.ok()) << mm.to_string();

@@ -113,15 +113,16 @@ void run_command(OffloaderFixture& f, Model& model, bool device_full, uint32_t p
   const bool file_before = f.snapshot_exists();
   const bool past_expiry =
       f.offloader_->status().seconds_since_activity >= OffloaderFixture::kExpire;
-  Result<Admission> admitted = f.offloader_->acquire();
+  Result<Offloader::Lease> lease = f.offloader_->acquire();
   const bool released = before == OffloadState::kDisk || before == OffloadState::kExpired;
   if (released && device_full) {
-    RC_ASSERT(admitted.status().code() == StatusCode::kOutOfMemory);
+    RC_ASSERT(lease.status().code() == StatusCode::kOutOfMemory);
     RC_ASSERT(f.state() == before);
     RC_ASSERT(f.snapshot_exists() == file_before);
     return;
   }
-  RC_ASSERT(admitted.ok());
+  RC_ASSERT(lease.ok());
+  const Admission* admitted = &lease->admission();
   if (before == OffloadState::kExpired) {
     RC_ASSERT(admitted->fresh_after_expiry);
     model.length = 0;
@@ -148,7 +149,7 @@ void run_command(OffloaderFixture& f, Model& model, bool device_full, uint32_t p
   f.target_->advance(positions);
   model.length = std::min(kPositions, model.length + positions);
   RC_ASSERT(f.target_->verify().empty());
-  f.offloader_->release();
+  lease->release();
 }
 
 RC_GTEST_PROP(OffloaderModelProperty, TheSessionHoldsWhatTheModelSays, ()) {

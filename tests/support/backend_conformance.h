@@ -68,8 +68,9 @@ TYPED_TEST_P(BackendConformance, DataWrittenAfterCommitReadsBack) {
   SIESTA_EXPECT_OK(b.decommit(r.range()));
 }
 
-// ANCHORS bug 7 ("the second wake breaks"): the full offload cycle, many times, at the same
-// addresses: write, save to host, decommit, commit the very same range, restore, check.
+// The second wake must work as the first (other systems asserted static state on cycle 2): the full
+// offload cycle, many times, at the same addresses: write, save to host, decommit, commit the very
+// same range, restore, check.
 TYPED_TEST_P(BackendConformance, TwentyOffloadCyclesKeepAddressesAndData) {
   MemoryBackend& b = this->backend();
   const size_t bytes = this->multi_chunk_bytes(2u << 20);
@@ -158,7 +159,7 @@ TYPED_TEST_P(BackendConformance, DecommitReturnsTheMemory) {
   const uint64_t used_before = this->under_test().measured_used_bytes();
   SIESTA_ASSERT_OK(b.decommit(first));
   const uint64_t used_after = this->under_test().measured_used_bytes();
-  // Exactly the range, as the backend accounts it (ANCHORS bug 6: report what was freed).
+  // Exactly the range, as the backend accounts it (report what was freed, not what was meant).
   EXPECT_EQ(b.stats().committed_bytes, committed_before + bytes);
   // And measured from outside: the memory really left.
   EXPECT_GE(used_before + this->slack(), used_after + bytes)

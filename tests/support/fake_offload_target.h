@@ -151,7 +151,10 @@ class FakeOffloadTarget final : public OffloadTarget {
     const uint64_t meta[2] = {kMetaMagic, length_};
     std::memcpy(host_->data(), meta, sizeof meta);
   }
-  uint8_t* rows() const { return reinterpret_cast<uint8_t*>(device_.range().base); }
+  // The simulator's device addresses are host addresses.
+  uint8_t* rows() const {
+    return reinterpret_cast<uint8_t*>(device_.range().base);  // NOLINT(performance-no-int-to-ptr)
+  }
   uint8_t* table() const { return rows() + rows_bytes(positions_); }
   uint8_t* scratch() const { return table() + kTableBytes; }
   uint8_t* history() const { return reinterpret_cast<uint8_t*>(host_->data()) + 16; }

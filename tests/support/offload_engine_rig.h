@@ -1,10 +1,10 @@
-// OffloadEngineRig: the reference engine on its own simulated device, with idle offload on (or
-// off, as the twin to compare against), driven by a ManualClock and a ManualExecutor so that a
-// test says when time passes and when the save runs. Shared by the engine's offload unit tests
-// and its property test.
+// OffloadEngineRig: the reference engine on its own simulated device (an EngineStack), with idle
+// offload on (or off, as the twin to compare against), driven by a ManualClock and a
+// ManualExecutor lent to the stack, so that a test says when time passes and when the save
+// runs. Shared by the engine's offload unit tests and its property test.
 //
-// Construction aborts the test binary (Result::value()) if the device, the store or the engine
-// cannot start: every test using it needs all three.
+// Construction aborts the test binary (Result::value()) if the stack cannot open: every test
+// using it needs all of it.
 #pragma once
 
 #include <chrono>
@@ -13,13 +13,15 @@
 #include <string>
 #include <utility>
 
-#include "backends/sim/host_kernels.h"
 #include "backends/sim/sim_backend.h"
+#include "core/base/clock.h"
 #include "core/base/executor.h"
-#include "core/base/posix_file_system.h"
+#include "core/memory/host_vmm.h"
 #include "core/snapshot/snapshot_store.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
+#include "runtime/engine_stack.h"
+#include "tests/support/engine_test_device.h"
 #include "tests/support/temp_dir.h"
 
 namespace siesta::testing {
@@ -36,35 +38,13 @@ struct OffloadEngineRig {
   static constexpr int64_t kIdleSeconds = 60;
   static constexpr int64_t kExpireSeconds = 600;
 
-  explicit OffloadEngineRig(OffloadEngineRigOptions options = {}) {
-    SimBackendOptions sim;
-    sim.capacity_bytes = options.capacity_bytes;
-    sim.granularity = 64u << 10;
-    sim.staging_buffer_bytes = options.staging_buffer_bytes;
-    sim.staging_buffer_count = 2;
-    backend = SimBackend::create(sim).value();
-    kernels = HostKernels::create(*backend).value();
-    engine::EngineOptions engine_options;
-    engine_options.model = std::move(options.model);
-    engine_options.export_dir = dir.path() + "/exports";
-    if (options.offload) {
-      key = std::make_unique<ProcessKey>(ProcessKey::generate().value());
-      SnapshotStore::Options store_options;
-      store_options.nonce = SnapshotStore::nonce_hex(key->nonce());
-      store = SnapshotStore::open(fs, clock, dir.path(), store_options).value();
-      engine::EngineOffload offload;
-      offload.options.idle_seconds = kIdleSeconds;
-      offload.options.expire_seconds = kExpireSeconds;
-      offload.options.log = [](const std::string&) {};
-      offload.store = store.get();
-      offload.key = key.get();
-      offload.executor = &executor;
-      engine_options.offload = offload;
-    }
-    engine = engine::Engine::start(std::move(engine_options), *backend, *kernels, host, fs, clock)
-                 .value();
-    resident_committed = backend->stats().committed_bytes;
-  }
+  explicit OffloadEngineRig(OffloadEngineRigOptions options = {})
+      : stack(open_stack(std::move(options), dir, clock, executor)),
+        engine(&stack->engine()),
+        backend(stack->simulator()),
+        host(stack->host()),
+        store(stack->store()),
+        resident_committed(backend->stats().committed_bytes) {}
 
   Result<engine::GenerateResult> generate(const std::string& prompt, uint32_t max_tokens = 12) {
     engine::GenerateRequest request;
@@ -83,14 +63,31 @@ struct OffloadEngineRig {
   TempDir dir;
   ManualClock clock;
   ManualExecutor executor{clock};
-  PosixFileSystem fs;
-  HostVmm host;
-  std::unique_ptr<SimBackend> backend;
-  std::unique_ptr<HostKernels> kernels;
-  std::unique_ptr<ProcessKey> key;         // with offload only
-  std::unique_ptr<SnapshotStore> store;    // with offload only
-  std::unique_ptr<engine::Engine> engine;  // last: destroyed first
-  uint64_t resident_committed = 0;         // weights + session, as the backend reports once started
+  std::unique_ptr<runtime::EngineStack> stack;
+  engine::Engine* engine;       // the stack's
+  SimBackend* backend;          // the stack's device
+  HostVmm& host;                // the stack's
+  SnapshotStore* store;         // with offload only
+  uint64_t resident_committed;  // weights + session, as the backend reports once started
+
+ private:
+  static std::unique_ptr<runtime::EngineStack> open_stack(OffloadEngineRigOptions options,
+                                                          const TempDir& dir,
+                                                          const ManualClock& clock,
+                                                          ManualExecutor& executor) {
+    runtime::EngineStackOptions stack_options;
+    stack_options.device = engine_test_device(options.capacity_bytes, options.staging_buffer_bytes);
+    stack_options.model = std::move(options.model);
+    stack_options.export_dir = dir.path() + "/exports";
+    if (options.offload) {
+      stack_options.offload.config.idle_seconds = kIdleSeconds;
+      stack_options.offload.config.expire_seconds = kExpireSeconds;
+      stack_options.offload.config.disk_dir = dir.path();
+    }
+    stack_options.log = [](const std::string&) {};
+    stack_options.executor = &executor;
+    return runtime::EngineStack::open(std::move(stack_options), clock).value();
+  }
 };
 
 }  // namespace siesta::testing

@@ -1,13 +1,16 @@
 // OffloaderFixture: an Offloader over a FakeOffloadTarget on a small SimBackend, with a
 // ManualClock and a ManualExecutor, so a test decides when time passes and when timers and
-// saves run. Storage is the POSIX file system behind a FaultyFileSystem (no fault until a test
-// plans one) and a HookedFileSystem-free SnapshotStore in a fresh private directory.
+// saves run. The Offloader's backend is a HookedBackend (decommit hooks, none until a test sets
+// them) over a FaultyBackend (no fault until a test plans one) over the simulator. Storage is
+// the POSIX file system behind a FaultyFileSystem (no fault until a test plans one) and a
+// SnapshotStore in a fresh private directory.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +24,7 @@
 #include "core/snapshot/snapshot_store.h"
 #include "testing/faulty_backend.h"
 #include "testing/faulty_file_system.h"
+#include "testing/hooked_backend.h"
 #include "tests/support/fake_offload_target.h"
 #include "tests/support/temp_dir.h"
 
@@ -42,7 +46,6 @@ struct OffloaderSetup {
   int64_t expire_seconds = 600;
   bool encrypt = true;
   FaultPlan backend_faults = FaultPlan::none();  // on the Offloader's commits/decommits
-  bool real_fatal_handler = false;               // true: the default handler (log line, exit 70)
   uint32_t chunk_bytes = 4096;                   // many chunks: many cancellation points
 };
 
@@ -56,6 +59,7 @@ class OffloaderFixture {
   explicit OffloaderFixture(Setup setup = {}) : setup_(setup), executor_(clock_) {
     sim_ = SimBackend::create(offloader_sim_options()).value();
     faulty_backend_ = std::make_unique<FaultyBackend>(*sim_, setup.backend_faults);
+    hooked_backend_ = std::make_unique<HookedBackend>(*faulty_backend_);
     key_ = std::make_unique<ProcessKey>(ProcessKey::generate().value());
     SnapshotStore::Options store_options;
     store_options.nonce = SnapshotStore::nonce_hex(key_->nonce());
@@ -73,23 +77,23 @@ class OffloaderFixture {
     options.expire_seconds = setup_.expire_seconds;
     options.encrypt = setup_.encrypt;
     options.chunk_bytes = setup_.chunk_bytes;
-    if (!setup_.real_fatal_handler) {
-      options.on_fatal = [this](const Status& s) { fatal_.push_back(s); };
-    }
-    options.log = [this](const std::string& line) { log_.push_back(line); };
-    offloader_ = Offloader::create({*target_, *faulty_backend_, host_, fs_, clock_, executor_,
+    options.on_fatal = [this](const Status& s) { fatal_.push_back(s); };
+    options.log = [this](const std::string& line) {
+      if (log_hook_) log_hook_(line);
+      log_.push_back(line);
+    };
+    offloader_ = Offloader::create({*target_, *hooked_backend_, host_, fs_, clock_, &executor_,
                                     store_.get(), key_.get()},
                                    options)
                      .value();
   }
 
-  // A command: acquire, append `positions`, release. Returns the admission.
+  // A command: acquire, append `positions`, give the lease back. Returns the admission.
   Result<Admission> command(uint32_t positions) {
-    Result<Admission> admitted = offloader_->acquire();
-    if (!admitted.ok()) return admitted;
+    Result<Offloader::Lease> lease = offloader_->acquire();
+    if (!lease.ok()) return lease.status();
     target_->advance(positions);
-    offloader_->release();
-    return admitted;
+    return lease->admission();
   }
 
   // Moves time and runs whatever became due.
@@ -111,12 +115,15 @@ class OffloaderFixture {
   HostVmm host_;
   std::unique_ptr<SimBackend> sim_;
   std::unique_ptr<FaultyBackend> faulty_backend_;
+  std::unique_ptr<HookedBackend> hooked_backend_;
   std::unique_ptr<ProcessKey> key_;
   std::unique_ptr<SnapshotStore> store_;
   std::unique_ptr<FakeOffloadTarget> target_;
   std::unique_ptr<Offloader> offloader_;
   std::vector<Status> fatal_;
   std::vector<std::string> log_;
+  // Called with each log line before it is kept (on the thread that writes it).
+  std::function<void(const std::string&)> log_hook_;
 };
 
 }  // namespace siesta::test_util

@@ -5,7 +5,6 @@
 
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "core/memory/host_address_space.h"
 #include "testing/faulty_backend.h"
 #include "tests/support/backend_conformance_fixture.h"
+#include "tests/support/commit_fault_switch.h"
 #include "tests/support/host_mappings.h"
 
 namespace siesta::conformance {
@@ -30,30 +30,12 @@ inline SimBackendOptions small_sim_options() {
   return options;
 }
 
-// The commit fault hook's state, shared by the backend's hook and the suite's controls.
-struct SimCommitFaults {
-  std::mutex mutex;
-  bool armed = false;
-  CommitStep step = CommitStep::kCreate;
-  size_t chunk = 0;
-  std::vector<std::pair<CommitStep, size_t>> calls;  // since last armed
-};
-
 // `plan`: when set, the sim is wrapped (and owned) by a FaultyBackend with that plan.
 inline BackendUnderTest make_sim_under_test(const FaultPlan* plan = nullptr) {
   BackendUnderTest out;
-  auto faults = std::make_shared<SimCommitFaults>();
+  auto faults = std::make_shared<test_util::CommitFaultSwitch>();
   SimBackendOptions options = small_sim_options();
-  options.commit_fault_hook = [faults](CommitStep step, size_t chunk) -> Status {
-    std::lock_guard lock(faults->mutex);
-    faults->calls.emplace_back(step, chunk);
-    if (faults->armed && step == faults->step && chunk == faults->chunk) {
-      faults->armed = false;
-      return DeviceError("injected failure before step " + std::to_string(static_cast<int>(step)) +
-                         " of chunk " + std::to_string(chunk));
-    }
-    return Status::Ok();
-  };
+  options.commit_fault_hook = test_util::CommitFaultSwitch::hook(faults);
   Result<std::unique_ptr<SimBackend>> sim = SimBackend::create(std::move(options));
   if (!sim.ok()) {
     out.skip_reason = "SimBackend::create failed: " + sim.status().to_string();
@@ -69,17 +51,8 @@ inline BackendUnderTest make_sim_under_test(const FaultPlan* plan = nullptr) {
   out.measured_used_bytes = [] { return uint64_t{host_address_space::resident_bytes().value()}; };
   // CI saw RSS fall 68 KiB short of a 4 MiB release under ASan: other threads' pages.
   out.measurement_slack_bytes = 512u << 10;
-  out.fail_next_commit_at = [faults](CommitStep step, size_t chunk) {
-    std::lock_guard lock(faults->mutex);
-    faults->armed = true;
-    faults->step = step;
-    faults->chunk = chunk;
-    faults->calls.clear();
-  };
-  out.commit_hook_calls = [faults] {
-    std::lock_guard lock(faults->mutex);
-    return faults->calls;
-  };
+  out.fail_next_commit_at = [faults](CommitStep step, size_t chunk) { faults->arm(step, chunk); };
+  out.commit_hook_calls = [faults] { return faults->calls(); };
   out.stray_access_faults_in_process = true;
   out.max_chunk_bytes = small_sim_options().max_chunk_bytes;
   out.backed_by_memory = [](DeviceAddress address) {

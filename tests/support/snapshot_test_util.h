@@ -88,7 +88,12 @@ class TestFileSystem final : public FileSystemWrapper {
   }
   Result<std::unique_ptr<ReadableFile>> open_readable(const std::string& path) override {
     auto file = target().open_readable(path);
-    if (!file.ok() || !fail_reads_from) return file;
+    if (!file.ok()) return file;
+    if (shrink_after_size_at) {
+      return std::unique_ptr<ReadableFile>(
+          std::make_unique<ShrinkingReads>(std::move(file).value(), *shrink_after_size_at));
+    }
+    if (!fail_reads_from) return file;
     return std::unique_ptr<ReadableFile>(
         std::make_unique<FailingReads>(std::move(file).value(), *fail_reads_from));
   }
@@ -112,6 +117,10 @@ class TestFileSystem final : public FileSystemWrapper {
   // When set, every read_at of a file opened from now on that reaches this offset fails with
   // IoError "injected": a failing read at a place in the file, whichever thread reads it when.
   std::optional<uint64_t> fail_reads_from;
+  // When set, files opened from now on read as if cut at this offset after size() was taken
+  // (as when another process truncates the file during a read): size() still says the whole
+  // length, read_at returns only the bytes before the cut.
+  std::optional<uint64_t> shrink_after_size_at;
 
  private:
   // A stateless POSIX file system every TestFileSystem forwards to.
@@ -135,6 +144,19 @@ class TestFileSystem final : public FileSystemWrapper {
 
    private:
     uint64_t from_;
+  };
+
+  class ShrinkingReads final : public ReadableFileWrapper {
+   public:
+    ShrinkingReads(std::unique_ptr<ReadableFile> inner, uint64_t cut)
+        : ReadableFileWrapper(std::move(inner)), cut_(cut) {}
+    Result<size_t> read_at(uint64_t offset, std::span<std::byte> data) override {
+      if (offset >= cut_) return size_t{0};
+      return target().read_at(offset, data.first(std::min<uint64_t>(data.size(), cut_ - offset)));
+    }
+
+   private:
+    uint64_t cut_;
   };
 
   class WrappedFile final : public WritableFileWrapper {

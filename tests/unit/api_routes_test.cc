@@ -1,6 +1,6 @@
 // The API routes over loopback HTTP, in process, with a real ServerApp on the simulator
-// (synthetic:tiny): completions, chat, SSE framing, refusals, slot files, API keys, and a
-// client that leaves cancelling its generation.
+// (synthetic:tiny) behind the real HttpServer: completions, chat, SSE framing, refusals, slot
+// files, API keys, and a client that leaves cancelling its generation.
 #include "server/api_routes.h"
 
 #include <arpa/inet.h>
@@ -17,13 +17,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/base/clock.h"
-#include "server/auth.h"
 #include "server/chat_template.h"
+#include "server/http_server.h"
 #include "server/server_app.h"
+#include "tests/support/spin_until.h"
 #include "tests/support/temp_dir.h"
 
 namespace siesta::server {
@@ -32,12 +32,12 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-// A ServerApp and an httplib::Server carrying only the API routes (and authorize() as the
-// pre-routing handler, as routes.cc installs it), listening on a free loopback port.
+// A ServerApp served by the real HttpServer (every route, the request policy, the connection
+// loop that tells a handler when its client has gone) on a free loopback port.
 class ApiServer {
  public:
   explicit ApiServer(ServerConfig config = {}) {
-    config.backend = BackendKind::kSim;
+    config.backend = runtime::BackendKind::kSim;
     config.model = "synthetic:tiny";
     Result<std::unique_ptr<ServerApp>> app = ServerApp::start(config, clock_, nullptr);
     if (!app.ok()) {
@@ -45,23 +45,22 @@ class ApiServer {
       return;
     }
     app_ = std::move(app).value();
-    for (Route& route : api_routes(*app_)) {
-      if (route.method == "GET") server_.Get(std::string(route.path), route.handler);
-      if (route.method == "POST") server_.Post(std::string(route.path), route.handler);
+    http_ = std::make_unique<HttpServer>(*app_);
+    Result<int> port = http_->bind("127.0.0.1", 0);
+    if (!port.ok()) {
+      ADD_FAILURE() << port.status().to_string();
+      return;
     }
-    server_.set_pre_routing_handler(
-        [this](const httplib::Request& request, httplib::Response& response) {
-          return authorize(request, response, app_->config())
-                     ? httplib::Server::HandlerResponse::Unhandled
-                     : httplib::Server::HandlerResponse::Handled;
-        });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // bind_to_any_port() listens already: connections queue until the loop starts.
+    port_ = *port;
+    // bind() listens already: connections queue until run() serves them.
+    served_ = std::async(std::launch::async, [this] { return http_->run(); });
   }
   ~ApiServer() {
-    server_.stop();
-    if (thread_.joinable()) thread_.join();
+    if (!http_) return;
+    http_->stop();
+    if (served_.valid()) {
+      EXPECT_TRUE(served_.get().ok());
+    }
   }
 
   bool ok() const { return app_ != nullptr && port_ > 0; }
@@ -79,20 +78,20 @@ class ApiServer {
 
   // Waits until the engine has run `commands` commands and has nothing running or queued.
   void wait_idle(uint64_t commands) {
-    for (int i = 0; i < 5000; ++i) {
-      const engine::EngineStatus status = app_->engine().status();
-      if (status.commands_run >= commands && !status.busy && status.queued_commands == 0) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    ADD_FAILURE() << "the engine did not become idle";
+    const bool idle = app_->engine().wait_for_status(
+        [commands](const engine::EngineStatus& status) {
+          return status.commands_run >= commands && !status.busy && status.queued_commands == 0;
+        },
+        std::chrono::seconds(30));
+    EXPECT_TRUE(idle) << "the engine did not become idle";
   }
 
  private:
   ManualClock clock_;
   std::unique_ptr<ServerApp> app_;
-  httplib::Server server_;
+  std::unique_ptr<HttpServer> http_;  // after app_: it goes first
   int port_ = -1;
-  std::thread thread_;
+  std::future<Status> served_;
 };
 
 json body_of(const httplib::Result& result) {
@@ -396,16 +395,18 @@ TEST(ApiRoutesTest, AClientThatLeavesCancelsItsGeneration) {
     const std::string prompt(20, 'p');
     json request = {{"prompt", prompt}, {"max_tokens", 200}, {"stream", stream}};
     post_and_leave(server.port(), "/v1/completions", request.dump(), [&] {
-      for (int i = 0; i < 5000 && engine.status().queued_commands == 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      ASSERT_EQ(engine.status().queued_commands, 1u);
+      ASSERT_TRUE(engine.wait_for_status(
+          [](const engine::EngineStatus& status) { return status.queued_commands == 1; },
+          std::chrono::seconds(30)))
+          << "the request was not queued behind the blocker";
     });
     // The handler polls its socket every 10 ms; wait until it has seen the close (its
-    // generation is then cancelled), however long that takes.
-    while (server.app().clients_gone() == 0) std::this_thread::yield();
-    release.set_value();
+    // generation is then cancelled).
+    const bool gone = siesta::testing::spin_until([&] { return server.app().clients_gone() > 0; },
+                                                  std::chrono::seconds(30));
+    release.set_value();  // also when the wait failed: the engine must not stay held
     ASSERT_TRUE(blocked.get().ok());
+    ASSERT_TRUE(gone) << "the handler did not see its client leave";
     server.wait_idle(2);
     // Uncancelled, the history would hold the prompt and 199 generated tokens.
     EXPECT_LT(engine.status().history_tokens, prompt.size() + 199);

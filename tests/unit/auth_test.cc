@@ -73,6 +73,23 @@ TEST(AuthTest, WrongKeysAndSchemesAreRefused) {
   }
 }
 
+// The header's whole value is compared: a C-string view of it would end at the NUL and let
+// "Bearer KEY\0junk" through.
+TEST(AuthTest, BytesAfterANulAreStillPartOfTheKey) {
+  httplib::Response response;
+  EXPECT_FALSE(authorize(request_for("/v1/models", std::string("Bearer s3cret\0junk", 18)),
+                         response, with_key("s3cret")));
+  expect_refused(response, "invalid_api_key");
+}
+
+TEST(AuthTest, TwoAuthorizationHeadersAreRefused) {
+  httplib::Request request = request_for("/v1/models", "Bearer s3cret");
+  request.headers.emplace("Authorization", "Bearer s3cret");
+  httplib::Response response;
+  EXPECT_FALSE(authorize(request, response, with_key("s3cret")));
+  expect_refused(response, "invalid_api_key");
+}
+
 TEST(AuthTest, KeyComparison) {
   EXPECT_TRUE(api_key_matches("abc", "abc"));
   EXPECT_FALSE(api_key_matches("abd", "abc"));

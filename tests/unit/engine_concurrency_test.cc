@@ -1,10 +1,12 @@
 // Engine threads: status() answers while a command is blocked mid-generation; commands run
 // one at a time in submission order; submitters on many threads get the bytes of a
-// sequential run; the destructor lets the running command finish and cancels the queued ones.
-// Every wait is a real synchronisation (latch, future), never a sleep.
+// sequential run; wait_for_status() wakes on each change of the queue; the destructor lets the
+// running command finish and cancels the queued ones. Every wait is a real synchronisation
+// (latch, future, the engine's own condition), never a sleep.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <latch>
 #include <string>
@@ -90,6 +92,32 @@ TEST(EngineConcurrencyTest, CommandsRunOneAtATimeInSubmissionOrder) {
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 4}));
 }
 
+TEST(EngineConcurrencyTest, WaitForStatusSeesCommandsQueuedStartedAndEnded) {
+  EngineRig rig;
+  ASSERT_TRUE(rig.ok());
+  Engine& engine = rig.engine();
+  const auto queued = [](size_t n) {
+    return [n](const EngineStatus& s) { return s.queued_commands == n; };
+  };
+  EXPECT_TRUE(engine.wait_for_status(queued(0), std::chrono::seconds(0))) << "true at once";
+  EXPECT_FALSE(engine.wait_for_status(queued(1), std::chrono::milliseconds(1)));
+
+  std::latch entered(1), release(1);
+  auto running = engine.generate(blocking_request(entered, release, 4));
+  // Submitted from another thread, as an HTTP handler would.
+  std::thread submitter([&] { (void)engine.reset().get(); });
+  EXPECT_TRUE(
+      engine.wait_for_status([](const EngineStatus& s) { return s.busy && s.queued_commands == 1; },
+                             std::chrono::seconds(30)));
+  entered.wait();
+  release.count_down();
+  EXPECT_TRUE(
+      engine.wait_for_status([](const EngineStatus& s) { return s.commands_run == 2 && !s.busy; },
+                             std::chrono::seconds(30)));
+  submitter.join();
+  EXPECT_TRUE(running.get().ok());
+}
+
 TEST(EngineConcurrencyTest, ManySubmittersGetTheBytesOfASequentialRun) {
   const std::vector<std::string> prompts = {"alpha beta",   "alpha gamma",      "delta",
                                             "alpha beta x", "epsilon zeta eta", "delta delta"};
@@ -112,6 +140,7 @@ TEST(EngineConcurrencyTest, ManySubmittersGetTheBytesOfASequentialRun) {
     }
   });
   std::vector<std::thread> submitters;
+  submitters.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     submitters.emplace_back([&, t] {
       for (int round = 0; round < 3; ++round) {

@@ -169,6 +169,25 @@ TEST(EngineOffloadTest, ExportWhileAsleepReadsTheSleepingState) {
   EXPECT_GT(exported->tokens, 0u);
 }
 
+// Offload off is one thing, the Offloader's "disabled" state: the engine has an Offloader
+// then too, which admits every command at once and never saves.
+TEST(EngineOffloadTest, OffloadOffIsTheOffloadersDisabledState) {
+  EngineRig off;
+  ASSERT_TRUE(off.ok());
+  OffloadStatus status = off.engine().cache_status();
+  EXPECT_EQ(status.state, OffloadState::kDisabled);
+  EXPECT_EQ(status.idle_seconds, 0);
+  EXPECT_EQ(status.expire_seconds, 3600) << "OffloaderOptions' default";
+  EXPECT_EQ(off.engine().offload_now().code(), StatusCode::kFailedPrecondition);
+  Result<GenerateResult> result = off.generate("abc", 4);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_FALSE(result->admission.restored);
+  status = off.engine().cache_status();
+  EXPECT_EQ(status.state, OffloadState::kDisabled);
+  EXPECT_EQ(status.tokens, off.engine().status().history_tokens);
+  EXPECT_EQ(status.counters.saves, 0u);
+}
+
 TEST(EngineOffloadTest, OffloadNowAndStatusDoNotWakeTheSession) {
   OffloadRig rig;
   ASSERT_TRUE(rig.generate("abc").ok());

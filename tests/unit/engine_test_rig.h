@@ -1,6 +1,5 @@
-// EngineRig: one Engine on its own simulated device (SimBackend + HostKernels), host memory
-// (HostVmm) and the real file system, for the engine's tests. Members are declared so that the
-// engine is destroyed first and the backend last, as the engine's contract requires.
+// EngineRig: one Engine with offload off on its own EngineStack (a small simulator with
+// HostKernels, host memory, the real file system) and a ManualClock, for the engine's tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,13 +9,12 @@
 #include <optional>
 #include <string>
 
-#include "backends/sim/host_kernels.h"
-#include "backends/sim/sim_backend.h"
+#include "compute/kernels.h"
 #include "core/base/clock.h"
-#include "core/base/posix_file_system.h"
-#include "core/memory/host_vmm.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
+#include "runtime/engine_stack.h"
+#include "tests/support/engine_test_device.h"
 
 namespace siesta::engine::testing {
 
@@ -31,42 +29,25 @@ class EngineRig {
  public:
   // `export_dir` empty: the engine refuses export and import.
   // `wrap`: when set, the engine computes through the Kernels it returns (fault injection),
-  // which wraps the rig's HostKernels.
-  using KernelsWrapper = std::function<std::unique_ptr<Kernels>(Kernels&)>;
+  // which wraps the stack's HostKernels.
+  using WrapKernels = std::function<std::unique_ptr<Kernels>(Kernels&)>;
   explicit EngineRig(ModelConfig config = tiny_config(), std::string export_dir = "",
-                     KernelsWrapper wrap = nullptr) {
-    SimBackendOptions options;
-    options.capacity_bytes = 256ull << 20;
-    options.granularity = 64u << 10;
-    options.max_chunk_bytes = 1u << 20;
-    options.staging_buffer_bytes = 96u << 10;  // several chunks per region: odd boundaries
-    options.staging_buffer_count = 2;
-    auto backend = SimBackend::create(options);
-    EXPECT_TRUE(backend.ok()) << backend.status().to_string();
-    if (!backend.ok()) return;
-    backend_ = std::move(backend).value();
-    auto kernels = HostKernels::create(*backend_);
-    EXPECT_TRUE(kernels.ok()) << kernels.status().to_string();
-    if (!kernels.ok()) return;
-    kernels_ = std::move(kernels).value();
-    Kernels* kernels_used = kernels_.get();
-    if (wrap) {
-      wrapper_ = wrap(*kernels_);
-      kernels_used = wrapper_.get();
-    }
-    EngineOptions engine_options;
-    engine_options.model = std::move(config);
-    engine_options.export_dir = std::move(export_dir);
-    auto engine =
-        Engine::start(std::move(engine_options), *backend_, *kernels_used, host_, fs_, clock_);
-    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-    if (engine.ok()) engine_ = std::move(engine).value();
+                     WrapKernels wrap = nullptr) {
+    runtime::EngineStackOptions options;
+    options.device = siesta::testing::engine_test_device();
+    options.device.sim.max_chunk_bytes = 1u << 20;
+    options.model = std::move(config);
+    options.export_dir = std::move(export_dir);
+    options.wrap_kernels = std::move(wrap);
+    auto stack = runtime::EngineStack::open(std::move(options), clock_);
+    EXPECT_TRUE(stack.ok()) << stack.status().to_string();
+    if (stack.ok()) stack_ = std::move(stack).value();
   }
 
-  bool ok() const { return engine_ != nullptr; }
-  Engine& engine() { return *engine_; }
-  // Destroys the engine now (the destructor tests).
-  void stop() { engine_.reset(); }
+  bool ok() const { return stack_ != nullptr; }
+  Engine& engine() { return stack_->engine(); }
+  // Destroys the engine now, and the stack under it (the destructor tests).
+  void stop() { stack_.reset(); }
 
   // Runs one greedy request and waits for it.
   Result<GenerateResult> generate(std::string prompt, uint32_t max_tokens = 16,
@@ -75,21 +56,16 @@ class EngineRig {
     request.prompt = std::move(prompt);
     request.max_tokens = max_tokens;
     request.stop = std::move(stop);
-    return engine_->generate(std::move(request)).get();
+    return engine().generate(std::move(request)).get();
   }
   Result<GenerateResult> generate(GenerateRequest request) {
-    return engine_->generate(std::move(request)).get();
+    return engine().generate(std::move(request)).get();
   }
-  uint64_t history() const { return engine_->status().history_tokens; }
+  uint64_t history() const { return stack_->engine().status().history_tokens; }
 
  private:
-  std::unique_ptr<SimBackend> backend_;
-  std::unique_ptr<HostKernels> kernels_;
-  std::unique_ptr<Kernels> wrapper_;
-  HostVmm host_;
-  PosixFileSystem fs_;
   ManualClock clock_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<runtime::EngineStack> stack_;
 };
 
 // The text of a successful result; fails the test (and returns "") otherwise.

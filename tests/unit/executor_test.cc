@@ -1,11 +1,14 @@
 // The Executor seam: ManualExecutor runs exactly what is due, in order; ThreadExecutor runs
-// posted tasks on its own thread, in order, and timers once the clock reaches them.
+// posted tasks on its own thread, in order, and timers once the clock reaches them, and
+// wait_idle() returns once nothing due is left.
 #include "core/base/executor.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <latch>
 #include <thread>
 #include <vector>
 
@@ -66,6 +69,38 @@ TEST(ThreadExecutorTest, RunsATimerOnlyOnceItsTimeHasCome) {
   const Clock::Duration due = clock.now() + std::chrono::milliseconds(20);
   executor.post_at(due, [&] { fired.set_value(clock.now()); });
   EXPECT_GE(fired.get_future().get(), due);
+}
+
+TEST(ThreadExecutorTest, WaitIdleReturnsOnceEveryDueTaskHasRunButNotForLaterTimers) {
+  ThreadExecutor executor(SystemClock::instance());
+  std::latch release(1);
+  std::atomic<int> ran{0};
+  executor.post([&] {
+    release.wait();
+    ++ran;
+    // Posted for now by a running task: the wait covers it too.
+    executor.post([&] { ++ran; });
+  });
+  bool timer_ran = false;
+  executor.post_at(SystemClock::instance().now() + std::chrono::hours(1),
+                   [&] { timer_ran = true; });
+  EXPECT_FALSE(executor.wait_idle(std::chrono::milliseconds(1))) << "a task is still held";
+  release.count_down();
+  ASSERT_TRUE(executor.wait_idle(std::chrono::seconds(30)));
+  EXPECT_EQ(ran.load(), 2);
+  EXPECT_FALSE(timer_ran);
+}
+
+TEST(ThreadExecutorTest, WaitIdleRunsATimerThatAManualClockMovedPast) {
+  ManualClock clock;
+  ThreadExecutor executor(clock);
+  std::atomic<bool> ran{false};
+  executor.post_at(clock.now() + std::chrono::seconds(60), [&] { ran = true; });
+  EXPECT_TRUE(executor.wait_idle(std::chrono::seconds(30))) << "nothing is due yet";
+  EXPECT_FALSE(ran.load());
+  clock.advance(std::chrono::seconds(60));
+  ASSERT_TRUE(executor.wait_idle(std::chrono::seconds(30)));
+  EXPECT_TRUE(ran.load());
 }
 
 TEST(ThreadExecutorTest, DestructionDropsTimersNotYetDue) {

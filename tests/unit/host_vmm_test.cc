@@ -84,7 +84,7 @@ TEST(HostVmmTest, MisuseIsAnErrorAndChangesNothing) {
   EXPECT_EQ(vmm.stats().committed_bytes, 1 * kMiB);
 }
 
-// ANCHORS bug 3: host memory that is never returned after a release.
+// Host memory never returned after a release (other systems kept it after a wake).
 TEST(HostVmmTest, ResidentSetFallsAfterRelease) {
   HostVmm vmm;
   const size_t bytes = 32 * kMiB;

@@ -11,13 +11,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <future>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "core/offload/offloader.h"
+#include "testing/hooked_backend.h"
 #include "tests/support/offloader_fixture.h"
+#include "tests/support/spin_until.h"
 
 namespace siesta {
 namespace {
@@ -38,9 +43,13 @@ std::vector<std::pair<FsOp, uint64_t>> steps_of_one_save() {
 }
 
 // Blocks until the command either waits for the save or has been let in (a real condition,
-// polled; the save thread is the one polling, so the command cannot get ahead of it).
+// polled; the save thread is the one polling, so the command cannot get ahead of it). Fails the
+// test if neither happens within the bound.
 void wait_for_command(const Offloader& offloader, const std::atomic<bool>& admitted) {
-  while (!offloader.status().command_waiting && !admitted.load()) std::this_thread::yield();
+  EXPECT_TRUE(siesta::testing::spin_until(
+      [&] { return offloader.status().command_waiting || admitted.load(); },
+      std::chrono::seconds(30)))
+      << "the command neither waited for the save nor was let in";
 }
 
 // The steps after the save's last read of the session's memory -- the trailer (the last
@@ -71,12 +80,10 @@ TEST(OffloaderRaceTest, ACommandArrivingAtEveryStepOfASaveRunsOnIntactMemory) {
     f.fs_.set_call_hook([&, op = step_op, nth = step_call](FsOp o, uint64_t call) {
       if (o != op || call != nth || command.joinable()) return;
       command = std::thread([&] {
-        admitted = f.offloader_->acquire();
+        Result<Offloader::Lease> lease = f.offloader_->acquire();
+        admitted = lease.ok() ? Result<Admission>(lease->admission()) : lease.status();
         let_in = true;
-        if (admitted.ok()) {
-          f.target_->advance(1);
-          f.offloader_->release();
-        }
+        if (lease.ok()) f.target_->advance(1);
       });
       wait_for_command(*f.offloader_, let_in);
       let_in_during_step = let_in.load();
@@ -127,7 +134,7 @@ TEST(OffloaderRaceTest, TimersDuringARestoreNeitherSaveNorExpire) {
     f.executor_.run_due();
     seen.push_back(f.offloader_->status().state);
   });
-  Result<Admission> admitted = f.offloader_->acquire();
+  Result<Offloader::Lease> admitted = f.offloader_->acquire();
   f.fs_.set_call_hook({});
   ASSERT_FALSE(seen.empty());
   for (OffloadState s : seen) EXPECT_EQ(s, OffloadState::kRestoring);
@@ -136,8 +143,114 @@ TEST(OffloaderRaceTest, TimersDuringARestoreNeitherSaveNorExpire) {
   }
   ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
   EXPECT_EQ(f.target_->verify(), "");
-  f.offloader_->release();
+  admitted->release();
   EXPECT_EQ(f.offloader_->status().counters.saves, 1u);
+}
+
+// Asks status() on a thread of its own and waits for the answer at most `bound` (a bound on a
+// condition, not a sleep: a status() that waits for the caller would never answer). The
+// thread is joined by the destructor, once whatever blocked it has let go.
+class StatusProbe {
+ public:
+  explicit StatusProbe(const Offloader& offloader) {
+    std::future<OffloadStatus> answer = promise_.get_future();
+    thread_ = std::thread([this, &offloader] { promise_.set_value(offloader.status()); });
+    if (answer.wait_for(std::chrono::seconds(10)) == std::future_status::ready) {
+      status_ = answer.get();
+    }
+  }
+  ~StatusProbe() { thread_.join(); }
+  StatusProbe(const StatusProbe&) = delete;
+  StatusProbe& operator=(const StatusProbe&) = delete;
+
+  // The answer, or nullopt when status() did not answer within the bound.
+  const std::optional<OffloadStatus>& status() const { return status_; }
+
+ private:
+  std::promise<OffloadStatus> promise_;
+  std::thread thread_;
+  std::optional<OffloadStatus> status_;
+};
+
+// Label concurrency: status() is asked, on another thread, while the save releases the memory
+// (a decommit is in progress on the save's thread). It must answer at once: the release runs
+// without the Offloader's mutex.
+TEST(OffloaderConcurrencyTest, StatusAnswersWhileTheMemoryIsReleased) {
+  OffloaderFixture f;
+  ASSERT_TRUE(f.command(20).ok());
+  std::vector<std::unique_ptr<StatusProbe>> probes;
+  f.hooked_backend_->set_decommit_hooks(
+      [&](DeviceRange) { probes.push_back(std::make_unique<StatusProbe>(*f.offloader_)); }, {});
+  f.pass(OffloaderFixture::kIdle);  // the save and its release run here, on this thread
+  f.hooked_backend_->set_decommit_hooks({}, {});
+  ASSERT_FALSE(probes.empty()) << "the save released nothing";
+  for (const auto& probe : probes) {
+    ASSERT_TRUE(probe->status().has_value()) << "status() waited for the release";
+    EXPECT_EQ(probe->status()->state, OffloadState::kSaving) << "mid-release is still saving";
+  }
+  EXPECT_EQ(f.state(), OffloadState::kDisk);
+}
+
+// Label concurrency: status() asked while the log callback runs answers at once (the line is
+// written after the mutex is released).
+TEST(OffloaderConcurrencyTest, StatusAnswersWhileALogLineIsWritten) {
+  OffloaderFixture f;
+  ASSERT_TRUE(f.command(20).ok());
+  std::vector<std::unique_ptr<StatusProbe>> probes;
+  f.log_hook_ = [&](const std::string&) {
+    probes.push_back(std::make_unique<StatusProbe>(*f.offloader_));
+  };
+  f.pass(OffloaderFixture::kIdle);  // "offload: saved ..."
+  ASSERT_TRUE(f.command(1).ok());   // "offload: restored ..."
+  f.log_hook_ = {};
+  ASSERT_GE(probes.size(), 2u);
+  for (const auto& probe : probes) {
+    EXPECT_TRUE(probe->status().has_value()) << "status() waited for the log callback";
+  }
+}
+
+// Label concurrency: a command that arrives while the memory is being released waits for the
+// release to end (never running on half-released memory), then restores every byte.
+TEST(OffloaderConcurrencyTest, ACommandArrivingDuringTheReleaseWaitsThenRestores) {
+  OffloaderFixture f;
+  ASSERT_TRUE(f.command(30).ok());
+  std::thread command;
+  Result<Admission> admitted = FailedPrecondition("not run");
+  std::string bytes_seen = "not run";
+  bool saw_it_wait = false;
+  std::vector<std::unique_ptr<StatusProbe>> probes;  // joined last, after the release
+  f.hooked_backend_->set_decommit_hooks(
+      [&](DeviceRange) {
+        if (command.joinable()) return;
+        command = std::thread([&] {
+          Result<Offloader::Lease> lease = f.offloader_->acquire();
+          admitted = lease.ok() ? Result<Admission>(lease->admission()) : lease.status();
+          bytes_seen = f.target_->verify();
+        });
+        // Bounded: the command must be seen waiting for the release to end. Each look is a
+        // probe, so that a status() stuck behind the release ends the loop instead of the test.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!saw_it_wait && std::chrono::steady_clock::now() < deadline) {
+          probes.push_back(std::make_unique<StatusProbe>(*f.offloader_));
+          if (!probes.back()->status()) break;
+          saw_it_wait = probes.back()->status()->command_waiting;
+        }
+      },
+      {});
+  f.pass(OffloaderFixture::kIdle);  // the save; the release lets the command go on its end
+  ASSERT_TRUE(command.joinable());
+  command.join();
+  f.hooked_backend_->set_decommit_hooks({}, {});
+  EXPECT_TRUE(saw_it_wait) << "the command did not wait for the release";
+  ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
+  EXPECT_TRUE(admitted->restored) << "the release completed, so the command restored";
+  EXPECT_FALSE(admitted->cancelled_save);
+  EXPECT_EQ(bytes_seen, "");
+  EXPECT_EQ(f.target_->length(), 30u);
+  const OffloadStatus status = f.offloader_->status();
+  EXPECT_EQ(status.counters.saves, 1u);
+  EXPECT_EQ(status.counters.restore_hits, 1u);
+  EXPECT_EQ(status.state, OffloadState::kResident);
 }
 
 // Label concurrency: commands race the idle deadline on a real executor thread.
@@ -157,8 +270,8 @@ TEST(OffloaderConcurrencyTest, CommandsAroundTheIdleDeadlineNeverHangCrashOrLose
   options.chunk_bytes = setup.chunk_bytes;
   options.log = [](const std::string&) {};
   f.offloader_.reset();
-  f.offloader_ = Offloader::create({*f.target_, *f.faulty_backend_, f.host_, f.fs_, clock, executor,
-                                    f.store_.get(), f.key_.get()},
+  f.offloader_ = Offloader::create({*f.target_, *f.faulty_backend_, f.host_, f.fs_, clock,
+                                    &executor, f.store_.get(), f.key_.get()},
                                    options)
                      .value();
   const int kRounds = 1000;
@@ -169,19 +282,19 @@ TEST(OffloaderConcurrencyTest, CommandsAroundTheIdleDeadlineNeverHangCrashOrLose
     // Arrive somewhere around the save: before it starts, during it, or after it released.
     const int spins = static_cast<int>(draws() % 20000);
     for (int i = 0; i < spins; ++i) std::this_thread::yield();
-    Result<Admission> admitted = f.offloader_->acquire();
+    Result<Offloader::Lease> admitted = f.offloader_->acquire();
     ASSERT_TRUE(admitted.ok()) << "round " << round << ": " << admitted.status().to_string();
-    ASSERT_FALSE(admitted->fallback.has_value()) << "round " << round;
+    ASSERT_FALSE(admitted->admission().fallback.has_value()) << "round " << round;
     ASSERT_EQ(f.target_->length(), expected_length) << "round " << round;
     f.target_->advance(1);
     expected_length =
         (expected_length + 1 < setup.positions) ? expected_length + 1 : setup.positions;
     ASSERT_EQ(f.target_->verify(), "") << "round " << round;
-    f.offloader_->release();
+    admitted->release();
     if (f.target_->length() == setup.positions) {
-      ASSERT_TRUE(f.offloader_->acquire().ok());
+      Result<Offloader::Lease> again = f.offloader_->acquire();
+      ASSERT_TRUE(again.ok());
       ASSERT_TRUE(f.target_->discard_history().ok());
-      f.offloader_->release();
       expected_length = 0;
     }
   }

@@ -36,6 +36,27 @@ void expect_bad(const Result<ParsedGeneration>& result, const ErrorDetail& detai
   }
 }
 
+// nlohmann's parser stops at a NUL byte; the bytes after it must not be ignored.
+TEST(OpenAiJsonTest, ABodyWithANulIsNotJson) {
+  const std::string body = std::string(R"({"prompt": "x"})") + std::string(1, '\0') + "junk";
+  for (bool is_chat : {false, true}) {
+    ErrorDetail detail;
+    Result<ParsedGeneration> parsed = is_chat ? parse_chat_request(body, kModel, &detail)
+                                              : parse_completion_request(body, kModel, &detail);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(parsed.status().message(), HasSubstr("a NUL byte at offset 15"));
+  }
+}
+
+TEST(OpenAiJsonTest, ModelObject) {
+  EXPECT_EQ(
+      model_json("synthetic:tiny", 7),
+      json(
+          {{"id", "synthetic:tiny"}, {"object", "model"}, {"created", 7}, {"owned_by", "siesta"}}));
+  EXPECT_EQ(models_json("synthetic:tiny", 7)["data"][0], model_json("synthetic:tiny", 7));
+}
+
 TEST(OpenAiJsonTest, CompletionDefaults) {
   Result<ParsedGeneration> parsed = completion({{"prompt", "Hello"}});
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();

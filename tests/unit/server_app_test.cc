@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/base/clock.h"
@@ -26,7 +25,7 @@ using ::testing::HasSubstr;
 
 ServerConfig sim_config() {
   ServerConfig config;
-  config.backend = BackendKind::kSim;
+  config.backend = runtime::BackendKind::kSim;
   config.model = "synthetic:tiny";
   return config;
 }
@@ -83,6 +82,31 @@ TEST(ServerAppTest, StatusNamesTheModelAndEngine) {
   EXPECT_THAT(app->metrics_text(), HasSubstr("siesta_engine_commands_total 1\n"));
 }
 
+// With offload off the engine still has its Offloader, which reports the configured times:
+// the server adds nothing of its own to the status.
+TEST(ServerAppTest, OffloadOffReportsTheConfiguredTimesFromTheOffloader) {
+  ManualClock clock;
+  ServerConfig config = sim_config();
+  config.offload.expire_seconds = 90;
+  auto app = start_or_fail(config, clock);
+  ASSERT_NE(app, nullptr);
+  const OffloadStatus cache = app->engine().cache_status();
+  EXPECT_EQ(cache.state, OffloadState::kDisabled);
+  EXPECT_EQ(cache.idle_seconds, 0);
+  EXPECT_EQ(cache.expire_seconds, 90);
+  EXPECT_EQ(app->status().cache.expire_seconds, 90);
+  EXPECT_EQ(app->engine().offload_now().code(), StatusCode::kFailedPrecondition);
+}
+
+// A lost session is the server's to handle, not core's: one line, exit status 70.
+TEST(ServerAppDeathTest, ALostSessionEndsTheServerWithTheDocumentedStatus) {
+  EXPECT_EXIT(exit_on_session_memory_lost(DeviceError("injected commit failure")),
+              ::testing::ExitedWithCode(kSessionMemoryLostExitCode),
+              "siesta: fatal: the session's memory could not be mapped back at its addresses "
+              "\\(device_error: injected commit failure\\); exiting with status 70");
+  EXPECT_EQ(kSessionMemoryLostExitCode, 70);
+}
+
 TEST(ServerAppTest, UnknownModelFailsToStart) {
   ManualClock clock;
   ServerConfig config = sim_config();
@@ -96,7 +120,7 @@ TEST(ServerAppTest, CudaWithoutAGpuFailsWithAReason) {
   if (getenv("SIESTA_EXPECT_GPU") != nullptr) GTEST_SKIP() << "a GPU is expected here";
   ManualClock clock;
   ServerConfig config = sim_config();
-  config.backend = BackendKind::kCuda;
+  config.backend = runtime::BackendKind::kCuda;
   Result<std::unique_ptr<ServerApp>> app = ServerApp::start(config, clock, nullptr);
   if (app.ok()) GTEST_SKIP() << "this machine has a usable GPU";
   EXPECT_THAT(app.status().message(), HasSubstr("--backend cuda"));
@@ -121,11 +145,8 @@ TEST(ServerAppTest, OffloadNowReleasesAndCloseRemovesTheSnapshot) {
   request.max_tokens = 2;
   ASSERT_TRUE(app->engine().generate(request).get().ok());
   ASSERT_TRUE(app->engine().offload_now().ok());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (app->status().cache.state != OffloadState::kDisk &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // offload_now() posted the save; it has run once the executor is idle.
+  ASSERT_TRUE(app->stack().wait_offload_idle(std::chrono::seconds(20)));
   const StatusSnapshot status = app->status();
   ASSERT_EQ(status.cache.state, OffloadState::kDisk);
   EXPECT_EQ(status.cache.counters.saves, 1u);

@@ -44,7 +44,7 @@ TEST(ServerFlagsTest, Defaults) {
   ServerConfig config = run_config({});
   EXPECT_EQ(config.host, "127.0.0.1");
   EXPECT_EQ(config.port, 8080);
-  EXPECT_EQ(config.backend, BackendKind::kAuto);
+  EXPECT_EQ(config.backend, runtime::BackendKind::kAuto);
   EXPECT_EQ(config.offload.idle_seconds, 0);
   EXPECT_EQ(config.offload.expire_seconds, 3600);
   EXPECT_EQ(config.offload.disk_dir, "");
@@ -60,7 +60,7 @@ TEST(ServerFlagsTest, EveryFlagInBothForms) {
   for (const ServerConfig& config : {spaced, joined}) {
     EXPECT_EQ(config.host, "0.0.0.0");
     EXPECT_EQ(config.port, 9000);
-    EXPECT_EQ(config.backend, BackendKind::kSim);
+    EXPECT_EQ(config.backend, runtime::BackendKind::kSim);
     EXPECT_EQ(config.offload.idle_seconds, 30);
     EXPECT_EQ(config.offload.expire_seconds, 90);
     EXPECT_EQ(config.offload.disk_dir, "/tmp/x");
@@ -72,9 +72,9 @@ TEST(ServerFlagsTest, ValueMayContainEquals) {
 }
 
 TEST(ServerFlagsTest, BackendKinds) {
-  EXPECT_EQ(run_config({"--backend", "sim"}).backend, BackendKind::kSim);
-  EXPECT_EQ(run_config({"--backend", "cuda"}).backend, BackendKind::kCuda);
-  EXPECT_EQ(run_config({"--backend", "auto"}).backend, BackendKind::kAuto);
+  EXPECT_EQ(run_config({"--backend", "sim"}).backend, runtime::BackendKind::kSim);
+  EXPECT_EQ(run_config({"--backend", "cuda"}).backend, runtime::BackendKind::kCuda);
+  EXPECT_EQ(run_config({"--backend", "auto"}).backend, runtime::BackendKind::kAuto);
   EXPECT_EQ(error_of({"--backend", "bogus"}), "--backend must be sim, cuda or auto, got \"bogus\"");
   EXPECT_THAT(error_of({"--backend", "SIM"}), HasSubstr("--backend must be"));
 }
@@ -198,7 +198,7 @@ TEST(ServerFlagsTest, MissingValue) {
 TEST(ServerFlagsTest, RepeatedFlagLastOneWins) {
   // Documented behaviour: scripts/serve passes defaults first and the user's flags after.
   EXPECT_EQ(run_config({"--port", "1", "--port", "2"}).port, 2);
-  EXPECT_EQ(run_config({"--backend=cuda", "--backend", "sim"}).backend, BackendKind::kSim);
+  EXPECT_EQ(run_config({"--backend=cuda", "--backend", "sim"}).backend, runtime::BackendKind::kSim);
   EXPECT_EQ(run_config({"--cache-idle-seconds", "300", "--cache-disk-dir", "/d",
                         "--cache-idle-seconds", "0"})
                 .offload.idle_seconds,
@@ -312,6 +312,19 @@ TEST(ServerFlagsTest, ApiKeyFromFlagOrEnvironmentNeverPrinted) {
   const std::string bad = error_of({"--api-key", "has space-secret"});
   EXPECT_THAT(bad, HasSubstr("--api-key must be printable ASCII"));
   EXPECT_THAT(bad, Not(HasSubstr("secret")));
+  // Set but empty: refused as --api-key '' is, not taken for "no key".
+  Result<ParsedFlags> empty_env = parse_env({}, "");
+  ASSERT_FALSE(empty_env.ok());
+  EXPECT_EQ(empty_env.status().message(), "SIESTA_API_KEY must not be empty");
+  // Unset: no key.
+  std::vector<std::string_view> none;
+  Result<ParsedFlags> unset = parse_server_flags(std::span<const std::string_view>(none));
+  ASSERT_TRUE(unset.ok());
+  EXPECT_EQ(unset->config.api_key, "");
+  // The flag still wins over an empty variable.
+  Result<ParsedFlags> flag_over_empty = parse_env({"--api-key", "flag-key"}, "");
+  ASSERT_TRUE(flag_over_empty.ok());
+  EXPECT_EQ(flag_over_empty->config.api_key, "flag-key");
   Result<ParsedFlags> bad_env = parse_env({}, "tab\tsecret");
   ASSERT_FALSE(bad_env.ok());
   EXPECT_THAT(bad_env.status().message(), HasSubstr("SIESTA_API_KEY"));
@@ -328,6 +341,30 @@ TEST(ServerFlagsTest, MaxBodyBytesBoundaries) {
             "--max-body-bytes (1023) must be between 1024 and 67108864");
   EXPECT_EQ(error_of({"--max-body-bytes", "67108865"}),
             "--max-body-bytes (67108865) must be between 1024 and 67108864");
+}
+
+TEST(ServerFlagsTest, HttpLimits) {
+  const ServerConfig defaults = run_config({});
+  EXPECT_EQ(defaults.http_max_connections, 512u);
+  EXPECT_EQ(defaults.http_request_timeout_seconds, 10u);
+  EXPECT_EQ(run_config({"--http-max-connections", "1"}).http_max_connections, 1u);
+  EXPECT_EQ(run_config({"--http-max-connections=65536"}).http_max_connections, 65536u);
+  EXPECT_EQ(error_of({"--http-max-connections", "0"}),
+            "--http-max-connections (0) must be between 1 and 65536");
+  EXPECT_EQ(error_of({"--http-max-connections", "65537"}),
+            "--http-max-connections (65537) must be between 1 and 65536");
+  EXPECT_EQ(run_config({"--http-request-timeout-seconds", "1"}).http_request_timeout_seconds, 1u);
+  EXPECT_EQ(run_config({"--http-request-timeout-seconds", "3600"}).http_request_timeout_seconds,
+            3600u);
+  EXPECT_EQ(error_of({"--http-request-timeout-seconds", "0"}),
+            "--http-request-timeout-seconds (0) must be between 1 and 3600");
+  EXPECT_EQ(error_of({"--http-request-timeout-seconds", "1.5"}),
+            "--http-request-timeout-seconds must be an integer between 1 and 3600, got \"1.5\"");
+  const std::string help = server_help_text();
+  EXPECT_THAT(help, HasSubstr("--http-max-connections N"));
+  EXPECT_THAT(help, HasSubstr("(default: 512)"));
+  EXPECT_THAT(help, HasSubstr("--http-request-timeout-seconds N"));
+  EXPECT_THAT(help, HasSubstr("SIGHUP"));
 }
 
 TEST(ServerFlagsTest, ParallelAndDevices) {
@@ -370,7 +407,7 @@ TEST(ServerFlagsTest, ArgvOverload) {
   Result<ParsedFlags> parsed = parse_server_flags(4, argv);
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   EXPECT_EQ(parsed->config.port, 0);
-  EXPECT_EQ(parsed->config.backend, BackendKind::kSim);
+  EXPECT_EQ(parsed->config.backend, runtime::BackendKind::kSim);
 }
 
 }  // namespace

@@ -104,7 +104,7 @@ TEST(SimBackendTest, CreateRejectsBadOptions) {
   SIESTA_EXPECT_CODE(SimBackend::create(options), StatusCode::kInvalidArgument);
 }
 
-// ANCHORS bug 3: memory that was "released" but never left the process.
+// Memory that was "released" but never left the process (other systems kept it).
 TEST(SimBackendTest, ResidentSetFallsAfterDecommit) {
   auto sim = make_sim();
   const size_t bytes = 16 * kMiB;
@@ -272,8 +272,9 @@ TEST(SimBackendTest, EnqueuedWorkRunsInOrderAndReportsItsStatus) {
   SIESTA_EXPECT_CODE(sim->enqueue_work(nullptr), StatusCode::kInvalidArgument);
 }
 
-// ANCHORS bug 2: unmapping while device work still runs. The job uses the range after the
-// test lets it go; decommit, started before that, must not return until the job is done.
+// Unmapping while device work still runs (illegal-address errors in other systems). The job uses
+// the range after the test lets it go; decommit, started before that, must not return until the job
+// is done.
 TEST(SimBackendTest, DecommitWaitsForPendingWork) {
   auto sim = make_sim();
   SIESTA_ASSERT_OK_AND_ASSIGN(ReservedRange r, ReservedRange::reserve(*sim, 256 * kKiB));

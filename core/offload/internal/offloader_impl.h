@@ -1,5 +1,12 @@
-// Offloader's internals, shared by offloader.cc (admission, deadlines, save) and
+// Offloader's internals, shared by offloader.cc (admission, deadlines, save, release) and
 // offloader_restore.cc (restore). Not part of the interface: include only from those two.
+//
+// Locking: `mu` guards the phase and everything the threads share (SIESTA_GUARDED_BY); it is
+// held only to read or change them, never across a call into the file system, the backend,
+// the target's memory, a callback or the log. Members that are not guarded are either set
+// once by create() or owned by the phase: only the thread that holds a save phase (the
+// executor) or a restoring phase (the command) touches them, and the phase changes under
+// `mu`, which orders one owner's accesses before the next one's.
 #pragma once
 
 #include <atomic>
@@ -10,6 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "core/base/mutex.h"
+#include "core/base/thread_annotations.h"
+#include "core/offload/internal/offload_machine.h"
 #include "core/offload/offloader.h"
 #include "core/snapshot/record_buffer_pool.h"
 #include "core/snapshot/snapshot_writer.h"
@@ -19,85 +29,119 @@ namespace siesta {
 // Everything lives here, owned through a shared_ptr: timer tasks hold a weak_ptr, so a timer
 // that fires after the Offloader is gone finds nothing to run.
 struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
-  Impl(Deps d, OffloaderOptions o) : deps(d), options(std::move(o)) {}
+  Impl(Deps d, OffloaderOptions o)
+      : deps(d),
+        options(std::move(o)),
+        machine(offload_enabled(options.idle_seconds) ? offload::Phase::kResident
+                                                      : offload::Phase::kDisabled) {}
 
-  Deps deps;
-  OffloaderOptions options;
+  // ---- Set once by create() ----
+  const Deps deps;
+  const OffloaderOptions options;
   std::string path;  // the snapshot file
-  // The generation of the last save started (the executor's thread writes it before the save
-  // can reach the disk state, under which alone a restore reads it): a restore accepts only
-  // the file with this one, so an older snapshot put back in place is refused (Foreign).
+
+  // ---- Owned by the phase ----
+  // The generation of the last save started (written by the save's phase before it can reach
+  // the disk phase, under which alone a restore reads it): a restore accepts only the file
+  // with this one, so an older snapshot put back in place is refused (Foreign).
   uint64_t generation = 0;
   // Every save's and restore's chunk record buffers (core/snapshot/record_buffer_pool.h): kept
-  // between them, so that no restore pays to fault fresh pages in.
+  // between them, so that no restore pays to fault fresh pages in. Save phases and restoring
+  // phases never overlap.
   RecordBufferPool record_buffers;
-
-  mutable std::mutex mu;
-  std::condition_variable cv;  // save_running or save_reading turned false
-  OffloadState state = OffloadState::kDisabled;
-  bool command_running = false;
-  bool save_running = false;
-  // The running save still reads the session's memory (until its last chunk is written); a
-  // command waits only for this, not for the file to become durable.
-  bool save_reading = false;
-  // Retired snapshots being removed on the executor right now; the destructor waits for them
-  // (a removal not yet started when shutting_down is set never starts; the store's shutdown
-  // clean-up takes its file).
-  int removals_running = 0;
-  bool force_save = false;  // offload_now() asked for a save regardless of the deadline
-  bool shutting_down = false;
-  bool delete_pending = false;  // an expired snapshot whose deletion failed
-  std::atomic<bool> cancel_save{false};
-  // Which of target.device_memory() / host_memory() are released (a release may stop half
-  // way; a restore commits exactly these).
+  // Which of target.device_memory() are released (a release may stop half way; a restore
+  // commits exactly these): written in kSaveReleasing and the restoring phases.
   std::vector<bool> device_released;
-  Clock::Duration last_activity{0};
-  int64_t last_activity_unix = 0;
-  Clock::Duration retry_at{0};
-  uint32_t failures_in_a_row = 0;
-  std::string last_logged;
-  OffloadStatus st;  // the reported fields (state is copied from `state`)
 
-  bool enabled() const { return options.idle_seconds != 0; }
+  // ---- Shared, under mu ----
+  mutable Mutex mu;
+  // Notified on every phase change and when an executor task ends.
+  mutable std::condition_variable cv;
+  offload::OffloadMachine machine SIESTA_GUARDED_BY(mu);
+  // The destructor has begun: no timer is armed, no task starts, a running save is cancelled.
+  bool closing SIESTA_GUARDED_BY(mu) = false;
+  // Executor tasks inside the Offloader right now (a timer with its save or deletion, a
+  // retired file's removal); the destructor waits until none is left.
+  int tasks_running SIESTA_GUARDED_BY(mu) = 0;
+  // When the next save and the expiry are due.
+  Clock::Duration last_activity SIESTA_GUARDED_BY(mu){0};
+  int64_t last_activity_unix SIESTA_GUARDED_BY(mu) = 0;
+  Clock::Duration retry_at SIESTA_GUARDED_BY(mu){0};
+  uint32_t failures_in_a_row SIESTA_GUARDED_BY(mu) = 0;
+  // offload_now() asked for a save: it is due at once (or at retry_at after a failure),
+  // whatever the idle deadline, until a save releases the memory or a command arrives.
+  bool offload_requested SIESTA_GUARDED_BY(mu) = false;
+  std::string last_logged SIESTA_GUARDED_BY(mu);
+  std::string lost_reason SIESTA_GUARDED_BY(mu);  // why the memory could not be mapped back
+  OffloadStatus st SIESTA_GUARDED_BY(mu);         // the reported fields (state from the phase)
+  // Log lines queued under mu, written by flush_log() without it.
+  std::vector<std::string> outbox SIESTA_GUARDED_BY(mu);
 
-  void log(const std::string& line) {
-    if (options.log) {
-      options.log(line);
-    } else {
-      std::fprintf(stderr, "siesta: %s\n", line.c_str());
-    }
-  }
-  // Logs `line` unless the last logged event had the same `what` and status code: a failure
+  // The writer's cancel flag: cancels_save(phase) || closing, kept so by apply() and the
+  // destructor. Atomic because the writer reads it without the mutex.
+  std::atomic<bool> cancel_save{false};
+  // Taken by flush_log() before mu (never under it), so lines reach the log in queue order.
+  std::mutex log_writer;
+
+  bool enabled() const { return offload_enabled(options.idle_seconds); }
+  offload::Phase phase() const SIESTA_REQUIRES(mu) { return machine.phase(); }
+
+  // The one place the phase changes: applies `event` (an illegal one is logged and the phase
+  // kept; debug builds abort), mirrors the cancel flag, wakes every waiter.
+  void apply(offload::Event event) SIESTA_REQUIRES(mu);
+
+  void log(std::string line) SIESTA_REQUIRES(mu) { outbox.push_back(std::move(line)); }
+  // Queues `line` unless the last logged event had the same `what` and status code: a failure
   // that keeps failing the same way is logged once, not once per retry (its message may still
   // differ in details such as a call count).
-  void log_change_locked(const std::string& what, const Status& status, const std::string& line) {
-    const std::string key = what + ":" + std::string(status_code_name(status.code()));
-    if (key == last_logged) return;
-    last_logged = key;
-    log(line);
-  }
+  void log_change(const std::string& what, const Status& status, std::string line)
+      SIESTA_REQUIRES(mu);
+  // Writes the queued lines, in order, with the log callback.
+  void flush_log() SIESTA_EXCLUDES(mu);
 
-  void arm_timer_at(Clock::Duration when) {
-    std::weak_ptr<Impl> weak = weak_from_this();
-    deps.executor.post_at(when, [weak] {
-      if (std::shared_ptr<Impl> self = weak.lock()) self->on_timer();
-    });
-  }
+  void arm_timer_at(Clock::Duration when) SIESTA_REQUIRES(mu);
+  Clock::Duration save_due() const SIESTA_REQUIRES(mu);
+  Clock::Duration expiry_due() const SIESTA_REQUIRES(mu);
 
-  void on_timer();
-  void run_save();
-  void release_memory_locked(const SnapshotWriteResult& written);
-  Result<Admission> restore(std::unique_lock<std::mutex>& lock, Admission admission);
-  Status commit_released_memory();
-  void expire_locked();
-  void delete_snapshot(const char* why);
+  // An executor task's hold: false (and nothing to end) once closing.
+  bool begin_task() SIESTA_EXCLUDES(mu);
+  // Flushes the log, then lets the destructor go on. Touches nothing of deps afterwards.
+  void end_task() SIESTA_EXCLUDES(mu);
+
+  // ---- Executor thread ----
+  void on_timer() SIESTA_EXCLUDES(mu);
+  enum class TimerAction { kNone, kSave, kDeleteExpired };
+  // What a timer must do now, its phase change applied; for kSave, the file's expiry.
+  TimerAction decide_timer(int64_t* expiry_unix) SIESTA_REQUIRES(mu);
+  // REQUIRES: the phase is kSaveReading, entered by this task.
+  void run_save(int64_t expiry_unix) SIESTA_EXCLUDES(mu);
+  struct ReleaseOutcome {
+    Status failed;
+    size_t released = 0;  // ranges given back
+    uint64_t device_bytes = 0;
+    uint64_t host_bytes = 0;
+  };
+  // The file is durable: gives the memory back. REQUIRES: the phase is kSaveReleasing.
+  ReleaseOutcome release_memory() SIESTA_EXCLUDES(mu);
+  void delete_expired() SIESTA_EXCLUDES(mu);
+  void remove_retired(const std::string& retired) SIESTA_EXCLUDES(mu);
+
+  // ---- Command thread ----
+  Result<Admission> admit() SIESTA_EXCLUDES(mu);
+  void end_command() SIESTA_EXCLUDES(mu);
+  // Maps the memory back and reads the snapshot (`fresh`: after expiry, nothing to read).
+  // REQUIRES: the phase is kRestoring or kRestoringFresh, entered by this command.
+  Result<Admission> restore(bool fresh, Admission admission) SIESTA_EXCLUDES(mu);
+  Status commit_released_memory() SIESTA_EXCLUDES(mu);
+
+  // Removes the snapshot (the store's remove: slow on a large file) and records a failure.
+  Status remove_snapshot(const char* why) SIESTA_EXCLUDES(mu);
   // After a restore (or a fallback) the file no longer describes the session. Unlinking a
   // large cached file frees its pages and extents, which costs ~0.2 s per GiB -- too much for
   // the command that is waiting for its first token -- so the file is renamed to a temporary
   // name of the store (cheap; the snapshot's name is free at once) and removed on the
-  // executor. Falls back to delete_snapshot() when the rename fails.
-  void retire_snapshot(const char* why);
-  void remove_retired(const std::string& retired);
+  // executor. Falls back to remove_snapshot() when the rename fails.
+  void retire_snapshot(const char* why) SIESTA_EXCLUDES(mu);
 };
 
 }  // namespace siesta

@@ -1,35 +1,26 @@
-#include "server/backend_choice.h"
+#include "runtime/device.h"
 
 #include <utility>
 
 #include "backends/sim/host_kernels.h"
-#include "backends/sim/sim_backend.h"
 #if defined(SIESTA_WITH_CUDA)
 #include "backends/cuda_vmm/cuda_kernels.h"
 #include "backends/cuda_vmm/cuda_vmm_backend.h"
 #endif
 
-namespace siesta::server {
+namespace siesta::runtime {
 namespace {
 
-Result<OpenedDevice> open_sim() {
-  Result<std::unique_ptr<SimBackend>> sim = SimBackend::create(SimBackendOptions{});
+Result<OpenedDevice> open_sim(const SimBackendOptions& options) {
+  Result<std::unique_ptr<SimBackend>> sim = SimBackend::create(options);
   if (!sim.ok()) return sim.status().with_context("opening the simulator backend");
   Result<std::unique_ptr<HostKernels>> kernels = HostKernels::create(**sim);
   if (!kernels.ok()) return kernels.status().with_context("opening the host kernels");
   OpenedDevice device;
+  device.simulator = sim->get();
   device.backend = std::move(sim).value();
   device.kernels = std::move(kernels).value();
   return device;
-}
-
-// Why CUDA cannot be used by this binary on this machine, or "" when it can.
-std::string cuda_unavailable_reason() {
-#if defined(SIESTA_WITH_CUDA)
-  return CudaVmmBackend::unavailable_reason();
-#else
-  return "built without CUDA";
-#endif
 }
 
 Result<OpenedDevice> open_cuda() {
@@ -50,26 +41,32 @@ Result<OpenedDevice> open_cuda() {
 
 }  // namespace
 
-Result<OpenedDevice> open_device(BackendKind kind, std::string* note) {
+std::string cuda_unavailable_reason() {
+#if defined(SIESTA_WITH_CUDA)
+  return CudaVmmBackend::unavailable_reason();
+#else
+  return "built without CUDA";
+#endif
+}
+
+Result<OpenedDevice> open_device(const DeviceOptions& options, std::string* note) {
   std::string ignored;
   std::string& out = note != nullptr ? *note : ignored;
   out.clear();
-  switch (kind) {
-    case BackendKind::kSim: return open_sim();
+  switch (options.kind) {
+    case BackendKind::kSim: return open_sim(options.sim);
     case BackendKind::kCuda: {
       // Ask first so that the error names the cause in one line (no driver, no device, no
       // VMM support), instead of whichever driver call happened to fail first in create().
       const std::string reason = cuda_unavailable_reason();
-      if (!reason.empty()) {
-        return Unsupported("--backend cuda: CUDA is unavailable: " + reason);
-      }
+      if (!reason.empty()) return Unsupported("CUDA is unavailable: " + reason);
       return open_cuda();
     }
     case BackendKind::kAuto: {
       const std::string reason = cuda_unavailable_reason();
       if (!reason.empty()) {
         out = reason + "; using the simulator";
-        return open_sim();
+        return open_sim(options.sim);
       }
       return open_cuda();
     }
@@ -77,4 +74,4 @@ Result<OpenedDevice> open_device(BackendKind kind, std::string* note) {
   return InvalidArgument("unknown backend kind");
 }
 
-}  // namespace siesta::server
+}  // namespace siesta::runtime

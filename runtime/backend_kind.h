@@ -1,10 +1,13 @@
-// BackendKind: which MemoryBackend the server runs on, as --backend names it.
+// BackendKind: which device a stack runs on: the simulator, CUDA, or CUDA where it is usable,
+// with the names front ends spell them by ("sim", "cuda", "auto").
+//
+// Thread rule: none (constexpr functions).
 #pragma once
 
 #include <optional>
 #include <string_view>
 
-namespace siesta::server {
+namespace siesta::runtime {
 
 enum class BackendKind {
   kSim,   // the host simulator (backends/sim): deterministic, runs everywhere
@@ -30,4 +33,4 @@ constexpr std::optional<BackendKind> parse_backend_kind(std::string_view name) {
   return std::nullopt;
 }
 
-}  // namespace siesta::server
+}  // namespace siesta::runtime

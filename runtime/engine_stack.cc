@@ -1,0 +1,95 @@
+#include "runtime/engine_stack.h"
+
+#include <cstdio>
+#include <string>
+#include <utility>
+
+namespace siesta::runtime {
+namespace {
+
+void log_cleanup(const SnapshotStore::CleanupReport& cleanup, const LogLine& log) {
+  if (cleanup.removed_dead_owner_files + cleanup.removed_expired_files + cleanup.failures > 0) {
+    log("snapshot directory clean-up: removed " + std::to_string(cleanup.removed_dead_owner_files) +
+        " files of stopped servers, " + std::to_string(cleanup.removed_expired_files) +
+        " expired; " + std::to_string(cleanup.failures) + " could not be removed");
+  }
+  for (const std::string& failure : cleanup.failure_messages) log(failure);
+}
+
+// Sets `*failed` to `part` (when asked) and gives `status` back.
+Status failed_at(StackPart part, StackPart* failed, Status status) {
+  if (failed != nullptr) *failed = part;
+  return status;
+}
+
+}  // namespace
+
+EngineStack::EngineStack(const Clock& clock, FileSystem* lent_fs)
+    : clock_(clock), fs_(lent_fs != nullptr ? lent_fs : &posix_) {}
+
+EngineStack::~EngineStack() {
+  // Members go in reverse declaration order; spelled out for the two that matter most: the
+  // engine (and its Offloader) must be gone before the executor its timers run on and the
+  // store its saves write to.
+  engine_.reset();
+  own_executor_.reset();
+}
+
+Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions options,
+                                                       const Clock& clock, StackPart* failed) {
+  LogLine log = options.log;
+  if (!log) {
+    log = [](const std::string& line) { (void)std::fprintf(stderr, "siesta: %s\n", line.c_str()); };
+  }
+  std::unique_ptr<EngineStack> stack(new EngineStack(clock, options.fs));
+
+  std::string note;
+  Result<OpenedDevice> device = open_device(options.device, &note);
+  if (!note.empty()) log(note);
+  if (!device.ok()) return failed_at(StackPart::kDevice, failed, device.status());
+  stack->device_ = std::move(device).value();
+  Kernels* kernels = stack->device_.kernels.get();
+  if (options.wrap_kernels) {
+    stack->wrapped_kernels_ = options.wrap_kernels(*kernels);
+    kernels = stack->wrapped_kernels_.get();
+  }
+
+  // The Offloader is always there; with offload off it reports "disabled" with these times.
+  engine::EngineOffload offload;
+  offload.options = offloader_options(options.offload, log);
+  stack->executor_ = options.executor;
+  if (options.offload.enabled()) {
+    Result<std::unique_ptr<OffloadStorage>> storage =
+        OffloadStorage::open(*stack->fs_, clock, options.offload.config.disk_dir);
+    if (!storage.ok()) return failed_at(StackPart::kStorage, failed, storage.status());
+    stack->storage_ = std::move(storage).value();
+    log_cleanup(stack->storage_->store().startup_cleanup(), log);
+    if (stack->executor_ == nullptr) {
+      stack->own_executor_ = std::make_unique<ThreadExecutor>(clock);
+      stack->executor_ = stack->own_executor_.get();
+    }
+    offload.store = &stack->storage_->store();
+    offload.key = &stack->storage_->key();
+    offload.executor = stack->executor_;
+  }
+
+  engine::EngineOptions engine_options{std::move(options.model), std::move(options.export_dir),
+                                       std::move(offload)};
+  Result<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::start(std::move(engine_options), *stack->device_.backend, *kernels,
+                            stack->host_, *stack->fs_, clock);
+  if (!engine.ok()) {
+    return failed_at(StackPart::kEngine, failed,
+                     engine.status().with_context("starting the engine"));
+  }
+  stack->engine_ = std::move(engine).value();
+  return stack;
+}
+
+bool EngineStack::wait_offload_idle(std::chrono::milliseconds timeout) const {
+  if (storage_ == nullptr) return true;        // offload off: nothing runs in the background
+  if (own_executor_ == nullptr) return false;  // lent: it runs when its owner says
+  return own_executor_->wait_idle(timeout);
+}
+
+}  // namespace siesta::runtime

@@ -1,0 +1,40 @@
+// OffloadSettings: the idle-offload part of a stack's options (the times, the directory, the
+// seals, what to do when a session's memory is lost), and the one place that turns them into
+// the Offloader's options, so that the server, the test rigs and the benchmarks configure the
+// Offloader the same way.
+//
+// Thread rule: none (plain data and a pure function).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/base/status.h"
+#include "core/offload/offload_config.h"
+#include "core/offload/offloader.h"
+
+namespace siesta::runtime {
+
+// One line for a log.
+using LogLine = std::function<void(const std::string&)>;
+
+struct OffloadSettings {
+  // The idle and expiry times and the snapshot directory. idle_seconds 0 (the default): offload
+  // off; the Offloader then reports "disabled" with these times and no directory is opened.
+  OffloadConfig config;
+  bool encrypt = true;  // AES-256-GCM seals; false: digests
+  // Called once, on the engine thread, when the session's memory could not be mapped back
+  // after an offload (OffloaderOptions::on_fatal). Empty: that command and every later one fail
+  // with DeviceError.
+  std::function<void(const Status&)> on_fatal;
+
+  bool enabled() const { return config.enabled(); }
+};
+
+// The Offloader's options for `settings`: its times, seals and on_fatal, one line per save,
+// restore, fallback and expiry to `log` (empty: the Offloader's default, stderr). The fields
+// the settings do not name (session "0", chunk size, write backoff) keep OffloaderOptions'
+// defaults; a caller that measures or tests them sets them afterwards.
+OffloaderOptions offloader_options(const OffloadSettings& settings, LogLine log);
+
+}  // namespace siesta::runtime

@@ -1,0 +1,158 @@
+#include "server/request_policy.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <utility>
+
+#include "core/base/log_text.h"
+#include "server/api_error.h"
+#include "server/auth.h"
+
+namespace siesta::server {
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+// The first value of `name`, whole (not cut at a NUL), or nullptr.
+const std::string* header(const httplib::Request& request, const std::string& name) {
+  auto it = request.headers.find(name);
+  return it == request.headers.end() ? nullptr : &it->second;
+}
+
+bool is_write_method(std::string_view method) {
+  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
+}
+
+// "host[:port]" lower-cased, without the port that is the default for `scheme`.
+std::string authority_without_default_port(std::string_view authority, std::string_view scheme) {
+  std::string out = lower(authority);
+  const std::string default_port = scheme == "https" ? ":443" : ":80";
+  if (out.size() > default_port.size() && out.ends_with(default_port) &&
+      out.find(']', out.size() - default_port.size()) == std::string::npos) {
+    out.resize(out.size() - default_port.size());
+  }
+  return out;
+}
+
+// Whether the Origin header's value names the origin the request's Host names. The scheme
+// is not compared: the server speaks plain HTTP, but a TLS proxy in front of it keeps the
+// browser's https origin and the Host.
+bool same_origin(std::string_view origin, const std::string* host) {
+  if (host == nullptr) return false;
+  const size_t separator = origin.find("://");
+  if (separator == std::string_view::npos) return false;  // "null" and anything malformed
+  const std::string scheme = lower(origin.substr(0, separator));
+  if (scheme != "http" && scheme != "https") return false;
+  const std::string_view authority = origin.substr(separator + 3);
+  if (authority.empty() || authority.find('/') != std::string_view::npos) return false;
+  return authority_without_default_port(authority, scheme) ==
+         authority_without_default_port(trim(*host), scheme);
+}
+
+void refuse_cross_origin(const httplib::Request& request, httplib::Response& response) {
+  const std::string* origin = header(request, "Origin");
+  std::string message = "cross-origin request refused: a browser page from ";
+  message += origin != nullptr ? "origin " + quote_for_log(*origin) : "another site";
+  message += " may not send " + request.method + " " + request.path +
+             " to this server (send it from the server's own origin or from a non-browser "
+             "client)";
+  set_api_error(response, 403, message, "invalid_request_error", "cross_origin_request");
+}
+
+bool is_chunked(const httplib::Request& request) {
+  const auto [first, last] = request.headers.equal_range("Transfer-Encoding");
+  for (auto it = first; it != last; ++it) {
+    if (lower(it->second).find("chunked") != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool is_cross_origin_write(const httplib::Request& request) {
+  if (!is_write_method(request.method)) return false;
+  if (const std::string* site = header(request, "Sec-Fetch-Site");
+      site != nullptr && lower(trim(*site)) == "cross-site") {
+    return true;
+  }
+  const std::string* origin = header(request, "Origin");
+  return origin != nullptr && !same_origin(trim(*origin), header(request, "Host"));
+}
+
+bool is_json_media_type(std::string_view content_type) {
+  return lower(trim(content_type.substr(0, content_type.find(';')))) == "application/json";
+}
+
+RequestPolicy::RequestPolicy(const ServerConfig& config, std::vector<std::string> json_post_paths)
+    : config_(config), json_post_paths_(std::move(json_post_paths)) {}
+
+bool RequestPolicy::reads_json(const httplib::Request& request) const {
+  return request.method == "POST" && std::find(json_post_paths_.begin(), json_post_paths_.end(),
+                                               request.path) != json_post_paths_.end();
+}
+
+bool RequestPolicy::admit_body(const httplib::Request& request, std::string_view body,
+                               httplib::Response& response) const {
+  if (!reads_json(request)) return true;
+  const size_t nul = body.find('\0');
+  if (nul == std::string_view::npos) return true;
+  set_api_error(response, 400,
+                "the request body is not valid JSON: a NUL byte at offset " + std::to_string(nul),
+                "invalid_request_error", "bad_request");
+  return false;
+}
+
+bool RequestPolicy::admit(const httplib::Request& request, httplib::Response& response) const {
+  if (!authorize(request, response, config_)) return false;
+  if (is_cross_origin_write(request)) {
+    refuse_cross_origin(request, response);
+    return false;
+  }
+  if (is_chunked(request)) {
+    // cpp-httplib 0.11 applies set_payload_max_length() to a Content-Length body only: a
+    // chunked one would be buffered whole, whatever its size. The client can resend with a
+    // length (OpenAI clients send Content-Length for their JSON bodies).
+    set_api_error(response, 411,
+                  "chunked request bodies are not accepted: send Content-Length (at most " +
+                      std::to_string(config_.max_body_bytes) + " bytes, --max-body-bytes)",
+                  "invalid_request_error", "length_required");
+    return false;
+  }
+  const std::string* length_text = header(request, "Content-Length");
+  const uint64_t length =
+      length_text != nullptr ? std::strtoull(length_text->c_str(), nullptr, 10) : 0;
+  if (length > config_.max_body_bytes) {
+    set_api_error(response, 413,
+                  "request body too large: the limit is " + std::to_string(config_.max_body_bytes) +
+                      " bytes (--max-body-bytes)",
+                  "invalid_request_error", "request_too_large");
+    return false;
+  }
+  if (reads_json(request) && length > 0) {
+    const std::string* type = header(request, "Content-Type");
+    if (type == nullptr || !is_json_media_type(*type)) {
+      set_api_error(response, 415,
+                    "unsupported Content-Type " +
+                        (type != nullptr ? quote_for_log(*type) : std::string("(none)")) +
+                        ": the body of POST " + request.path +
+                        " is JSON; send it with Content-Type: application/json",
+                    "invalid_request_error", "unsupported_media_type");
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace siesta::server

@@ -1,0 +1,92 @@
+// A save reads the session's memory only after the device work queued before it: the
+// Offloader's synchronize() before its first copy. The strict simulator runs work-stream jobs
+// only once something waits for them, so a save that skipped synchronize() would copy the
+// bytes from before the job, every time, as a GPU copying on its own stream may; and a
+// synchronize() that fails keeps the memory, like any failed write.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/offload/offloader.h"
+#include "tests/support/offloader_fixture.h"
+
+namespace siesta {
+namespace {
+
+using test_util::FakeOffloadTarget;
+using test_util::OffloaderFixture;
+
+constexpr std::byte kKernelByte{0xa5};
+
+// How many bytes of row `row` of the target's "rows" region, as the memory holds it now, are
+// not `value`.
+size_t row_bytes_other_than(const OffloaderFixture& f, uint32_t row, std::byte value) {
+  const SnapshotRegion rows = f.target_->snapshot_regions()[0];
+  const auto* at =
+      reinterpret_cast<const std::byte*>(rows.device) + size_t{row} * FakeOffloadTarget::kRowBytes;
+  return static_cast<size_t>(std::count_if(at, at + FakeOffloadTarget::kRowBytes,
+                                           [value](std::byte b) { return b != value; }));
+}
+
+// Guards: the synchronize() before a save's first device copy (run_save) deleted or moved
+// after the writer. A "kernel" the last command left queued on the work stream rewrites row
+// 3; the snapshot must hold the rewritten row, since that is what the device holds once the
+// work has run.
+TEST(OffloaderSaveSyncTest, ASaveWaitsForDeviceWorkQueuedBeforeIt) {
+  OffloaderFixture f;
+  ASSERT_TRUE(f.command(10).ok());
+  const DeviceAddress rows = f.target_->snapshot_regions()[0].device;
+  ASSERT_TRUE(f.sim_
+                  ->enqueue_work([rows] {
+                    std::memset(reinterpret_cast<void*>(rows + 3 * FakeOffloadTarget::kRowBytes),
+                                static_cast<int>(kKernelByte), FakeOffloadTarget::kRowBytes);
+                    return Status::Ok();
+                  })
+                  .ok());
+  f.pass(OffloaderFixture::kIdle);
+  ASSERT_EQ(f.state(), OffloadState::kDisk);
+  Result<Offloader::Lease> lease = f.offloader_->acquire();
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  ASSERT_TRUE(lease->admission().restored);
+  EXPECT_EQ(row_bytes_other_than(f, 3, kKernelByte), 0u)
+      << "the snapshot holds the row from before the queued kernel ran: the save did not "
+         "synchronize before copying";
+  EXPECT_EQ(f.target_->verify(), "row 3 differs") << "and nothing else changed";
+}
+
+// Guards: a failed synchronize() ignored (the save writing memory whose pending work failed)
+// or taken for success. The error of a job on the work stream is what synchronize() returns;
+// the save then fails like a failed write: memory kept, no file, retried after the backoff,
+// and that retry (the error reported once) succeeds.
+TEST(OffloaderSaveSyncTest, ASynchronizeThatFailsKeepsTheMemoryAndIsRetried) {
+  OffloaderFixture f;
+  ASSERT_TRUE(f.command(10).ok());
+  const uint64_t committed = f.sim_->stats().committed_bytes;
+  // Injected: the device work queued before the save fails.
+  ASSERT_TRUE(
+      f.sim_->enqueue_work([] { return DeviceError("injected kernel failure before the save"); })
+          .ok());
+  f.pass(OffloaderFixture::kIdle);
+  OffloadStatus status = f.offloader_->status();
+  EXPECT_EQ(status.state, OffloadState::kResident);
+  EXPECT_EQ(status.counters.write_failures, 1u);
+  EXPECT_EQ(status.counters.saves, 0u);
+  EXPECT_NE(status.last_error.find("injected kernel failure"), std::string::npos)
+      << status.last_error;
+  EXPECT_EQ(f.sim_->stats().committed_bytes, committed) << "memory kept";
+  EXPECT_FALSE(f.snapshot_exists());
+  EXPECT_EQ(f.fs_.counters().of(FsOp::kCreate), 0u) << "nothing written after a failed sync";
+  ASSERT_EQ(f.log_.size(), 1u);
+  EXPECT_NE(f.log_[0].find("snapshot write failed"), std::string::npos) << f.log_[0];
+  f.pass(1);  // the first retry, after the initial backoff
+  EXPECT_EQ(f.state(), OffloadState::kDisk);
+  Result<Offloader::Lease> lease = f.offloader_->acquire();
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  EXPECT_TRUE(lease->admission().restored);
+  EXPECT_EQ(f.target_->verify(), "");
+}
+
+}  // namespace
+}  // namespace siesta

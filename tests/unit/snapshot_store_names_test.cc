@@ -1,0 +1,105 @@
+// The SnapshotStore touches only names it makes: names that merely look like its own (a nonce
+// with a letter past 'f', a nonce not followed by '-', a session name it would refuse) survive
+// the start-up clean-up; removing a session leaves another whose name begins the same; a
+// directory under a temporary's name holds no bytes; and retire refuses names it does not make.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_store.h"
+#include "testing/faulty_file_system.h"
+#include "tests/support/temp_dir.h"
+
+namespace siesta {
+namespace {
+
+void write_plain(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+bool exists(const std::string& path) { return std::filesystem::exists(path); }
+
+class SnapshotStoreNameTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<SnapshotStore> open() {
+    return SnapshotStore::open(fs_, clock_, dir_, {}).value();
+  }
+
+  siesta::testing::TempDir temp_;
+  const std::string dir_ = temp_.file("cache");
+  PosixFileSystem fs_;
+  ManualClock clock_;
+};
+
+// Guards: the name parser accepting what the store never writes, so that the clean-up of a
+// "dead owner" removes another program's files.
+TEST_F(SnapshotStoreNameTest, NamesThatOnlyLookLikeTheStoresAreLeftAlone) {
+  ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
+  const std::vector<std::string> lookalikes = {
+      "siesta-g0000000000000000000000000000000-s.snap",   // 'g' is no hex digit
+      "siesta-00000000000000000000000000000000s.snap",    // no '-' after the nonce
+      "siesta-00000000000000000000000000000000-s!.snap",  // a session name it refuses
+      "siesta-00000000000000000000000000000000-.snap",    // an empty session name
+      "siesta-0000000000000000000000000000000.lock",      // 31 digits
+  };
+  for (const std::string& name : lookalikes) write_plain(dir_ + "/" + name, "not ours");
+  std::unique_ptr<SnapshotStore> store = open();
+  EXPECT_EQ(store->startup_cleanup().removed_dead_owner_files, 0u);
+  EXPECT_EQ(store->startup_cleanup().failures, 0u);
+  for (const std::string& name : lookalikes) EXPECT_TRUE(exists(dir_ + "/" + name)) << name;
+}
+
+// Guards: a session's removal matching by prefix ("a" taking "ab"'s files).
+TEST_F(SnapshotStoreNameTest, RemovingASessionLeavesOneWhoseNameBeginsTheSame) {
+  std::unique_ptr<SnapshotStore> store = open();
+  write_plain(store->snapshot_path("a").value(), "a");
+  write_plain(store->temp_path("a").value(), "a temporary");
+  write_plain(store->snapshot_path("ab").value(), "ab");
+  write_plain(store->temp_path("ab").value(), "ab temporary");
+  ASSERT_TRUE(store->remove("a").ok());
+  EXPECT_FALSE(exists(store->snapshot_path("a").value()));
+  EXPECT_TRUE(exists(store->snapshot_path("ab").value()));
+  EXPECT_EQ(store->disk_bytes().value(), 2u + 12u) << "both of ab's files are left";
+}
+
+// Guards: a directory under one of the store's names counted as bytes on disk.
+TEST_F(SnapshotStoreNameTest, ADirectoryUnderATemporarysNameHoldsNoBytes) {
+  std::unique_ptr<SnapshotStore> store = open();
+  write_plain(store->snapshot_path("s").value(), "1234");
+  ASSERT_EQ(::mkdir(store->temp_path("s").value().c_str(), 0700), 0);
+  EXPECT_EQ(store->disk_bytes().value(), 4u);
+}
+
+// Guards: a retire of a name the store does not make (a path out of the directory).
+TEST_F(SnapshotStoreNameTest, RetireTakesOnlySessionNamesItMakes) {
+  std::unique_ptr<SnapshotStore> store = open();
+  for (const std::string bad : {"", "../x", "a/b", "a.b"}) {
+    EXPECT_EQ(store->retire(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(store->retire("absent").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->remove_retired(temp_.file("elsewhere.snap.tmp-1")).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// Guards: a second failed removal replacing the first error (the caller is told about the
+// last failure, not the first).
+TEST_F(SnapshotStoreNameTest, TwoFailedRemovalsReportTheFirst) {
+  FaultyFileSystem faulty(fs_);
+  std::unique_ptr<SnapshotStore> store = SnapshotStore::open(faulty, clock_, dir_, {}).value();
+  write_plain(store->snapshot_path("a").value(), "1");
+  write_plain(store->snapshot_path("b").value(), "2");
+  // Injected: every removal fails with EIO.
+  faulty.set_plan({FsOp::kRemove, 1, FsFaultKind::kIoError, true});
+  const Status removed = store->remove_own_files();
+  EXPECT_EQ(removed.code(), StatusCode::kIoError);
+  EXPECT_NE(removed.message().find("call 1 "), std::string::npos) << removed.to_string();
+  EXPECT_EQ(faulty.counters().of(FsOp::kRemove), 2u) << "both were tried";
+  faulty.set_plan(FsFaultPlan::none());
+}
+
+}  // namespace
+}  // namespace siesta
