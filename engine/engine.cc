@@ -101,40 +101,75 @@ std::string_view finish_reason_name(FinishReason reason) {
   return "unknown";
 }
 
+Result<std::unique_ptr<Engine::Slot>> Engine::make_slot(const EngineOptions& options, Deps deps,
+                                                       const Model& model, Kernels& kernels,
+                                                       uint32_t id) {
+  auto slot = std::make_unique<Slot>();
+  SIESTA_ASSIGN_OR_RETURN(slot->session, Session::create(model, deps.backend, kernels, deps.host));
+  // Always an Offloader: with offload off it reports "disabled" and admits every command at
+  // once, so that there is one way to be disabled (offload_enabled()).
+  const EngineOffload& offload = options.offload;
+  OffloaderOptions offloader_options = offload.options;
+  if (id != 0) offloader_options.session = std::to_string(id);
+  SIESTA_ASSIGN_OR_RETURN(
+      slot->offloader,
+      Offloader::create({*slot->session, deps.backend, deps.host, deps.fs, deps.clock,
+                         offload.executor, offload.store, offload.key},
+                        std::move(offloader_options)));
+  return slot;
+}
+
 Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options, MemoryBackend& backend,
                                               Kernels& kernels, HostVmm& host, FileSystem& fs,
                                               const Clock& clock) {
+  if (options.sessions.parallel < 1 || options.sessions.parallel > kMaxParallel) {
+    return InvalidArgument("parallel sessions must be 1.." + std::to_string(kMaxParallel) +
+                           ", got " + std::to_string(options.sessions.parallel));
+  }
+  if (options.sessions.max_sessions < options.sessions.parallel || options.sessions.max_sessions > kMaxSessions) {
+    return InvalidArgument("conversations kept must be " + std::to_string(options.sessions.parallel) +
+                           ".." + std::to_string(kMaxSessions) + ", got " +
+                           std::to_string(options.sessions.max_sessions));
+  }
+  if (options.sessions.max_sessions > options.sessions.parallel &&
+      !offload_enabled(options.offload.options.idle_seconds)) {
+    return InvalidArgument(
+        "keeping more conversations than sessions committed at once needs idle offload");
+  }
+  if (!(options.sessions.match >= 0 && options.sessions.match <= 1)) {
+    return InvalidArgument("the session match share must be within 0..1");
+  }
+  const Deps deps{backend, host, fs, clock};
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                           Model::load(options.model, backend, kernels));
-  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
-                          Session::create(*model, backend, kernels, host));
   std::unique_ptr<SnapshotExporter> exporter;
   if (!options.export_dir.empty()) {
     SIESTA_ASSIGN_OR_RETURN(exporter,
                             SnapshotExporter::open(fs, clock, &backend, options.export_dir,
                                                    SnapshotExporter::Options()));
   }
-  // Always an Offloader: with offload off it reports "disabled" and admits every command at
-  // once, so that there is one way to be disabled (offload_enabled()).
-  const EngineOffload& offload = options.offload;
-  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Offloader> offloader,
-                          Offloader::create({*session, backend, host, fs, clock, offload.executor,
-                                             offload.store, offload.key},
-                                            offload.options));
-  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(session),
-                                            std::move(exporter), std::move(offloader), kernels));
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Slot> first,
+                          make_slot(options, deps, *model, kernels, 0));
+  return std::unique_ptr<Engine>(new Engine(options, deps, std::move(model), std::move(first),
+                                            std::move(exporter), kernels));
 }
 
-Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Session> session,
-               std::unique_ptr<SnapshotExporter> exporter, std::unique_ptr<Offloader> offloader,
+Engine::Engine(const EngineOptions& options, Deps deps, std::unique_ptr<Model> model,
+               std::unique_ptr<Slot> first, std::unique_ptr<SnapshotExporter> exporter,
                Kernels& kernels)
-    : model_(std::move(model)),
-      session_(std::move(session)),
+    : options_(options),
+      deps_(deps),
+      model_(std::move(model)),
       exporter_(std::move(exporter)),
-      offloader_(std::move(offloader)),
       kernels_(kernels),
-      history_tokens_(session_->history_tokens()),
-      thread_([this] { thread_main(); }) {}
+      table_({options.sessions.max_sessions, options.sessions.match}),
+      history_tokens_(first->session->history_tokens()),
+      thread_([this] { thread_main(); }) {
+  MutexLock lock(slots_mu_);
+  slots_.resize(options.sessions.max_sessions);
+  slots_[0] = std::move(first);
+  session_ = slots_[0]->session.get();
+}
 
 Engine::~Engine() {
   std::deque<Command> abandoned;
@@ -149,15 +184,22 @@ Engine::~Engine() {
     command.fail(Cancelled(std::string(command.name) + " was not run: the engine shut down"));
   }
   thread_.join();  // after the running command, if any, has finished
+  // Each slot's Offloader goes before its Session (Slot's member order).
+  MutexLock lock(slots_mu_);
+  slots_.clear();
 }
 
 template <class R>
-std::future<R> Engine::submit(std::string_view name, std::function<R()> body) {
+std::future<R> Engine::submit(std::string_view name, SessionRoute route, std::string prompt,
+                              std::function<R()> body) {
   auto promise = std::make_shared<std::promise<R>>();
   std::future<R> future = promise->get_future();
   auto outcome = std::make_shared<std::optional<R>>();
   Command command;
   command.name = name;
+  command.route = std::move(route);
+  command.prompt = std::move(prompt);
+  command.submitted = deps_.clock.now();
   command.run = [body = std::move(body), outcome, name] {
     // Exceptions do not cross module boundaries (a throwing on_text, bad_alloc): the caller
     // gets a Status instead of a broken promise.
@@ -171,6 +213,12 @@ std::future<R> Engine::submit(std::string_view name, std::function<R()> body) {
   command.fail = [promise](Status status) { promise->set_value(R(std::move(status))); };
   {
     std::lock_guard lock(mutex_);
+    if (!stopping_ && options_.sessions.max_queued != 0 && queue_.size() >= options_.sessions.max_queued) {
+      ++refused_busy_;
+      command.fail(Unavailable(std::to_string(queue_.size()) +
+                               " requests are waiting already; retry later"));
+      return future;
+    }
     if (!stopping_) {
       queue_.push_back(std::move(command));
       wake_.notify_one();
@@ -192,46 +240,229 @@ void Engine::thread_main() {
       command = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
+      wait_seconds_.observe(
+          std::chrono::duration<double>(deps_.clock.now() - command.submitted).count());
       changed_.notify_all();
     }
     run_command(command);
   }
 }
 
-void Engine::run_command(Command& command) {
-  // The session's memory first: restored, or its unusable history discarded. A restore
-  // refused for memory (or a lost session) fails the command before it touches anything.
-  Result<Offloader::Lease> leased = offloader_->acquire();
-  if (!leased.ok()) {
-    publish_history();
-    {
-      std::lock_guard lock(mutex_);
-      ++commands_run_;
-      busy_ = false;
-      changed_.notify_all();
-    }
-    command.fail(leased.status());
-    return;
+bool Engine::holds_memory(uint32_t id) const {
+  const Slot* slot = slots_[id].get();
+  if (slot == nullptr) return false;
+  const OffloadStatus status = slot->offloader->status();
+  if (status.memory_lost) return false;
+  switch (status.state) {
+    case OffloadState::kDisabled:
+    case OffloadState::kResident:
+    case OffloadState::kSaving: return true;
+    default: return false;
   }
-  {
-    const Offloader::Lease lease = std::move(leased).value();
-    admission_ = lease.admission();
-    command.run();
-    publish_history();
-  }  // the lease goes back here: the idle timer counts from now
-  {
+}
+
+Status Engine::make_room(uint32_t id) {
+  for (;;) {
+    uint32_t committed = 0;
+    for (uint32_t other = 0; other < slots_.size(); ++other) {
+      if (other != id && holds_memory(other)) ++committed;
+    }
+    if (committed < options_.sessions.parallel) return Status::Ok();
+    std::optional<uint32_t> victim =
+        table_.least_recent_idle([&](uint32_t other) { return other != id && holds_memory(other); });
+    if (!victim) {
+      return Unavailable("all " + std::to_string(options_.sessions.parallel) +
+                         " sessions on the device are busy; retry later");
+    }
+    Status evicted = slots_[*victim]->offloader->evict();
+    if (!evicted.ok()) {
+      return Unavailable("no device room for this conversation now: offloading session " +
+                         std::to_string(*victim) + " failed: " + evicted.to_string());
+    }
+    evictions_.fetch_add(1);
+  }
+}
+
+Status Engine::prepare_slot(const RouteChoice& choice) {
+  const uint32_t id = choice.id;
+  if (slots_[id] == nullptr) {
+    SIESTA_RETURN_IF_ERROR(make_room(id));
+    SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Slot> made,
+                            make_slot(options_, deps_, *model_, kernels_, id));
+    MutexLock lock(slots_mu_);
+    slots_[id] = std::move(made);
+    return Status::Ok();
+  }
+  if (choice.forget) {
+    // A snapshot on disk is deleted now; a resident history is discarded under the lease. A
+    // failed deletion is retried by the offloader, and the next restore is fresh anyway.
+    (void)slots_[id]->offloader->forget();
+  }
+  if (!holds_memory(id)) SIESTA_RETURN_IF_ERROR(make_room(id));
+  return Status::Ok();
+}
+
+void Engine::run_command(Command& command) {
+  auto finished = [this] {
     std::lock_guard lock(mutex_);
     ++commands_run_;
     busy_ = false;
     changed_.notify_all();
+  };
+  Result<RouteChoice> routed = table_.route(
+      command.route,
+      std::span(reinterpret_cast<const Token*>(command.prompt.data()), command.prompt.size()),
+      deps_.clock.now());
+  if (!routed.ok()) {
+    finished();
+    command.fail(routed.status());
+    return;
   }
+  const uint32_t id = routed->id;
+  {
+    std::lock_guard lock(mutex_);
+    last_used_ = id;
+  }
+  // The session's memory first: room made, restored, or its unusable history discarded. A
+  // restore refused for memory (or a lost session) fails the command before it touches
+  // anything.
+  Status prepared = prepare_slot(*routed);
+  Result<Offloader::Lease> leased =
+      prepared.ok() ? slots_[id]->offloader->acquire() : Result<Offloader::Lease>(prepared);
+  if (!leased.ok()) {
+    table_.end(id, std::nullopt, deps_.clock.now());
+    finished();
+    command.fail(leased.status());
+    return;
+  }
+  session_ = slots_[id]->session.get();
+  {
+    const Offloader::Lease lease = std::move(leased).value();
+    admission_ = lease.admission();
+    Status discarded = routed->forget && session_->history_tokens() != 0
+                           ? session_->discard_history()
+                           : Status::Ok();
+    if (discarded.ok()) {
+      command.run();
+    } else {
+      // The session's state is unknown: the command fails as a kernels error would.
+      command.fail(discarded);
+      command.deliver = [] {};
+    }
+    publish_history();
+    table_.end(id, session_->history(), deps_.clock.now());
+  }  // the lease goes back here: the idle timer counts from now
+  finished();
   // Delivered last, so that a caller who has the result sees it counted in status().
   command.deliver();
 }
 
-OffloadStatus Engine::cache_status() const { return offloader_->status(); }
+namespace {
 
-Status Engine::offload_now() { return offloader_->offload_now(); }
+void add_histogram(DurationHistogram& total, const DurationHistogram& more) {
+  for (size_t i = 0; i < DurationHistogram::kBuckets; ++i) total.cumulative[i] += more.cumulative[i];
+  total.count += more.count;
+  total.sum_seconds += more.sum_seconds;
+}
+
+void add_counters(OffloadCounters& total, const OffloadCounters& more) {
+  total.saves += more.saves;
+  total.restores += more.restores;
+  total.restore_hits += more.restore_hits;
+  for (size_t i = 0; i < kFallbackReasonCount; ++i) total.fallbacks[i] += more.fallbacks[i];
+  total.expirations += more.expirations;
+  total.write_failures += more.write_failures;
+  total.cancelled_saves += more.cancelled_saves;
+  total.out_of_memory_retries += more.out_of_memory_retries;
+  total.delete_failures += more.delete_failures;
+  add_histogram(total.save_seconds, more.save_seconds);
+  add_histogram(total.restore_seconds, more.restore_seconds);
+}
+
+}  // namespace
+
+OffloadStatus Engine::cache_status() const {
+  uint32_t last = 0;
+  {
+    std::lock_guard lock(mutex_);
+    last = last_used_;
+  }
+  MutexLock lock(slots_mu_);
+  if (slots_.size() == 1) return slots_[0]->offloader->status();
+  // Totals over every conversation, the state and times of the one used last.
+  OffloadStatus total;
+  bool first = true;
+  for (uint32_t id = 0; id < slots_.size(); ++id) {
+    if (slots_[id] == nullptr) continue;
+    const OffloadStatus one = slots_[id]->offloader->status();
+    if (first || id == last) {
+      OffloadStatus kept = total;
+      total = one;
+      if (!first) {
+        total.disk_bytes = kept.disk_bytes + one.disk_bytes;
+        total.released_vram_bytes = kept.released_vram_bytes + one.released_vram_bytes;
+        total.released_host_bytes = kept.released_host_bytes + one.released_host_bytes;
+        total.tokens = kept.tokens + one.tokens;
+        total.counters = kept.counters;
+        add_counters(total.counters, one.counters);
+        total.command_waiting = kept.command_waiting || one.command_waiting;
+        total.memory_lost = kept.memory_lost || one.memory_lost;
+        if (total.last_error.empty()) total.last_error = kept.last_error;
+      }
+      first = false;
+      continue;
+    }
+    total.disk_bytes += one.disk_bytes;
+    total.released_vram_bytes += one.released_vram_bytes;
+    total.released_host_bytes += one.released_host_bytes;
+    total.tokens += one.tokens;
+    add_counters(total.counters, one.counters);
+    total.command_waiting = total.command_waiting || one.command_waiting;
+    total.memory_lost = total.memory_lost || one.memory_lost;
+    if (total.last_error.empty()) total.last_error = one.last_error;
+  }
+  return total;
+}
+
+std::vector<SessionStatus> Engine::sessions() const {
+  const std::vector<TableEntry> entries = table_.entries();
+  std::vector<SessionStatus> out;
+  MutexLock lock(slots_mu_);
+  for (uint32_t id = 0; id < slots_.size(); ++id) {
+    if (slots_[id] == nullptr) continue;
+    const OffloadStatus one = slots_[id]->offloader->status();
+    SessionStatus s;
+    s.id = id;
+    s.state = one.state;
+    s.tokens = one.tokens;
+    s.disk_bytes = one.disk_bytes;
+    s.seconds_idle = one.seconds_since_activity;
+    s.restores = one.counters.restores;
+    for (uint64_t n : one.counters.fallbacks) s.fallbacks += n;
+    for (const TableEntry& entry : entries) {
+      if (entry.id != id) continue;
+      s.tokens = entry.history_tokens;
+      s.busy = entry.busy;
+      s.keyed = entry.keyed;
+      s.commands = entry.commands;
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+Status Engine::offload_now() {
+  MutexLock lock(slots_mu_);
+  if (slots_.size() == 1) return slots_[0]->offloader->offload_now();
+  if (!offload_enabled(options_.offload.options.idle_seconds)) {
+    return FailedPrecondition("idle offload is disabled");
+  }
+  // Every idle conversation; one running a command is left to its idle timer.
+  for (const std::unique_ptr<Slot>& slot : slots_) {
+    if (slot != nullptr) slot->offloader->offload_now().ignore();
+  }
+  return Status::Ok();
+}
 
 EngineStatus Engine::status() const {
   std::lock_guard lock(mutex_);
@@ -248,6 +479,10 @@ EngineStatus Engine::status_locked() const {
   s.busy = busy_;
   s.queued_commands = queue_.size();
   s.commands_run = commands_run_;
+  s.refused_busy = refused_busy_;
+  s.evictions = evictions_.load();
+  s.forgotten = table_.counters().forgotten;
+  s.wait_seconds = wait_seconds_;
   return s;
 }
 
@@ -258,21 +493,32 @@ bool Engine::wait_for_status(const std::function<bool(const EngineStatus&)>& don
 }
 
 std::future<Result<GenerateResult>> Engine::generate(GenerateRequest request) {
+  SessionRoute route = request.route;
+  std::string prompt = request.prompt;
   return submit<Result<GenerateResult>>(
-      "generate", [this, request = std::move(request)] { return do_generate(request); });
+      "generate", std::move(route), std::move(prompt),
+      [this, request = std::move(request)] { return do_generate(request); });
 }
 
-std::future<Status> Engine::reset() {
-  return submit<Status>("reset", [this] { return do_reset(); });
+namespace {
+SessionRoute slot_route(uint32_t slot) {
+  SessionRoute route;
+  route.slot = slot;
+  return route;
+}
+}  // namespace
+
+std::future<Status> Engine::reset(uint32_t slot) {
+  return submit<Status>("reset", slot_route(slot), "", [this] { return do_reset(); });
 }
 
-std::future<Result<ExportResult>> Engine::export_conversation(std::string name) {
-  return submit<Result<ExportResult>>("export",
+std::future<Result<ExportResult>> Engine::export_conversation(std::string name, uint32_t slot) {
+  return submit<Result<ExportResult>>("export", slot_route(slot), "",
                                       [this, name = std::move(name)] { return do_export(name); });
 }
 
-std::future<Result<ImportResult>> Engine::import_conversation(std::string name) {
-  return submit<Result<ImportResult>>("import",
+std::future<Result<ImportResult>> Engine::import_conversation(std::string name, uint32_t slot) {
+  return submit<Result<ImportResult>>("import", slot_route(slot), "",
                                       [this, name = std::move(name)] { return do_import(name); });
 }
 

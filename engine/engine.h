@@ -1,7 +1,19 @@
-// Engine: the command loop. One engine thread owns the Model and the Session and runs the
+// Engine: the command loop. One engine thread owns the Model and the Sessions and runs the
 // commands one at a time, in the order they were submitted (FIFO): generate, reset, export
-// and import of the conversation. status() is answered from copies the engine thread
+// and import of a conversation. status() is answered from copies the engine thread
 // publishes, so it never waits for a command, and never wakes a sleeping session.
+//
+// Conversations (EngineOptions::parallel P, max_sessions N): the engine keeps up to N
+// conversations, each its own Session (its own reserved address range and recorded decode
+// graph, kept for the engine's life once created) with its own Offloader, of which at most P
+// have their memory committed. A SessionTable (engine/session_table.h) routes every command
+// to its conversation from host-memory bookkeeping only (routing never wakes a session); a
+// command for a conversation whose memory is released first makes room -- when P are
+// committed, the least recently used idle one is offloaded (Offloader::evict(): the same
+// save-then-release as the idle timer's) -- and then restores it. A new conversation at N
+// forgets the least recently used idle one (its snapshot deleted, its history discarded).
+// Slot 0's session is created by start(); the others when first routed to. With P = N = 1
+// the engine behaves as a single-session engine: every command goes to session 0.
 //
 // Idle offload (EngineOptions::offload): the engine owns the session's Offloader, also when
 // offload is off (it then reports "disabled"). Every command runs through one private
@@ -42,6 +54,7 @@
 #include "core/base/clock.h"
 #include "core/base/executor.h"
 #include "core/base/file_system.h"
+#include "core/base/mutex.h"
 #include "core/base/status.h"
 #include "core/memory/host_vmm.h"
 #include "core/memory/memory_backend.h"
@@ -52,6 +65,7 @@
 #include "engine/model.h"
 #include "engine/model_config.h"
 #include "engine/session.h"
+#include "engine/session_table.h"
 
 namespace siesta::engine {
 
@@ -67,6 +81,19 @@ struct EngineOffload {
   Executor* executor = nullptr;
 };
 
+// How many conversations the engine keeps and serves at once.
+struct EngineSessions {
+  // Sessions committed at once (1..kMaxParallel) and conversations kept (parallel..
+  // kMaxSessions); more conversations than sessions needs offload on.
+  uint32_t parallel = 1;
+  uint32_t max_sessions = 1;
+  // The share of a kept history a prompt must repeat to continue that conversation (0..1).
+  double match = 0.5;
+  // Commands waiting to start at once; one more is refused with Unavailable (retry later).
+  // 0: no bound.
+  size_t max_queued = 0;
+};
+
 struct EngineOptions {
   ModelConfig model;
   // Where export_conversation / import_conversation keep their files (SnapshotExporter:
@@ -74,7 +101,10 @@ struct EngineOptions {
   std::string export_dir;
   // The default is offload off: cache_status() says "disabled" with these options' times.
   EngineOffload offload;
+  EngineSessions sessions;
 };
+
+inline constexpr uint32_t kMaxParallel = 64;
 
 enum class FinishReason : uint8_t { kLength, kStop, kCancelled };
 std::string_view finish_reason_name(FinishReason reason);  // "length", "stop", "cancelled"
@@ -94,6 +124,9 @@ struct GenerateRequest {
   // kCancelled. The prefill waits for the device often enough that about 50 ms of queued
   // blocks (at least one) separate a raised flag from the end of the command.
   std::shared_ptr<const std::atomic<bool>> cancel;
+  // Which conversation continues (engine/session_table.h): a prompt_cache_key's hash, a slot
+  // number, or neither (routed by the prompt's prefix).
+  SessionRoute route;
 };
 
 struct GenerateResult {
@@ -127,6 +160,24 @@ struct EngineStatus {
   bool busy = false;            // a command is running
   size_t queued_commands = 0;   // submitted, not started
   uint64_t commands_run = 0;    // finished, whatever their result
+  uint64_t refused_busy = 0;    // commands refused because max_queued were waiting
+  uint64_t evictions = 0;       // sessions offloaded to make room for another (at P)
+  uint64_t forgotten = 0;       // conversations forgotten to make room for a new one (at N)
+  DurationHistogram wait_seconds;  // from submission to the command's start
+};
+
+// One conversation, as /v1/status and GET /slots show it: never a prompt or a key.
+struct SessionStatus {
+  uint32_t id = 0;
+  OffloadState state = OffloadState::kDisabled;
+  uint64_t tokens = 0;  // history tokens, as kept for routing
+  uint64_t disk_bytes = 0;
+  double seconds_idle = 0;
+  uint64_t restores = 0;
+  uint64_t fallbacks = 0;  // all reasons
+  bool busy = false;
+  bool keyed = false;  // opened with a prompt_cache_key
+  uint64_t commands = 0;
 };
 
 class Engine {
@@ -159,14 +210,16 @@ class Engine {
   // is unchanged); the kernels' errors mid-generation (history discarded).
   std::future<Result<GenerateResult>> generate(GenerateRequest request);
 
-  // Forgets the history. Failure: the kernels' errors.
-  std::future<Status> reset();
+  // Forgets the history of session `slot`. Failure: InvalidArgument for a slot out of range;
+  // the kernels' errors.
+  std::future<Status> reset(uint32_t slot = 0);
 
   // Writes the conversation as the durable export `name` in the export directory.
   // Failure: FailedPrecondition without an export directory; InvalidArgument for a bad name
   // (validate_export_name); the writer's errors (NoSpace, IoError...). The session is never
   // changed, and an earlier export of that name survives a failed one.
-  std::future<Result<ExportResult>> export_conversation(std::string name);
+  // `slot`: the session whose conversation is written (InvalidArgument when out of range).
+  std::future<Result<ExportResult>> export_conversation(std::string name, uint32_t slot = 0);
 
   // Replaces the conversation with the export `name`, so the next generate continues exactly
   // as the engine that exported it would have.
@@ -177,7 +230,8 @@ class Engine {
   // Failure, history discarded: every other error (Corrupt, Truncated, IoError...), since the
   // reader may have begun restoring the regions and they may hold a mix of old and new bytes;
   // a restored state the session rejects (Corrupt); a kernels error before the import.
-  std::future<Result<ImportResult>> import_conversation(std::string name);
+  // `slot`: the session replaced (InvalidArgument when out of range).
+  std::future<Result<ImportResult>> import_conversation(std::string name, uint32_t slot = 0);
 
   // Removes the export `name` from the export directory (SnapshotExporter::erase). Runs on
   // the caller's thread: it neither waits for a command nor wakes a sleeping session, since it
@@ -198,11 +252,19 @@ class Engine {
                        std::chrono::milliseconds timeout) const;
 
   // The offloader's status (state, bytes, counters); never waits and never wakes the session.
+  // With several conversations: the totals (bytes and counters summed), with the state, times
+  // and last error of the most recently used one.
   OffloadStatus cache_status() const;
 
-  // Offloads the session now (POST /v1/cache/offload). Failure: FailedPrecondition when
-  // offload is off or a command is running (Offloader::offload_now()).
+  // One entry per conversation created so far, by id. Never waits, never wakes a session.
+  std::vector<SessionStatus> sessions() const;
+
+  // Offloads the session now (POST /v1/cache/offload); with several, every idle one.
+  // Failure: FailedPrecondition when offload is off or (one session) a command is running
+  // (Offloader::offload_now()).
   Status offload_now();
+
+  const EngineOptions& options() const { return options_; }
 
   const ModelConfig& config() const { return model_->config(); }
 
@@ -211,17 +273,44 @@ class Engine {
   // fail() makes the future ready with an error instead of running it.
   struct Command {
     std::string_view name;
+    SessionRoute route;
+    std::string prompt;  // for routing by prefix; empty for commands without one
+    Clock::Duration submitted{0};
     std::function<void()> run;
     std::function<void()> deliver;
     std::function<void(Status)> fail;
   };
+  // One conversation's session and its offloader, created once and kept for the engine's life.
+  struct Slot {
+    std::unique_ptr<Session> session;
+    std::unique_ptr<Offloader> offloader;  // declared after session_: destroyed first
+  };
+  struct Deps {
+    MemoryBackend& backend;
+    HostVmm& host;
+    FileSystem& fs;
+    const Clock& clock;
+  };
 
-  Engine(std::unique_ptr<Model> model, std::unique_ptr<Session> session,
-         std::unique_ptr<SnapshotExporter> exporter, std::unique_ptr<Offloader> offloader,
+  Engine(const EngineOptions& options, Deps deps, std::unique_ptr<Model> model,
+         std::unique_ptr<Slot> first, std::unique_ptr<SnapshotExporter> exporter,
          Kernels& kernels);
 
+  // Session `id` and its Offloader (session name "<id>" in the store).
+  static Result<std::unique_ptr<Slot>> make_slot(const EngineOptions& options, Deps deps,
+                                                 const Model& model, Kernels& kernels,
+                                                 uint32_t id);
+  // Before a command on `choice.id`: its session exists, what it forgot is dropped, and its
+  // memory fits in the budget of P committed sessions (the least recently used idle ones
+  // offloaded first). Failure: Unavailable when no room can be made now (every committed
+  // session busy, or an eviction's save failed); make_slot()'s errors. Engine thread.
+  Status prepare_slot(const RouteChoice& choice);
+  Status make_room(uint32_t id);
+  bool holds_memory(uint32_t id) const;  // engine thread
+
   template <class R>
-  std::future<R> submit(std::string_view name, std::function<R()> body);
+  std::future<R> submit(std::string_view name, SessionRoute route, std::string prompt,
+                        std::function<R()> body);
   void thread_main();
   // Every command passes through here, on the engine thread (the offloader's hook point).
   void run_command(Command& command);
@@ -238,13 +327,20 @@ class Engine {
 
   // Immutable after start(); used only by the engine thread (model_ also by config(); the
   // exporter, whose methods are safe from any thread, also by erase_export()).
+  const EngineOptions options_;
+  const Deps deps_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Session> session_;
   std::unique_ptr<SnapshotExporter> exporter_;  // null without an export directory
-  // Declared after session_: destroyed first (it refers to the session). Never null.
-  std::unique_ptr<Offloader> offloader_;
   Kernels& kernels_;
-  Admission admission_;  // of the running command (engine thread only)
+  SessionTable table_;
+  // Every conversation's session, by id; null until first routed to. Entries are set only by
+  // the engine thread, under slots_mu_; the engine thread reads them freely, other threads
+  // (status) under slots_mu_. Each Offloader's status() is itself thread-safe.
+  mutable Mutex slots_mu_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  Session* session_ = nullptr;  // the running command's session (engine thread only)
+  Admission admission_;         // of the running command (engine thread only)
+  std::atomic<uint64_t> evictions_{0};
 
   // Published for status().
   std::atomic<uint64_t> history_tokens_{0};
@@ -256,6 +352,9 @@ class Engine {
   std::deque<Command> queue_;
   bool busy_ = false;
   uint64_t commands_run_ = 0;
+  uint64_t refused_busy_ = 0;
+  DurationHistogram wait_seconds_;
+  uint32_t last_used_ = 0;  // the most recently started command's session
   bool stopping_ = false;
 
   std::thread thread_;  // last: started when everything above exists

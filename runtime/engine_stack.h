@@ -50,6 +50,8 @@ struct EngineStackOptions {
   // Where the engine's exports and imports live; empty: both are refused.
   std::string export_dir;
   OffloadSettings offload;
+  // Conversations kept and sessions committed at once (engine::EngineOptions::sessions).
+  engine::EngineSessions sessions;
   // The stack's lines (the device's note, the snapshot directory's clean-up) and the
   // Offloader's, one at a time. Empty: stderr, each line prefixed "siesta: ".
   LogLine log;

@@ -20,6 +20,7 @@
 #include "server/openai_json.h"
 #include "server/server_app.h"
 #include "server/slot_error.h"
+#include "server/status_json.h"
 
 namespace siesta::server {
 namespace {
@@ -142,7 +143,7 @@ bool provide(Generation& g, const ResponseMeta& meta, bool include_usage, bool& 
 void serve_generation(ServerApp& app, ApiKind kind, const httplib::Request& request,
                       httplib::Response& response) {
   const engine::ModelConfig& config = app.engine().config();
-  const ServedModel served{config.name, config.context};
+  const ServedModel served{config.name, config.context, app.config().sessions()};
   ErrorDetail detail;
   Result<ParsedGeneration> parsed = kind == ApiKind::kChat
                                         ? parse_chat_request(request.body, served, &detail)
@@ -195,12 +196,37 @@ void serve_generation(ServerApp& app, ApiKind kind, const httplib::Request& requ
 
 // Every file operation goes through the engine (which owns the exporter and its directory);
 // its failures are answered by slot_api_error(), which never shows the client a server path.
+// The session number of /slots/{id}: decimal digits naming a conversation 0..N-1.
+std::optional<uint32_t> parse_slot_id(const std::string& text, uint32_t sessions) {
+  if (text.empty() || text.size() > 4) return std::nullopt;
+  uint32_t id = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    id = id * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (id >= sessions) return std::nullopt;
+  return id;
+}
+
 void serve_slot(ServerApp& app, const httplib::Request& request, httplib::Response& response) {
   auto fail = [&](const Status& status, ErrorDetail detail = {}) {
     // The file name is at fault only for a client error (a bad name, a missing file...).
     if (http_status_for(status.code()) >= 500) detail.param.clear();
     set_api_error(response, api_error_from_status(status, detail));
   };
+  const std::string asked = request.matches.size() > 1 ? request.matches[1].str() : "0";
+  const std::optional<uint32_t> slot = parse_slot_id(asked, app.config().sessions());
+  if (!slot) {
+    ApiError error;
+    error.http_status = 404;
+    error.type = "invalid_request_error";
+    error.param = "id_slot";
+    error.code = "not_found";
+    error.message = "no session " + quote_for_log(asked) + ": this server keeps sessions 0.." +
+                    std::to_string(app.config().sessions() - 1);
+    return set_api_error(response, error);
+  }
+  const uint32_t id = *slot;
   const std::string action = request.get_param_value("action");
   if (action != "save" && action != "restore" && action != "erase") {
     return fail(
@@ -221,10 +247,17 @@ void serve_slot(ServerApp& app, const httplib::Request& request, httplib::Respon
   const bool has_filename = filename_it != body.end() && !filename_it->is_null();
   engine::Engine& engine = app.engine();
   if (action == "erase" && !has_filename) {
-    const uint64_t tokens = engine.status().history_tokens;
-    Status reset = engine.reset().get();
+    uint64_t tokens = 0;
+    if (engine.options().sessions.max_sessions == 1) {
+      tokens = engine.status().history_tokens;
+    } else {
+      for (const engine::SessionStatus& session : engine.sessions()) {
+        if (session.id == id) tokens = session.tokens;
+      }
+    }
+    Status reset = engine.reset(id).get();
     if (!reset.ok()) return fail(reset);
-    return set_json(response, {{"id_slot", 0}, {"n_erased", tokens}});
+    return set_json(response, {{"id_slot", id}, {"n_erased", tokens}});
   }
   if (!has_filename) return fail(InvalidArgument("filename: missing"), {"filename", ""});
   if (!filename_it->is_string()) {
@@ -256,25 +289,41 @@ void serve_slot(ServerApp& app, const httplib::Request& request, httplib::Respon
     return std::chrono::duration<double, std::milli>(clock.now() - started).count();
   };
   if (slot_action == SlotAction::kSave) {
-    Result<engine::ExportResult> saved = engine.export_conversation(name).get();
+    Result<engine::ExportResult> saved = engine.export_conversation(name, id).get();
     if (!saved.ok()) return fail_file(saved.status());
-    return set_json(response, {{"id_slot", 0},
+    return set_json(response, {{"id_slot", id},
                                {"filename", name},
                                {"n_saved", saved->tokens},
                                {"n_written", saved->bytes},
                                {"timings", {{"save_ms", elapsed_ms()}}}});
   }
   if (slot_action == SlotAction::kRestore) {
-    Result<engine::ImportResult> restored = engine.import_conversation(name).get();
+    Result<engine::ImportResult> restored = engine.import_conversation(name, id).get();
     if (!restored.ok()) return fail_file(restored.status());
-    return set_json(response, {{"id_slot", 0},
+    return set_json(response, {{"id_slot", id},
                                {"filename", name},
                                {"n_restored", restored->tokens},
                                {"n_read", restored->bytes},
                                {"timings", {{"restore_ms", elapsed_ms()}}}});
   }
   if (Status erased = engine.erase_export(name); !erased.ok()) return fail_file(erased);
-  set_json(response, {{"id_slot", 0}, {"filename", name}});
+  set_json(response, {{"id_slot", id}, {"filename", name}});
+}
+
+// GET /slots, as llama.cpp lists its slots: one object per session number, with siesta's
+// offload state. Never wakes a session and never shows a prompt or a key.
+nlohmann::json slots_json(ServerApp& app) {
+  engine::Engine& engine = app.engine();
+  const uint32_t context = engine.config().context;
+  std::vector<engine::SessionStatus> sessions = engine.sessions();
+  nlohmann::json list = nlohmann::json::array();
+  for (const engine::SessionStatus& session : sessions) {
+    nlohmann::json entry = session_json(session);
+    entry["n_ctx"] = context;
+    entry["is_processing"] = session.busy;
+    list.push_back(std::move(entry));
+  }
+  return list;
 }
 
 }  // namespace
@@ -310,7 +359,11 @@ std::vector<Route> api_routes(ServerApp& app) {
        [&app](const httplib::Request& request, httplib::Response& response) {
          serve_generation(app, ApiKind::kChat, request, response);
        }},
-      {"POST", "/slots/0",
+      {"GET", "/slots",
+       [&app](const httplib::Request&, httplib::Response& response) {
+         set_json(response, slots_json(app));
+       }},
+      {"POST", "/slots/{id}",
        [&app](const httplib::Request& request, httplib::Response& response) {
          serve_slot(app, request, response);
        }},

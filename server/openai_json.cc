@@ -135,6 +135,36 @@ Status parse_stop(const json& body, std::vector<std::string>* stop, ErrorDetail*
 }
 
 // Everything but the prompt, shared by both endpoints.
+// prompt_cache_key (OpenAI) and id_slot (llama.cpp): which conversation continues. The key is
+// hashed at once; it is never kept, logged or echoed.
+Status parse_route(const json& body, const ServedModel& model, ParsedGeneration* out,
+                   ErrorDetail* detail) {
+  engine::SessionRoute& route = out->request.route;
+  if (const json* value = field(body, "prompt_cache_key"); value != nullptr && !value->is_null()) {
+    if (!value->is_string()) return wrong_type(detail, "prompt_cache_key", "a string", *value);
+    const std::string& key = value->get_ref<const std::string&>();
+    if (key.empty() || key.size() > kMaxPromptCacheKeyBytes) {
+      return bad_field(detail, "prompt_cache_key",
+                       "must have 1 to " + std::to_string(kMaxPromptCacheKeyBytes) +
+                           " bytes, got " + std::to_string(key.size()));
+    }
+    route.key = engine::session_key_of(key);
+  }
+  if (const json* value = field(body, "id_slot"); value != nullptr && !value->is_null()) {
+    if (!value->is_number_integer()) return wrong_type(detail, "id_slot", "an integer", *value);
+    // llama.cpp's -1 means "any slot": routed as if absent.
+    if (!value->is_number_unsigned() && value->get<int64_t>() == -1) return Status::Ok();
+    const bool negative = !value->is_number_unsigned() && value->get<int64_t>() < 0;
+    if (negative || value->get<uint64_t>() >= model.sessions) {
+      return bad_field(detail, "id_slot",
+                       "must be -1 or a session number 0.." + std::to_string(model.sessions - 1) +
+                           ", got " + value->dump());
+    }
+    route.slot = static_cast<uint32_t>(value->get<uint64_t>());
+  }
+  return Status::Ok();
+}
+
 Status parse_options(const json& body, ParsedGeneration* out, ErrorDetail* detail) {
   engine::GenerateRequest& request = out->request;
   SIESTA_RETURN_IF_ERROR(parse_stop(body, &request.stop, detail));
@@ -242,6 +272,7 @@ Result<ParsedGeneration> parse_completion_request(std::string_view body, const S
   if (out.request.prompt.empty()) return bad_field(detail, "prompt", "must not be empty");
   SIESTA_ASSIGN_OR_RETURN(uint32_t asked, parse_max_tokens(object, false, detail));
   SIESTA_RETURN_IF_ERROR(parse_options(object, &out, detail));
+  SIESTA_RETURN_IF_ERROR(parse_route(object, model, &out, detail));
   SIESTA_RETURN_IF_ERROR(fit_context(asked, model, "prompt", &out, detail));
   return out;
 }
@@ -277,6 +308,7 @@ Result<ParsedGeneration> parse_chat_request(std::string_view body, const ServedM
   out.request.prompt = render_chat_prompt(chat);
   SIESTA_ASSIGN_OR_RETURN(uint32_t asked, parse_max_tokens(object, true, detail));
   SIESTA_RETURN_IF_ERROR(parse_options(object, &out, detail));
+  SIESTA_RETURN_IF_ERROR(parse_route(object, model, &out, detail));
   SIESTA_RETURN_IF_ERROR(fit_context(asked, model, "messages", &out, detail));
   return out;
 }

@@ -19,6 +19,9 @@
 //   seed         integer (a negative one is taken modulo 2^64); the sampler's seed
 //   n            1 if present (one choice per request)
 //   stream       boolean; stream_options.include_usage boolean
+//   prompt_cache_key  a string of 1..256 bytes naming the conversation (OpenAI's routing
+//                field); hashed at once (engine::session_key_of), never kept or echoed
+//   id_slot      an integer session number 0..sessions-1, or -1 for "any" (llama.cpp's)
 // The prompt plus max_tokens must fit the context, else InvalidArgument with code
 // "context_length_exceeded" and OpenAI's message. Bodies are parsed by nlohmann::json, which
 // refuses invalid UTF-8 and lone surrogate escapes, so every string we accept is UTF-8.
@@ -50,7 +53,10 @@ enum class ApiKind { kCompletion, kChat };
 struct ServedModel {
   std::string name;  // "synthetic:tiny"
   uint32_t context = 0;
+  uint32_t sessions = 1;  // conversations kept: id_slot's range
 };
+
+inline constexpr size_t kMaxPromptCacheKeyBytes = 256;
 
 struct ParsedGeneration {
   engine::GenerateRequest request;  // prompt and options set; on_text and cancel left empty

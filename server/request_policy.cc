@@ -99,8 +99,17 @@ RequestPolicy::RequestPolicy(const ServerConfig& config, std::vector<std::string
     : config_(config), json_post_paths_(std::move(json_post_paths)) {}
 
 bool RequestPolicy::reads_json(const httplib::Request& request) const {
-  return request.method == "POST" && std::find(json_post_paths_.begin(), json_post_paths_.end(),
-                                               request.path) != json_post_paths_.end();
+  if (request.method != "POST") return false;
+  return std::any_of(json_post_paths_.begin(), json_post_paths_.end(), [&](const std::string& p) {
+    // A route path ending in a placeholder ("/slots/{id}") stands for every path below it.
+    if (p.ends_with("}")) {
+      const size_t open = p.rfind('{');
+      if (open != std::string::npos) {
+        return request.path.size() > open && request.path.compare(0, open, p, 0, open) == 0;
+      }
+    }
+    return p == request.path;
+  });
 }
 
 bool RequestPolicy::admit_body(const httplib::Request& request, std::string_view body,

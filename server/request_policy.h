@@ -45,7 +45,8 @@ bool is_json_media_type(std::string_view content_type);
 
 class RequestPolicy {
  public:
-  // `json_post_paths`: the exact paths whose POST body is read as JSON.
+  // `json_post_paths`: the paths whose POST body is read as JSON; one ending in a placeholder
+  // ("/slots/{id}", as Route::path) stands for every longer path with its prefix.
   RequestPolicy(const ServerConfig& config, std::vector<std::string> json_post_paths);
 
   // True when `request` may go on to its body and its handler. Otherwise fills `response`

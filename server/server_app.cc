@@ -40,6 +40,12 @@ Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const C
   options.device.kind = cfg.backend;
   options.model = std::move(model).value();
   options.export_dir = cfg.slot_save_path;
+  options.sessions.parallel = cfg.parallel;
+  options.sessions.max_sessions = cfg.sessions();
+  options.sessions.match = cfg.session_match;
+  // With one conversation the queue is unbounded, as it always was; with several, a request
+  // that would wait behind more than this many is answered 503 + Retry-After.
+  if (options.sessions.max_sessions > 1) options.sessions.max_queued = kMaxQueuedPerSession * cfg.parallel;
   options.offload.config = cfg.offload;
   options.offload.encrypt = cfg.cache_encrypt;
   // Losing the session's memory is the server's to handle (main: one line, exit 70).
@@ -85,6 +91,13 @@ StatusSnapshot ServerApp::status() const {
                      engine.history_tokens};
   snapshot.cache = stack.engine().cache_status();
   snapshot.clients_gone = clients_gone();
+  if (stack.engine().options().sessions.max_sessions > 1) {
+    snapshot.sessions = stack.engine().sessions();
+  }
+  snapshot.refused_busy = engine.refused_busy;
+  snapshot.evictions = engine.evictions;
+  snapshot.forgotten = engine.forgotten;
+  snapshot.wait_seconds = engine.wait_seconds;
   return snapshot;
 }
 

@@ -33,6 +33,10 @@ using LogLine = runtime::LogLine;
 // an offload (Offloader's on_fatal): no later request could run safely on it.
 using SessionLostHandler = std::function<void(const Status&)>;
 
+// With several conversations, requests waiting per resident session before the next one is
+// answered 503 + Retry-After.
+inline constexpr size_t kMaxQueuedPerSession = 64;
+
 // The exit status of a server whose session memory was lost (docs/IDLE_SESSION.md).
 inline constexpr int kSessionMemoryLostExitCode = 70;
 

@@ -48,9 +48,15 @@ struct ServerConfig {
   // of an answer waits for a client that does not read.
   uint32_t http_request_timeout_seconds = 10;
 
-  // --parallel N: sequences served at once. Only 1 is implemented; with idle offload on,
-  // more than one is rejected at start-up (as the server this grew from rejects it).
+  // --parallel P: sessions resident on the device at once, each with the full context.
   uint32_t parallel = 1;
+  // --max-sessions N: conversations kept, resident or offloaded (P..4096); unset: P. More
+  // than P needs idle offload on.
+  std::optional<uint32_t> max_sessions;
+  // --session-match F: the share of a kept history a prompt must repeat to continue it.
+  double session_match = 0.5;
+
+  uint32_t sessions() const { return max_sessions.value_or(parallel); }
   // --devices N: devices the model is split over. Only 1; with offload on, more is rejected.
   uint32_t devices = 1;
 };

@@ -23,6 +23,7 @@ constexpr int64_t kMaxPort = 65535;
 constexpr int64_t kMinBodyBytes = 1024;
 constexpr int64_t kMaxBodyBytes = int64_t{64} << 20;
 constexpr int64_t kMaxCount = 64;  // --parallel, --devices
+constexpr int64_t kMaxSessions = 4096;
 constexpr int64_t kMaxConnections = 65536;
 constexpr int64_t kMaxRequestTimeoutSeconds = 3600;
 
@@ -48,6 +49,28 @@ Result<int64_t> parse_integer(std::string_view flag, std::string_view text, int6
     return InvalidArgument(std::string(flag) + " (" + std::string(text) + ") must be between " +
                            range);
   }
+  return value;
+}
+
+// A share in [0, 1]: "0", "1", "0.5", "1.0", ".25" -- digits and at most one point, no sign,
+// exponent or spaces.
+Result<double> parse_share(std::string_view flag, std::string_view text) {
+  const auto refuse = [&] {
+    return InvalidArgument(std::string(flag) + " must be a number between 0 and 1, got " +
+                           quoted(text));
+  };
+  if (text.empty() || text.size() > 32 || text == ".") return refuse();
+  size_t points = 0;
+  for (char c : text) {
+    if (c == '.') {
+      ++points;
+    } else if (c < '0' || c > '9') {
+      return refuse();
+    }
+  }
+  if (points > 1) return refuse();
+  const double value = std::strtod(std::string(text).c_str(), nullptr);
+  if (!(value >= 0 && value <= 1)) return refuse();
   return value;
 }
 
@@ -215,13 +238,30 @@ const std::vector<FlagSpec>& flag_specs() {
        },
        [](const ServerConfig& d) { return std::to_string(d.http_request_timeout_seconds); }},
       {"--parallel", "N",
-       "sequences served at once (1..64); only 1 is implemented, and idle offload needs 1",
+       "sessions resident on the device at once, each with the full --ctx (1..64)",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          SIESTA_ASSIGN_OR_RETURN(int64_t n, parse_integer(flag, value, 1, kMaxCount));
          config.parallel = static_cast<uint32_t>(n);
          return Status::Ok();
        },
        [](const ServerConfig& d) { return std::to_string(d.parallel); }},
+      {"--max-sessions", "N",
+       "conversations whose history the server keeps, resident or offloaded (--parallel.."
+       "4096); more than --parallel needs --cache-idle-seconds and --cache-disk-dir",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(int64_t n, parse_integer(flag, value, 1, kMaxSessions));
+         config.max_sessions = static_cast<uint32_t>(n);
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("--parallel"); }},
+      {"--session-match", "F",
+       "a prompt without prompt_cache_key or id_slot continues the conversation whose history "
+       "it repeats the most of, when it repeats at least this share of it (0..1)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(config.session_match, parse_share(flag, value));
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("0.5"); }},
       {"--devices", "N",
        "devices the model is split over (1..64); only 1 is implemented, and idle offload "
        "needs 1",
@@ -254,30 +294,32 @@ Status validate_model_flags(const ServerConfig& config) {
   return InvalidArgument(flags + ": " + model.status().message());
 }
 
-// --parallel and --devices: the engine serves one sequence on one device. With idle offload
-// on, more is a combination the server this grew from rejects too, so it is named as such.
+// --devices: the engine serves one device. With idle offload on, more is a combination the
+// server this grew from rejects too, so it is named as such. --max-sessions: at least
+// --parallel, and more than it only with offload on (an offloaded conversation needs a disk).
 Status validate_scale_flags(const ServerConfig& config) {
-  struct Count {
-    std::string_view flag;
-    uint32_t value;
-    std::string_view offload_reason;
-    std::string_view what;
-  };
-  const Count counts[] = {
-      {"--parallel", config.parallel, "idle offload keeps one sequence per session",
-       "more than one sequence at once"},
-      {"--devices", config.devices, "idle offload keeps a session's memory on one device",
-       "splitting the model over devices"},
-  };
-  for (const Count& count : counts) {
-    if (count.value <= 1) continue;
-    const std::string head = std::string(count.flag) + " " + std::to_string(count.value);
+  if (config.devices > 1) {
+    const std::string head = "--devices " + std::to_string(config.devices);
     if (config.offload.enabled()) {
-      return InvalidArgument(
-          head + " cannot be used with --cache-idle-seconds: " + std::string(count.offload_reason));
+      return InvalidArgument(head +
+                             " cannot be used with --cache-idle-seconds: idle offload keeps a "
+                             "session's memory on one device");
     }
-    return InvalidArgument(head + ": " + std::string(count.what) +
-                           " is not implemented by this engine (use 1)");
+    return InvalidArgument(head +
+                           ": splitting the model over devices is not implemented by this "
+                           "engine (use 1)");
+  }
+  if (config.max_sessions) {
+    const std::string head = "--max-sessions " + std::to_string(*config.max_sessions);
+    if (*config.max_sessions < config.parallel) {
+      return InvalidArgument(head + " must be at least --parallel (" +
+                             std::to_string(config.parallel) + ")");
+    }
+    if (*config.max_sessions > config.parallel && !config.offload.enabled()) {
+      return InvalidArgument(head + " (more than --parallel " + std::to_string(config.parallel) +
+                             ") needs idle offload: --cache-idle-seconds N and --cache-disk-dir "
+                             "DIR keep the conversations that are not on the device");
+    }
   }
   return Status::Ok();
 }

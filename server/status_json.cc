@@ -28,10 +28,22 @@ nlohmann::json counters_json(const OffloadCounters& counters) {
 
 }  // namespace
 
+nlohmann::json session_json(const engine::SessionStatus& session) {
+  return {
+      {"id", session.id},
+      {"state", std::string(offload_state_name(session.state))},
+      {"tokens", session.tokens},
+      {"disk_bytes", session.disk_bytes},
+      {"seconds_idle", session.seconds_idle},
+      {"restores", session.restores},
+      {"fallbacks", session.fallbacks},
+  };
+}
+
 nlohmann::json status_json(const StatusSnapshot& snapshot) {
   const OffloadStatus& cache = snapshot.cache;
   const MemoryStats& memory = snapshot.memory;
-  return {
+  nlohmann::json body = {
       {"server",
        {
            {"version", snapshot.version},
@@ -76,6 +88,14 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
            {"last_error", cache.last_error},
        }},
   };
+  if (snapshot.sessions) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const engine::SessionStatus& session : *snapshot.sessions) {
+      list.push_back(session_json(session));
+    }
+    body["cache"]["sessions"] = std::move(list);
+  }
+  return body;
 }
 
 }  // namespace siesta::server

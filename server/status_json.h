@@ -19,15 +19,25 @@
 //                             "delete_failures": int}}}
 // `state` is one of offload_state_name()'s names; `fallbacks` has one key per
 // fallback_reason_name(); `last_error` is "" when none.
+// With more than one conversation kept (--parallel or --max-sessions above 1) the cache
+// fields are totals over them (state, times and last error: of the conversation used last)
+// and `cache` gains
+//   "sessions": [{"id": int, "state": str, "tokens": int, "disk_bytes": int,
+//                 "seconds_idle": number, "restores": int, "fallbacks": int}, ...]
+// one entry per conversation created so far -- never a prompt or a key. With one
+// conversation the shape is exactly the one above.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "compute/kernels.h"
 #include "core/memory/memory_backend.h"
 #include "core/offload/offloader.h"
+#include "engine/engine.h"
 
 namespace siesta::server {
 
@@ -57,7 +67,17 @@ struct StatusSnapshot {
   EngineSummary engine;
   OffloadStatus cache;        // Engine::cache_status(): never wakes the session
   uint64_t clients_gone = 0;  // requests whose client left before the answer (cancelled)
+  // Engine::sessions() when the server keeps more than one conversation; else empty.
+  std::optional<std::vector<engine::SessionStatus>> sessions;
+  // The engine's queue and eviction counters (EngineStatus).
+  uint64_t refused_busy = 0;
+  uint64_t evictions = 0;
+  uint64_t forgotten = 0;
+  DurationHistogram wait_seconds;
 };
+
+// One conversation as /v1/status and GET /slots show it.
+nlohmann::json session_json(const engine::SessionStatus& session);
 
 // The /v1/status body for `snapshot`. Throws nothing but std::bad_alloc (only builds objects
 // from numbers and strings). Thread rule: pure.

@@ -161,7 +161,7 @@ void Offloader::Impl::on_timer() {
     action = decide_timer(&expiry_unix);
   }
   switch (action) {
-    case TimerAction::kSave: run_save(expiry_unix); break;
+    case TimerAction::kSave: run_save(expiry_unix).ignore(); break;  // its outcome is logged
     case TimerAction::kDeleteExpired: delete_expired(); break;
     case TimerAction::kNone: break;
   }
@@ -252,7 +252,7 @@ void Offloader::Impl::remove_retired(const std::string& retired) {
 
 // ---- Save (executor thread; entered in kSaveReading) ----
 
-void Offloader::Impl::run_save(int64_t expiry_unix) {
+Status Offloader::Impl::run_save(int64_t expiry_unix) {
   const Clock::Duration start = deps.clock.now();
   // Kernels and copies still queued would change the bytes under the writer.
   const Status synced = deps.backend.synchronize();
@@ -297,7 +297,7 @@ void Offloader::Impl::run_save(int64_t expiry_unix) {
     // A command let in during the save's last steps may have ended already; the timer its
     // lease armed runs after this task (the executor runs one task at a time).
     apply(Event::kSaveCancelled);
-    return;
+    return Cancelled("the save was cancelled");
   }
   if (!written.ok()) {
     ++st.counters.write_failures;
@@ -310,7 +310,7 @@ void Offloader::Impl::run_save(int64_t expiry_unix) {
                "snapshot write failed (memory kept, retrying): " + st.last_error);
     apply(Event::kSaveFailed);
     arm_timer_at(retry_at);
-    return;
+    return written.status();
   }
 
   // Durable: give the memory back, without the mutex. A command that arrives now waits for
@@ -332,7 +332,7 @@ void Offloader::Impl::run_save(int64_t expiry_unix) {
     apply(Event::kReleaseFailed);
     retry_at = deps.clock.now() + options.backoff_initial;
     arm_timer_at(retry_at);
-    return;
+    return released.failed;
   }
   // What was released stays released (the snapshot holds it) and a restore commits exactly
   // that.
@@ -348,6 +348,7 @@ void Offloader::Impl::run_save(int64_t expiry_unix) {
       std::to_string(st.released_vram_bytes) + " device bytes, " +
       std::to_string(st.released_host_bytes) + " host bytes; state disk");
   arm_timer_at(expiry_due());
+  return Status::Ok();
 }
 
 // Stops at the first failure. Released bytes are the backend's and HostVmm's committed bytes
@@ -485,6 +486,82 @@ Status Offloader::offload_now() {
   impl.offload_requested = true;
   impl.arm_timer_at(impl.save_due());
   return Status::Ok();
+}
+
+void Offloader::Impl::wait_out_save(MutexLock& lock) {
+  lock.wait(cv, [&]() SIESTA_REQUIRES(mu) {
+    switch (phase()) {
+      case Phase::kSaveReading:
+      case Phase::kSaveCancelling:
+      case Phase::kSaveFinishing:
+      case Phase::kSaveReleasing:
+      case Phase::kSaveTail: return closing;
+      default: return true;
+    }
+  });
+}
+
+Status Offloader::evict() {
+  Impl& impl = *impl_;
+  if (!impl.begin_task()) return Cancelled("the offloader is closing");
+  Status outcome;
+  int64_t expiry_unix = 0;
+  bool save = false;
+  {
+    MutexLock lock(impl.mu);
+    impl.wait_out_save(lock);
+    if (!impl.enabled()) {
+      outcome = FailedPrecondition("idle offload is disabled");
+    } else if (offload::holds_command(impl.phase())) {
+      outcome = FailedPrecondition("a command is running");
+    } else if (impl.phase() == Phase::kLost) {
+      outcome = FailedPrecondition("the session's memory was lost: " + impl.lost_reason);
+    } else if (impl.closing) {
+      outcome = Cancelled("the offloader is closing");
+    } else if (impl.phase() == Phase::kResident) {
+      impl.apply(Event::kSaveDue);
+      expiry_unix = impl.last_activity_unix + impl.options.expire_seconds;
+      save = true;
+    }  // disk, expiring, expired: released already
+  }
+  if (save) outcome = impl.run_save(expiry_unix);
+  impl.end_task();
+  return outcome;
+}
+
+Status Offloader::forget() {
+  Impl& impl = *impl_;
+  if (!impl.begin_task()) return Cancelled("the offloader is closing");
+  Status outcome;
+  bool remove = false;
+  {
+    MutexLock lock(impl.mu);
+    impl.wait_out_save(lock);
+    if (offload::holds_command(impl.phase())) {
+      outcome = FailedPrecondition("a command is running");
+    } else if (impl.phase() == Phase::kLost) {
+      outcome = FailedPrecondition("the session's memory was lost: " + impl.lost_reason);
+    } else if (impl.phase() == Phase::kDisk) {
+      impl.apply(Event::kExpiryDue);
+      impl.log("offload: the snapshot's conversation was forgotten to make room; deleting it");
+      remove = true;
+    } else if (impl.phase() == Phase::kExpiring) {
+      remove = true;  // a deletion to retry
+    }
+  }
+  if (remove) {
+    outcome = impl.remove_snapshot("forgotten");
+    MutexLock lock(impl.mu);
+    if (impl.phase() == Phase::kExpiring) {
+      if (outcome.ok()) {
+        impl.apply(Event::kSnapshotDeleted);
+      } else {
+        impl.arm_timer_at(impl.deps.clock.now() + impl.options.backoff_initial);
+      }
+    }
+  }
+  impl.end_task();
+  return outcome;
 }
 
 OffloadStatus Offloader::status() const {

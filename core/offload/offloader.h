@@ -236,6 +236,32 @@ class Offloader {
   // session's memory was lost.
   Status offload_now();
 
+  // Offloads the session now, on the calling thread, and returns once its memory is released
+  // or the save failed (the session table's eviction: another session needs the room). A
+  // save of its own already running on the executor (the idle timer's) is waited for first.
+  // Same save-then-release as the idle save: the memory is released only once the file is
+  // durable. Commands of this session are never admitted meanwhile (they run on the calling
+  // thread), so the save is never cancelled by its own session's command.
+  // Success: the memory is released (disk), also when it already was (disk, expired).
+  // Failure: FailedPrecondition when offload is off, a command holds the session, or its
+  // memory was lost; the writer's error (NoSpace, IoError...) when the save failed (the memory
+  // is kept, state resident, retried on the idle save's backoff); Cancelled while the
+  // Offloader is being destroyed.
+  // Thread rule: the thread that runs the session's commands, with no Lease held.
+  Status evict();
+
+  // Forgets a released session's history without waking it (the session table reuses the
+  // session for another conversation): a snapshot on disk is deleted as at expiry, so the
+  // next acquire() maps fresh memory and discards the history (admission
+  // fresh_after_expiry). A save running on the executor is waited for first.
+  // Success: the state is expired (nothing to read back), or the session is resident or
+  // disabled: its memory is committed, and the caller discards its history under a Lease.
+  // Failure: FailedPrecondition while a command holds it or its memory was lost; the store's
+  // error when the snapshot could not be deleted (the state stays expiring and the deletion
+  // is retried; the next acquire() is fresh all the same).
+  // Thread rule: as evict().
+  Status forget();
+
   // A copy of the reported fields, taken under the mutex; never waits for a save, a release,
   // a restore or a command. Any thread.
   OffloadStatus status() const;

@@ -113,8 +113,12 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   enum class TimerAction { kNone, kSave, kDeleteExpired };
   // What a timer must do now, its phase change applied; for kSave, the file's expiry.
   TimerAction decide_timer(int64_t* expiry_unix) SIESTA_REQUIRES(mu);
-  // REQUIRES: the phase is kSaveReading, entered by this task.
-  void run_save(int64_t expiry_unix) SIESTA_EXCLUDES(mu);
+  // REQUIRES: the phase is kSaveReading, entered by this task (or by evict()).
+  // Returns OK when the memory was released; the write's or release's failure; Cancelled
+  // when the save was cancelled.
+  Status run_save(int64_t expiry_unix) SIESTA_EXCLUDES(mu);
+  // Waits while a save phase runs (the executor's save ends on its own).
+  void wait_out_save(MutexLock& lock) SIESTA_REQUIRES(mu);
   struct ReleaseOutcome {
     Status failed;
     size_t released = 0;  // ranges given back

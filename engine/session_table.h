@@ -1,0 +1,135 @@
+// SessionTable: the conversations an engine keeps (at most max_sessions), and the decisions
+// about them, taken under one mutex: which conversation a command belongs to (routing), and
+// which idle one gives way when room is needed (least recently used). It is bookkeeping only:
+// it owns no Session and no Offloader (the engine does) and never touches device memory, so
+// routing never wakes a session.
+//
+// Per conversation it keeps, in host memory: its token history as of the end of its last
+// command (for prefix routing: the Session's own history lives in memory that an offload
+// releases), the hash of its prompt_cache_key when it was opened with one (never the key
+// itself), whether a command runs on it, when it was last used and how many commands it ran.
+//
+// Routing, in order (route()):
+//   1. a key: the conversation opened with that key; a key not seen yet opens a fresh one;
+//   2. a slot number: that conversation (created when it does not exist yet);
+//   3. with max_sessions 1: the one conversation, whatever its history (the prompt keeps what
+//      it shares with it, as a single-session engine does);
+//   4. the keyless conversation whose history shares the longest prefix with the prompt,
+//      when that prefix is at least `match` x its history's length (history not empty; ties:
+//      the most recently used);
+//   5. a fresh conversation: a keyless one with an empty history and no command, else a
+//      conversation number not used yet, else the least recently used conversation without a
+//      command, forgotten (its history and key dropped here; the engine deletes its snapshot
+//      or discards its memory's history).
+//
+// Thread rule: every method from any thread; each takes the mutex only to read or change the
+// table, and calls nothing outside it while holding it but the `eligible` predicate.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/mutex.h"
+#include "core/base/status.h"
+#include "core/base/thread_annotations.h"
+
+namespace siesta::engine {
+
+// The SHA-256 of a prompt_cache_key: what the table keeps instead of the key.
+using SessionKey = std::array<uint8_t, 32>;
+SessionKey session_key_of(std::string_view key);
+
+// Where a command asks to run; both empty: routed by its prompt.
+struct SessionRoute {
+  std::optional<SessionKey> key;
+  std::optional<uint32_t> slot;
+};
+
+struct SessionTableOptions {
+  uint32_t max_sessions = 1;  // 1..kMaxSessions
+  double match = 0.5;         // 0..1: share of a history a prompt must repeat to continue it
+};
+
+inline constexpr uint32_t kMaxSessions = 4096;
+
+// Why a conversation was chosen (counted, and told to tests).
+enum class RouteRule : uint8_t { kKey, kSlot, kSingle, kPrefix, kFresh };
+
+struct RouteChoice {
+  uint32_t id = 0;
+  RouteRule rule = RouteRule::kFresh;
+  bool create = false;  // the conversation number was never used: create its session first
+  bool forget = false;  // it held another conversation, forgotten: drop its state first
+};
+
+// One conversation, as status reports it (never the key, never the history's bytes).
+struct TableEntry {
+  uint32_t id = 0;
+  uint64_t history_tokens = 0;
+  bool busy = false;
+  bool keyed = false;
+  uint64_t commands = 0;
+  Clock::Duration last_use{0};
+};
+
+struct TableCounters {
+  uint64_t forgotten = 0;  // conversations dropped to make room for a fresh one (at N)
+  uint64_t routed[5] = {};  // per RouteRule
+};
+
+class SessionTable {
+ public:
+  // REQUIRES: 1 <= options.max_sessions <= kMaxSessions, 0 <= match <= 1 (else clamped).
+  explicit SessionTable(SessionTableOptions options);
+
+  const SessionTableOptions& options() const { return options_; }
+
+  // Chooses the conversation for a command with `prompt` (empty for commands without one)
+  // by the rules above and marks it busy, used now. The caller must end() it.
+  // Failure: InvalidArgument for a slot >= max_sessions (nothing changes); Unavailable when a
+  // fresh conversation is needed and every one runs a command.
+  Result<RouteChoice> route(const SessionRoute& route, std::span<const uint8_t> prompt,
+                            Clock::Duration now);
+
+  // The command on `id` ended: its history is now `history` (when known: its memory was
+  // resident), it is idle, used now.
+  void end(uint32_t id, std::optional<std::span<const uint8_t>> history, Clock::Duration now);
+
+  // Forgets the history kept for `id` (an explicit reset or an unusable snapshot).
+  void clear_history(uint32_t id);
+
+  // The least recently used conversation without a command for which `eligible(id)` holds;
+  // nullopt when there is none. `eligible` runs under the table's mutex: it must be quick and
+  // must not call the table.
+  std::optional<uint32_t> least_recent_idle(const std::function<bool(uint32_t)>& eligible) const;
+
+  // Every conversation created so far, by number.
+  std::vector<TableEntry> entries() const;
+  TableCounters counters() const;
+
+ private:
+  struct Slot {
+    bool used = false;
+    bool busy = false;
+    std::optional<SessionKey> key;
+    std::vector<uint8_t> history;
+    uint64_t commands = 0;
+    Clock::Duration last_use{0};
+  };
+  // Rule 5. REQUIRES: mu_ held.
+  std::optional<RouteChoice> fresh_locked(Clock::Duration now) SIESTA_REQUIRES(mu_);
+  void take_locked(RouteChoice& choice, Clock::Duration now) SIESTA_REQUIRES(mu_);
+
+  const SessionTableOptions options_;
+  mutable Mutex mu_;
+  std::vector<Slot> slots_ SIESTA_GUARDED_BY(mu_);
+  TableCounters counters_ SIESTA_GUARDED_BY(mu_);
+};
+
+}  // namespace siesta::engine
