@@ -32,6 +32,8 @@ struct OffloadEngineRigOptions {
   uint64_t capacity_bytes = 256ull << 20;
   // Small buffers, so that even the tiny model's snapshot takes several chunks.
   size_t staging_buffer_bytes = 96u << 10;
+  // Conversations kept and sessions committed at once (one of each: a single-session engine).
+  engine::EngineSessions sessions;
 };
 
 struct OffloadEngineRig {
@@ -46,10 +48,12 @@ struct OffloadEngineRig {
         store(stack->store()),
         resident_committed(backend->stats().committed_bytes) {}
 
-  Result<engine::GenerateResult> generate(const std::string& prompt, uint32_t max_tokens = 12) {
+  Result<engine::GenerateResult> generate(const std::string& prompt, uint32_t max_tokens = 12,
+                                          engine::SessionRoute route = {}) {
     engine::GenerateRequest request;
     request.prompt = prompt;
     request.max_tokens = max_tokens;
+    request.route = std::move(route);
     return engine->generate(std::move(request)).get();
   }
   // Idle long enough for a save, and run it (on this thread, while the engine is idle).
@@ -84,6 +88,7 @@ struct OffloadEngineRig {
       stack_options.offload.config.expire_seconds = kExpireSeconds;
       stack_options.offload.config.disk_dir = dir.path();
     }
+    stack_options.sessions = options.sessions;
     stack_options.log = [](const std::string&) {};
     stack_options.executor = &executor;
     return runtime::EngineStack::open(std::move(stack_options), clock).value();

@@ -1,0 +1,234 @@
+// The engine with several conversations (EngineSessions): routing through the engine,
+// residency (never more than P sessions committed, read from the backend's stats), the
+// least recently used idle session offloaded to make room and restored with its history when
+// its conversation returns, forgetting at N, a full wait queue refused with Unavailable, and
+// answers equal to a never-offloading engine's.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "tests/support/offload_engine_rig.h"
+
+namespace siesta::engine {
+namespace {
+
+using siesta::testing::OffloadEngineRig;
+using siesta::testing::OffloadEngineRigOptions;
+
+OffloadEngineRigOptions many(uint32_t parallel, uint32_t max_sessions, bool offload = true) {
+  OffloadEngineRigOptions options;
+  options.offload = offload;
+  options.sessions.parallel = parallel;
+  options.sessions.max_sessions = max_sessions;
+  return options;
+}
+
+SessionRoute key(const std::string& name) {
+  SessionRoute route;
+  route.key = session_key_of(name);
+  return route;
+}
+
+SessionRoute slot(uint32_t id) {
+  SessionRoute route;
+  route.slot = id;
+  return route;
+}
+
+// Committed bytes with `sessions` sessions resident, from two measurements: the rig's (weights
+// plus session 0) and one more session's worth.
+struct Budget {
+  uint64_t first = 0;    // weights + one session
+  uint64_t session = 0;  // one more session
+  uint64_t with(uint32_t sessions) const { return first + (sessions - 1) * session; }
+};
+
+TEST(EngineSessionsTest, StartRefusesImpossibleCounts) {
+  ManualClock clock;
+  runtime::EngineStackOptions options;
+  options.device = siesta::testing::engine_test_device();
+  options.model = model_config_from_spec("synthetic:tiny").value();
+  options.log = [](const std::string&) {};
+  for (auto [parallel, sessions] : {std::pair{0u, 1u}, {65u, 65u}, {2u, 1u}, {1u, 2u}}) {
+    options.sessions.parallel = parallel;
+    options.sessions.max_sessions = sessions;
+    auto stack = runtime::EngineStack::open(options, clock);
+    ASSERT_FALSE(stack.ok()) << parallel << " " << sessions;
+    EXPECT_EQ(stack.status().code(), StatusCode::kInvalidArgument) << stack.status().to_string();
+  }
+}
+
+TEST(EngineSessionsTest, ConversationsTakeTurnsOverFewerSessionsAndKeepTheirHistory) {
+  constexpr uint32_t kParallel = 2;
+  constexpr uint32_t kConversations = 4;
+  OffloadEngineRig rig(many(kParallel, kConversations));
+  OffloadEngineRig reference(many(kConversations, kConversations, /*offload=*/false));
+  Budget budget;
+  budget.first = rig.resident_committed;
+  std::vector<std::string> history(kConversations);
+  for (int turn = 0; turn < 3; ++turn) {
+    for (uint32_t c = 0; c < kConversations; ++c) {
+      const std::string prompt = history[c] + " turn " + std::to_string(turn) + " of " +
+                                 std::to_string(c);
+      Result<GenerateResult> got = rig.generate(prompt, 8, key("user" + std::to_string(c)));
+      Result<GenerateResult> want = reference.generate(prompt, 8, slot(c));
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      ASSERT_TRUE(want.ok()) << want.status().to_string();
+      EXPECT_EQ(got->text, want->text) << "turn " << turn << " conversation " << c;
+      EXPECT_EQ(got->cached_tokens, want->cached_tokens) << "turn " << turn << " conversation "
+                                                         << c;
+      if (turn > 0) {
+        // The history came back: everything but the last generated token was kept.
+        EXPECT_EQ(got->cached_tokens, history[c].size() - 1) << "conversation " << c;
+      }
+      if (turn == 0 && c == 1) budget.session = rig.backend->stats().committed_bytes - budget.first;
+      if (budget.session != 0) {
+        EXPECT_LE(rig.backend->stats().committed_bytes, budget.with(kParallel))
+            << "turn " << turn << " conversation " << c;
+      }
+      history[c] = prompt + got->text;
+    }
+  }
+  EXPECT_GT(budget.session, 0u);
+  const EngineStatus status = rig.engine->status();
+  EXPECT_GE(status.evictions, 2u * kConversations);
+  EXPECT_EQ(status.forgotten, 0u);
+  const std::vector<SessionStatus> sessions = rig.engine->sessions();
+  ASSERT_EQ(sessions.size(), kConversations);
+  uint32_t resident = 0;
+  for (const SessionStatus& s : sessions) {
+    EXPECT_TRUE(s.keyed);
+    EXPECT_EQ(s.commands, 3u);
+    if (s.state == OffloadState::kResident) ++resident;
+    if (s.state == OffloadState::kDisk) {
+      EXPECT_GT(s.disk_bytes, 0u);
+    }
+  }
+  EXPECT_EQ(resident, kParallel);
+  // The totals add the conversations up.
+  EXPECT_GE(rig.engine->cache_status().counters.restore_hits, 2u * kConversations - kParallel);
+}
+
+TEST(EngineSessionsTest, AtMaxSessionsTheLeastRecentlyUsedIdleConversationIsForgotten) {
+  OffloadEngineRig rig(many(1, 2));
+  ASSERT_TRUE(rig.generate("first conversation", 4, key("a")).ok());
+  ASSERT_TRUE(rig.generate("second conversation", 4, key("b")).ok());  // evicts a
+  ASSERT_EQ(rig.engine->sessions()[0].state, OffloadState::kDisk);
+  const std::string snapshot_a = rig.store->snapshot_path("0").value();
+  ASSERT_TRUE(std::filesystem::exists(snapshot_a));
+  // A third key: a (least recently used, idle) is forgotten, its snapshot deleted.
+  Result<GenerateResult> c = rig.generate("third conversation", 4, key("c"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->cached_tokens, 0u);
+  EXPECT_FALSE(std::filesystem::exists(snapshot_a));
+  EXPECT_EQ(rig.engine->status().forgotten, 1u);
+  // a comes back as a fresh conversation: nothing cached.
+  Result<GenerateResult> a = rig.generate("first conversation and more", 4, key("a"));
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->cached_tokens, 0u);
+}
+
+TEST(EngineSessionsTest, PrefixRoutingFindsAnOffloadedConversationWithoutWakingIt) {
+  OffloadEngineRig rig(many(1, 3));
+  Result<GenerateResult> a = rig.generate("the quick brown fox", 6);
+  ASSERT_TRUE(a.ok());
+  Result<GenerateResult> b = rig.generate("zzzz yyyy xxxx wwww", 6);  // fresh: evicts a
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(rig.engine->sessions()[0].state, OffloadState::kDisk);
+  // Status and routing read host memory: a stays on disk until its request runs.
+  EXPECT_EQ(rig.engine->sessions()[0].tokens, std::string("the quick brown fox").size() + 5);
+  Result<GenerateResult> again = rig.generate("the quick brown fox" + a->text + " jumps", 6);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_TRUE(again->admission.restored);
+  EXPECT_EQ(again->cached_tokens, std::string("the quick brown fox").size() + 5);
+}
+
+TEST(EngineSessionsTest, SlotOutOfRangeIsRefusedAndChangesNothing) {
+  OffloadEngineRig rig(many(1, 2));
+  Result<GenerateResult> bad = rig.generate("hello", 4, slot(2));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rig.engine->reset(7).get().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(rig.engine->sessions().size() == 1);
+}
+
+TEST(EngineSessionsTest, AFullWaitQueueIsRefusedWithUnavailable) {
+  OffloadEngineRigOptions options = many(2, 2, /*offload=*/false);
+  options.sessions.max_queued = 1;
+  OffloadEngineRig rig(options);
+  // The first request blocks the engine thread in its on_text until released.
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool release = false;
+  GenerateRequest blocking;
+  blocking.prompt = "block";
+  blocking.max_tokens = 2;
+  blocking.on_text = [&](std::string_view) {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return release; });
+  };
+  auto first = rig.engine->generate(std::move(blocking));
+  ASSERT_TRUE(rig.engine->wait_for_status([](const EngineStatus& s) { return s.busy; },
+                                          std::chrono::seconds(30)));
+  GenerateRequest queued;
+  queued.prompt = "queued";
+  queued.max_tokens = 2;
+  auto second = rig.engine->generate(queued);
+  auto third = rig.engine->generate(queued);  // one is waiting already
+  Result<GenerateResult> refused = third.get();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(rig.engine->status().refused_busy, 1u);
+  {
+    std::lock_guard lock(mutex);
+    release = true;
+  }
+  cv.notify_all();
+  EXPECT_TRUE(first.get().ok());
+  EXPECT_TRUE(second.get().ok());
+}
+
+TEST(EngineSessionsTest, EveryoneResidentWithoutOffloadWhenParallelEqualsSessions) {
+  OffloadEngineRig rig(many(3, 3, /*offload=*/false));
+  std::vector<std::string> answers;
+  for (uint32_t c = 0; c < 3; ++c) {
+    Result<GenerateResult> r = rig.generate("conversation " + std::to_string(c), 4, slot(c));
+    ASSERT_TRUE(r.ok());
+    answers.push_back(r->text);
+  }
+  for (const SessionStatus& s : rig.engine->sessions()) {
+    EXPECT_EQ(s.state, OffloadState::kDisabled);
+  }
+  EXPECT_EQ(rig.engine->status().evictions, 0u);
+  // Each keeps its own history: the second turn of each reuses it.
+  const std::string kept = "conversation 0" + answers[0];
+  Result<GenerateResult> again = rig.generate(kept + " again", 4, slot(0));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->cached_tokens, kept.size() - 1);
+}
+
+TEST(EngineSessionsTest, ASessionSavingOnItsIdleTimerIsWaitedForBeforeItIsEvicted) {
+  OffloadEngineRig rig(many(1, 2));
+  ASSERT_TRUE(rig.generate("first", 4, key("a")).ok());
+  // a's idle timer is due; its save runs on the test's thread while b's request needs a's
+  // room: the eviction waits for that save (or finds the memory released).
+  rig.clock.advance(std::chrono::seconds(OffloadEngineRig::kIdleSeconds));
+  std::thread timers([&] { rig.executor.run_due(); });
+  Result<GenerateResult> b = rig.generate("second", 4, key("b"));
+  timers.join();
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(rig.engine->sessions()[0].state, OffloadState::kDisk);
+  Result<GenerateResult> a = rig.generate("first" + std::string("xxxx"), 4, key("a"));
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_TRUE(a->admission.restored);
+}
+
+}  // namespace
+}  // namespace siesta::engine

@@ -1,0 +1,188 @@
+// SessionTable: each routing rule and their order, the --session-match threshold, the fresh
+// conversation's choice (an empty one, a new number, then the least recently used idle one,
+// forgotten), the slot range and the refusal when every conversation runs a command.
+#include "engine/session_table.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <span>
+#include <string>
+
+namespace siesta::engine {
+namespace {
+
+using std::chrono::seconds;
+
+std::span<const uint8_t> bytes(const std::string& text) {
+  return std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+}
+
+// Routes `prompt`, ends the command with `history` (default: the prompt) at time `at`.
+RouteChoice run(SessionTable& table, const std::string& prompt, int at, SessionRoute route = {},
+                std::optional<std::string> history = std::nullopt) {
+  Result<RouteChoice> choice = table.route(route, bytes(prompt), seconds(at));
+  EXPECT_TRUE(choice.ok()) << choice.status().to_string();
+  if (!choice.ok()) return {};
+  const std::string kept = history.value_or(prompt);
+  table.end(choice->id, bytes(kept), seconds(at));
+  return *choice;
+}
+
+SessionRoute keyed(const std::string& key) {
+  SessionRoute route;
+  route.key = session_key_of(key);
+  return route;
+}
+
+SessionRoute slot(uint32_t id) {
+  SessionRoute route;
+  route.slot = id;
+  return route;
+}
+
+TEST(SessionTableTest, KeysHashToDistinctDigests) {
+  EXPECT_EQ(session_key_of("user-1"), session_key_of("user-1"));
+  EXPECT_NE(session_key_of("user-1"), session_key_of("user-2"));
+  EXPECT_NE(session_key_of(""), SessionKey{});
+}
+
+TEST(SessionTableTest, OneConversationServesEveryPrompt) {
+  SessionTable table({1, 0.5});
+  const RouteChoice first = run(table, "hello world", 1);
+  EXPECT_EQ(first.id, 0u);
+  EXPECT_TRUE(first.create);
+  const RouteChoice other = run(table, "something else entirely", 2);
+  EXPECT_EQ(other.id, 0u);
+  EXPECT_EQ(other.rule, RouteRule::kSingle);
+  EXPECT_FALSE(other.forget);  // the prompt keeps what it shares, as one session always did
+  EXPECT_FALSE(other.create);
+}
+
+TEST(SessionTableTest, PrefixRoutingNeedsTheShareOfTheHistory) {
+  SessionTable table({4, 0.5});
+  EXPECT_EQ(run(table, "aaaaaaaaaa", 1).id, 0u);  // fresh: number 0
+  EXPECT_EQ(run(table, "bbbbbbbbbb", 2).id, 1u);  // shares nothing: fresh, number 1
+  // Repeats 6 of conversation 0's 10 tokens (>= 0.5 x 10): continues it.
+  const RouteChoice continued = run(table, "aaaaaaXYZ", 3);
+  EXPECT_EQ(continued.id, 0u);
+  EXPECT_EQ(continued.rule, RouteRule::kPrefix);
+  // Conversation 0 now holds "aaaaaaXYZ" (9); 4 shared < 4.5: a fresh one.
+  const RouteChoice fresh = run(table, "aaaaQ", 4);
+  EXPECT_EQ(fresh.id, 2u);
+  EXPECT_EQ(fresh.rule, RouteRule::kFresh);
+  EXPECT_TRUE(fresh.create);
+}
+
+TEST(SessionTableTest, TheLongestSharedPrefixWins) {
+  SessionTable table({4, 0.0});
+  run(table, "abcdef", 1);             // 0
+  run(table, "abcXYZ", 2, slot(1));    // 1, placed by number
+  EXPECT_EQ(run(table, "abcdeQ", 3).id, 0u);  // 5 shared with 0, 3 with 1
+  EXPECT_EQ(run(table, "abcXQ", 4).id, 1u);   // 4 shared with 1, 3 with 0
+}
+
+TEST(SessionTableTest, MatchOneNeedsTheWholeHistory) {
+  SessionTable table({4, 1.0});
+  run(table, "abcdef", 1);
+  EXPECT_EQ(run(table, "abcdefgh", 2).id, 0u);  // extends it
+  EXPECT_EQ(run(table, "abcdeX", 3).id, 1u);    // diverges: fresh
+}
+
+TEST(SessionTableTest, KeyComesFirstThenSlotThenPrefix) {
+  SessionTable table({4, 0.5});
+  const RouteChoice a = run(table, "shared prompt", 1, keyed("alice"));
+  EXPECT_EQ(a.id, 0u);
+  EXPECT_EQ(a.rule, RouteRule::kKey);
+  // The same prompt with another key: a new conversation, not the prefix match.
+  const RouteChoice b = run(table, "shared prompt", 2, keyed("bob"));
+  EXPECT_EQ(b.id, 1u);
+  EXPECT_EQ(b.rule, RouteRule::kKey);
+  // A key beats a slot number.
+  SessionRoute both = keyed("alice");
+  both.slot = 3;
+  EXPECT_EQ(run(table, "x", 3, both).id, 0u);
+  // A slot beats the prefix.
+  const RouteChoice by_slot = run(table, "shared prompt", 4, slot(3));
+  EXPECT_EQ(by_slot.id, 3u);
+  EXPECT_EQ(by_slot.rule, RouteRule::kSlot);
+  EXPECT_TRUE(by_slot.create);
+  // Without key or slot, keyed conversations are never reached by prefix: number 3 (keyless)
+  // holds "shared prompt".
+  EXPECT_EQ(run(table, "shared prompt and more", 5).id, 3u);
+  // Alice's key still finds her conversation.
+  EXPECT_EQ(run(table, "y", 6, keyed("alice")).id, 0u);
+}
+
+TEST(SessionTableTest, SlotOutOfRangeChangesNothing) {
+  SessionTable table({2, 0.5});
+  Result<RouteChoice> bad = table.route(slot(2), bytes("x"), seconds(1));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(table.entries().empty());
+}
+
+TEST(SessionTableTest, AFreshConversationAtNForgetsTheLeastRecentlyUsedIdleOne) {
+  SessionTable table({3, 0.5});
+  run(table, "one one one", 1, keyed("k1"));
+  run(table, "two two two", 2, keyed("k2"));
+  run(table, "three three", 3, keyed("k3"));
+  run(table, "one one one more", 4, keyed("k1"));  // k1 used again: k2 is now the oldest
+  const RouteChoice fresh = run(table, "four", 5, keyed("k4"));
+  EXPECT_EQ(fresh.id, 1u);  // k2's number
+  EXPECT_TRUE(fresh.forget);
+  EXPECT_FALSE(fresh.create);
+  EXPECT_EQ(table.counters().forgotten, 1u);
+  // k2 is gone: its key opens a fresh conversation (forgetting the oldest again: k3).
+  const RouteChoice back = run(table, "two two two", 6, keyed("k2"));
+  EXPECT_EQ(back.id, 2u);
+  EXPECT_TRUE(back.forget);
+}
+
+TEST(SessionTableTest, AnEmptyConversationIsReusedBeforeANewNumber) {
+  SessionTable table({3, 0.5});
+  run(table, "abc", 1);
+  table.clear_history(0);
+  const RouteChoice fresh = run(table, "zzz", 2);
+  EXPECT_EQ(fresh.id, 0u);
+  EXPECT_FALSE(fresh.forget);
+}
+
+TEST(SessionTableTest, BusyConversationsAreNeverForgotten) {
+  SessionTable table({2, 0.5});
+  ASSERT_TRUE(table.route(keyed("a"), bytes("a"), seconds(1)).ok());  // busy: not ended
+  ASSERT_TRUE(table.route(keyed("b"), bytes("b"), seconds(2)).ok());  // busy
+  Result<RouteChoice> third = table.route(keyed("c"), bytes("c"), seconds(3));
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.status().code(), StatusCode::kUnavailable);
+  table.end(1, std::nullopt, seconds(4));
+  Result<RouteChoice> now = table.route(keyed("c"), bytes("c"), seconds(5));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->id, 1u);
+  EXPECT_TRUE(now->forget);
+}
+
+TEST(SessionTableTest, LeastRecentIdleHonoursEligibilityAndBusy) {
+  SessionTable table({3, 0.5});
+  run(table, "a", 1, slot(0));
+  run(table, "b", 2, slot(1));
+  run(table, "c", 3, slot(2));
+  EXPECT_EQ(table.least_recent_idle([](uint32_t) { return true; }), 0u);
+  EXPECT_EQ(table.least_recent_idle([](uint32_t id) { return id != 0; }), 1u);
+  ASSERT_TRUE(table.route(slot(1), bytes("b"), seconds(4)).ok());  // busy now
+  EXPECT_EQ(table.least_recent_idle([](uint32_t id) { return id != 0; }), 2u);
+  EXPECT_EQ(table.least_recent_idle([](uint32_t) { return false; }), std::nullopt);
+}
+
+TEST(SessionTableTest, EntriesNeverHoldTheKey) {
+  SessionTable table({2, 0.5});
+  run(table, "hello", 1, keyed("secret-key"));
+  const std::vector<TableEntry> entries = table.entries();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_TRUE(entries[0].keyed);
+  EXPECT_EQ(entries[0].history_tokens, 5u);
+  EXPECT_EQ(entries[0].commands, 1u);
+}
+
+}  // namespace
+}  // namespace siesta::engine
