@@ -14,4 +14,8 @@ siesta_test_sources(property_tests LABELS property
   SOURCES property/engine_offload_property_test.cc)
 siesta_test_sources(property_tests LABELS property ENVIRONMENT "RC_PARAMS=max_success=200"
   SOURCES property/prefill_split_property_test.cc)
+# Several conversations over fewer sessions against a never-offloading engine.
+siesta_test_sources(property_tests LABELS property
+  ENVIRONMENT "RC_PARAMS=max_success=300 max_size=30"
+  SOURCES property/engine_sessions_property_test.cc)
 siesta_finish_test_binary(property_tests)
