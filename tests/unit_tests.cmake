@@ -104,7 +104,8 @@ siesta_test_sources(engine_tests LABELS unit SOURCES unit/engine_reinit_test.cc)
 # Several conversations: the session table's routing rules (pure), and the engine keeping N
 # conversations over P committed sessions (eviction, restore, forgetting, the wait queue).
 siesta_test_sources(engine_tests LABELS unit SOURCES unit/session_table_test.cc)
-siesta_test_sources(engine_tests LABELS unit concurrency SOURCES unit/engine_sessions_test.cc)
+siesta_test_sources(engine_tests LABELS unit concurrency SOURCES
+  unit/engine_sessions_test.cc unit/engine_sessions_race_test.cc)
 siesta_finish_test_binary(engine_tests)
 
 # server/: flags, status and metrics bodies, the snapshot directory, the OpenAI request and
