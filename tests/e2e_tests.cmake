@@ -23,4 +23,6 @@ siesta_test_sources(e2e_tests LABELS e2e SOURCES
   e2e/server_race_e2e_test.cc e2e/server_api_e2e_test.cc e2e/server_files_e2e_test.cc
   e2e/server_http_e2e_test.cc e2e/server_signals_e2e_test.cc)
 siesta_test_sources(e2e_tests LABELS e2e concurrency SOURCES e2e/server_status_e2e_test.cc)
+# Several conversations over fewer sessions, routed by prompt_cache_key.
+siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_sessions_e2e_test.cc)
 siesta_finish_test_binary(e2e_tests)

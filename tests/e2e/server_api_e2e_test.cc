@@ -304,9 +304,9 @@ TEST(ServerApiE2eTest, ModelsAndMetrics) {
   expect_clean_exit(*server);
 }
 
-TEST(ServerApiE2eTest, SeveralSequencesAreRefusedWithOffloadOn) {
+TEST(ServerApiE2eTest, SeveralDevicesAreRefusedWithOffloadOn) {
   TempDir temp;
-  for (const char* flag : {"--parallel", "--devices"}) {
+  for (const char* flag : {"--devices"}) {
     Result<ProcessExit> exit = ServerProcess::run_to_exit({"--backend", "sim", "--port", "0", flag,
                                                            "2", "--cache-idle-seconds", "5",
                                                            "--cache-disk-dir", temp.file("cache")});

@@ -349,3 +349,67 @@ TEST(OpenAiJsonTest, FinishReasons) {
 
 }  // namespace
 }  // namespace siesta::server
+
+namespace siesta::server {
+namespace {
+
+const ServedModel kFourSessions{"synthetic:tiny", 256, 4};
+
+TEST(OpenAiJsonTest, PromptCacheKeyIsHashedAndIdSlotRead) {
+  Result<ParsedGeneration> parsed = parse_completion_request(
+      json({{"prompt", "x"}, {"prompt_cache_key", "user-42"}, {"id_slot", 3}}).dump(),
+      kFourSessions, nullptr);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  ASSERT_TRUE(parsed->request.route.key.has_value());
+  EXPECT_EQ(*parsed->request.route.key, engine::session_key_of("user-42"));
+  EXPECT_EQ(parsed->request.route.slot, 3u);
+  // Absent, null and llama.cpp's -1 ("any slot") route by the prompt.
+  for (const json& body : {json({{"prompt", "x"}}),
+                           json({{"prompt", "x"}, {"prompt_cache_key", nullptr},
+                                 {"id_slot", nullptr}}),
+                           json({{"prompt", "x"}, {"id_slot", -1}})}) {
+    Result<ParsedGeneration> plain = parse_completion_request(body.dump(), kFourSessions, nullptr);
+    ASSERT_TRUE(plain.ok()) << body.dump();
+    EXPECT_FALSE(plain->request.route.key.has_value()) << body.dump();
+    EXPECT_FALSE(plain->request.route.slot.has_value()) << body.dump();
+  }
+  // The chat endpoint reads both too.
+  Result<ParsedGeneration> chatted = parse_chat_request(
+      json({{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+            {"prompt_cache_key", "k"}})
+          .dump(),
+      kFourSessions, nullptr);
+  ASSERT_TRUE(chatted.ok());
+  EXPECT_EQ(*chatted->request.route.key, engine::session_key_of("k"));
+}
+
+TEST(OpenAiJsonTest, BadRoutingFieldsAreRefusedNamingThem) {
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"prompt", "x"}, {"prompt_cache_key", 5}}, "prompt_cache_key"},
+      {{{"prompt", "x"}, {"prompt_cache_key", json::array({"a"})}}, "prompt_cache_key"},
+      {{{"prompt", "x"}, {"prompt_cache_key", ""}}, "prompt_cache_key"},
+      {{{"prompt", "x"}, {"prompt_cache_key", std::string(257, 'k')}}, "prompt_cache_key"},
+      {{{"prompt", "x"}, {"id_slot", "1"}}, "id_slot"},
+      {{{"prompt", "x"}, {"id_slot", 1.5}}, "id_slot"},
+      {{{"prompt", "x"}, {"id_slot", 4}}, "id_slot"},
+      {{{"prompt", "x"}, {"id_slot", -2}}, "id_slot"},
+      {{{"prompt", "x"}, {"id_slot", 18446744073709551615ull}}, "id_slot"},
+  };
+  for (const auto& [body, param] : cases) {
+    ErrorDetail detail;
+    Result<ParsedGeneration> parsed =
+        parse_completion_request(body.dump(), kFourSessions, &detail);
+    SCOPED_TRACE(body.dump());
+    expect_bad(parsed, detail, param);
+    // The key is never echoed.
+    if (!parsed.ok()) EXPECT_THAT(parsed.status().message(), ::testing::Not(HasSubstr("kkkk")));
+  }
+  // 256 bytes is the longest key accepted.
+  EXPECT_TRUE(parse_completion_request(
+                  json({{"prompt", "x"}, {"prompt_cache_key", std::string(256, 'k')}}).dump(),
+                  kFourSessions, nullptr)
+                  .ok());
+}
+
+}  // namespace
+}  // namespace siesta::server

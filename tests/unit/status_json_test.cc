@@ -180,3 +180,44 @@ TEST(StatusJsonTest, EveryKvTypeHasItsName) {
 
 }  // namespace
 }  // namespace siesta::server
+
+namespace siesta::server {
+namespace {
+
+TEST(StatusJsonTest, OneConversationHasNoSessionsList) {
+  const nlohmann::json body = status_json(sample_snapshot());
+  EXPECT_FALSE(body["cache"].contains("sessions"));
+  EXPECT_EQ(body["cache"].size(), 10u);
+}
+
+TEST(StatusJsonTest, SeveralConversationsAreListedWithoutPromptOrKey) {
+  StatusSnapshot snapshot = sample_snapshot();
+  engine::SessionStatus one;
+  one.id = 3;
+  one.state = OffloadState::kDisk;
+  one.tokens = 120;
+  one.disk_bytes = 4096;
+  one.seconds_idle = 1.5;
+  one.restores = 2;
+  one.fallbacks = 1;
+  one.keyed = true;
+  snapshot.sessions = std::vector<engine::SessionStatus>{one};
+  const nlohmann::json body = status_json(snapshot);
+  const nlohmann::json& sessions = body["cache"]["sessions"];
+  ASSERT_TRUE(sessions.is_array());
+  ASSERT_EQ(sessions.size(), 1u);
+  const nlohmann::json& s = sessions[0];
+  EXPECT_EQ(s.size(), 7u) << s.dump();
+  EXPECT_EQ(s["id"], 3);
+  EXPECT_EQ(s["state"], "disk");
+  EXPECT_EQ(s["tokens"], 120);
+  EXPECT_EQ(s["disk_bytes"], 4096);
+  EXPECT_EQ(s["seconds_idle"], 1.5);
+  EXPECT_EQ(s["restores"], 2);
+  EXPECT_EQ(s["fallbacks"], 1);
+  // The totals keep their fields.
+  EXPECT_EQ(body["cache"].size(), 11u);
+}
+
+}  // namespace
+}  // namespace siesta::server
