@@ -215,7 +215,7 @@ std::future<R> Engine::submit(std::string_view name, SessionRoute route, std::st
     std::lock_guard lock(mutex_);
     if (!stopping_ && options_.sessions.max_queued != 0 && queue_.size() >= options_.sessions.max_queued) {
       ++refused_busy_;
-      command.fail(Unavailable(std::to_string(queue_.size()) +
+      command.fail(OutOfMemory(std::to_string(queue_.size()) +
                                " requests are waiting already; retry later"));
       return future;
     }
@@ -271,12 +271,12 @@ Status Engine::make_room(uint32_t id) {
     std::optional<uint32_t> victim =
         table_.least_recent_idle([&](uint32_t other) { return other != id && holds_memory(other); });
     if (!victim) {
-      return Unavailable("all " + std::to_string(options_.sessions.parallel) +
+      return OutOfMemory("all " + std::to_string(options_.sessions.parallel) +
                          " sessions on the device are busy; retry later");
     }
     Status evicted = slots_[*victim]->offloader->evict();
     if (!evicted.ok()) {
-      return Unavailable("no device room for this conversation now: offloading session " +
+      return OutOfMemory("no device room for this conversation now: offloading session " +
                          std::to_string(*victim) + " failed: " + evicted.to_string());
     }
     evictions_.fetch_add(1);
