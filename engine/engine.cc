@@ -102,8 +102,8 @@ std::string_view finish_reason_name(FinishReason reason) {
 }
 
 Result<std::unique_ptr<Engine::Slot>> Engine::make_slot(const EngineOptions& options, Deps deps,
-                                                       const Model& model, Kernels& kernels,
-                                                       uint32_t id) {
+                                                        const Model& model, Kernels& kernels,
+                                                        uint32_t id) {
   auto slot = std::make_unique<Slot>();
   SIESTA_ASSIGN_OR_RETURN(slot->session, Session::create(model, deps.backend, kernels, deps.host));
   // Always an Offloader: with offload off it reports "disabled" and admits every command at
@@ -112,10 +112,9 @@ Result<std::unique_ptr<Engine::Slot>> Engine::make_slot(const EngineOptions& opt
   OffloaderOptions offloader_options = offload.options;
   if (id != 0) offloader_options.session = std::to_string(id);
   SIESTA_ASSIGN_OR_RETURN(
-      slot->offloader,
-      Offloader::create({*slot->session, deps.backend, deps.host, deps.fs, deps.clock,
-                         offload.executor, offload.store, offload.key},
-                        std::move(offloader_options)));
+      slot->offloader, Offloader::create({*slot->session, deps.backend, deps.host, deps.fs,
+                                          deps.clock, offload.executor, offload.store, offload.key},
+                                         std::move(offloader_options)));
   return slot;
 }
 
@@ -126,10 +125,11 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options, Memo
     return InvalidArgument("parallel sessions must be 1.." + std::to_string(kMaxParallel) +
                            ", got " + std::to_string(options.sessions.parallel));
   }
-  if (options.sessions.max_sessions < options.sessions.parallel || options.sessions.max_sessions > kMaxSessions) {
-    return InvalidArgument("conversations kept must be " + std::to_string(options.sessions.parallel) +
-                           ".." + std::to_string(kMaxSessions) + ", got " +
-                           std::to_string(options.sessions.max_sessions));
+  if (options.sessions.max_sessions < options.sessions.parallel ||
+      options.sessions.max_sessions > kMaxSessions) {
+    return InvalidArgument(
+        "conversations kept must be " + std::to_string(options.sessions.parallel) + ".." +
+        std::to_string(kMaxSessions) + ", got " + std::to_string(options.sessions.max_sessions));
   }
   if (options.sessions.max_sessions > options.sessions.parallel &&
       !offload_enabled(options.offload.options.idle_seconds)) {
@@ -150,8 +150,8 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options, Memo
   }
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Slot> first,
                           make_slot(options, deps, *model, kernels, 0));
-  return std::unique_ptr<Engine>(new Engine(options, deps, std::move(model), std::move(first),
-                                            std::move(exporter), kernels));
+  return std::unique_ptr<Engine>(
+      new Engine(options, deps, std::move(model), std::move(first), std::move(exporter), kernels));
 }
 
 Engine::Engine(const EngineOptions& options, Deps deps, std::unique_ptr<Model> model,
@@ -213,7 +213,8 @@ std::future<R> Engine::submit(std::string_view name, SessionRoute route, std::st
   command.fail = [promise](Status status) { promise->set_value(R(std::move(status))); };
   {
     std::lock_guard lock(mutex_);
-    if (!stopping_ && options_.sessions.max_queued != 0 && queue_.size() >= options_.sessions.max_queued) {
+    if (!stopping_ && options_.sessions.max_queued != 0 &&
+        queue_.size() >= options_.sessions.max_queued) {
       ++refused_busy_;
       command.fail(OutOfMemory(std::to_string(queue_.size()) +
                                " requests are waiting already; retry later"));
@@ -268,8 +269,8 @@ Status Engine::make_room(uint32_t id) {
       if (other != id && holds_memory(other)) ++committed;
     }
     if (committed < options_.sessions.parallel) return Status::Ok();
-    std::optional<uint32_t> victim =
-        table_.least_recent_idle([&](uint32_t other) { return other != id && holds_memory(other); });
+    std::optional<uint32_t> victim = table_.least_recent_idle(
+        [&](uint32_t other) { return other != id && holds_memory(other); });
     if (!victim) {
       return OutOfMemory("all " + std::to_string(options_.sessions.parallel) +
                          " sessions on the device are busy; retry later");
@@ -360,7 +361,8 @@ void Engine::run_command(Command& command) {
 namespace {
 
 void add_histogram(DurationHistogram& total, const DurationHistogram& more) {
-  for (size_t i = 0; i < DurationHistogram::kBuckets; ++i) total.cumulative[i] += more.cumulative[i];
+  for (size_t i = 0; i < DurationHistogram::kBuckets; ++i)
+    total.cumulative[i] += more.cumulative[i];
   total.count += more.count;
   total.sum_seconds += more.sum_seconds;
 }

@@ -89,8 +89,8 @@ struct EngineSessions {
   uint32_t max_sessions = 1;
   // The share of a kept history a prompt must repeat to continue that conversation (0..1).
   double match = 0.5;
-  // Commands waiting to start at once; one more is refused with OutOfMemory (the server is out of room for it now: retry later; 503 + Retry-After).
-  // 0: no bound.
+  // Commands waiting to start at once; one more is refused with OutOfMemory (the server is out of
+  // room for it now: retry later; 503 + Retry-After). 0: no bound.
   size_t max_queued = 0;
 };
 
@@ -156,13 +156,13 @@ struct EngineStatus {
   std::string model;  // "synthetic:tiny"
   KvType kv_type = KvType::kF32;
   uint32_t context = 0;
-  uint64_t history_tokens = 0;  // as of the last token the engine thread fed
-  bool busy = false;            // a command is running
-  size_t queued_commands = 0;   // submitted, not started
-  uint64_t commands_run = 0;    // finished, whatever their result
-  uint64_t refused_busy = 0;    // commands refused because max_queued were waiting
-  uint64_t evictions = 0;       // sessions offloaded to make room for another (at P)
-  uint64_t forgotten = 0;       // conversations forgotten to make room for a new one (at N)
+  uint64_t history_tokens = 0;     // as of the last token the engine thread fed
+  bool busy = false;               // a command is running
+  size_t queued_commands = 0;      // submitted, not started
+  uint64_t commands_run = 0;       // finished, whatever their result
+  uint64_t refused_busy = 0;       // commands refused because max_queued were waiting
+  uint64_t evictions = 0;          // sessions offloaded to make room for another (at P)
+  uint64_t forgotten = 0;          // conversations forgotten to make room for a new one (at N)
   DurationHistogram wait_seconds;  // from submission to the command's start
 };
 
@@ -293,13 +293,11 @@ class Engine {
   };
 
   Engine(const EngineOptions& options, Deps deps, std::unique_ptr<Model> model,
-         std::unique_ptr<Slot> first, std::unique_ptr<SnapshotExporter> exporter,
-         Kernels& kernels);
+         std::unique_ptr<Slot> first, std::unique_ptr<SnapshotExporter> exporter, Kernels& kernels);
 
   // Session `id` and its Offloader (session name "<id>" in the store).
   static Result<std::unique_ptr<Slot>> make_slot(const EngineOptions& options, Deps deps,
-                                                 const Model& model, Kernels& kernels,
-                                                 uint32_t id);
+                                                 const Model& model, Kernels& kernels, uint32_t id);
   // Before a command on `choice.id`: its session exists, what it forgot is dropped, and its
   // memory fits in the budget of P committed sessions (the least recently used idle ones
   // offloaded first). Failure: OutOfMemory when no room can be made now (every committed

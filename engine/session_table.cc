@@ -172,8 +172,8 @@ std::vector<TableEntry> SessionTable::entries() const {
   for (uint32_t id = 0; id < slots_.size(); ++id) {
     const Slot& slot = slots_[id];
     if (!slot.used) continue;
-    out.push_back({id, slot.history.size(), slot.busy, slot.key.has_value(), slot.commands,
-                   slot.last_use});
+    out.push_back(
+        {id, slot.history.size(), slot.busy, slot.key.has_value(), slot.commands, slot.last_use});
   }
   return out;
 }

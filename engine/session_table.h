@@ -79,7 +79,7 @@ struct TableEntry {
 };
 
 struct TableCounters {
-  uint64_t forgotten = 0;  // conversations dropped to make room for a fresh one (at N)
+  uint64_t forgotten = 0;   // conversations dropped to make room for a fresh one (at N)
   uint64_t routed[5] = {};  // per RouteRule
 };
 
@@ -92,8 +92,8 @@ class SessionTable {
 
   // Chooses the conversation for a command with `prompt` (empty for commands without one)
   // by the rules above and marks it busy, used now. The caller must end() it.
-  // Failure: InvalidArgument for a slot >= max_sessions (nothing changes); OutOfMemory (retry later) when a
-  // fresh conversation is needed and every one runs a command.
+  // Failure: InvalidArgument for a slot >= max_sessions (nothing changes); OutOfMemory (retry
+  // later) when a fresh conversation is needed and every one runs a command.
   Result<RouteChoice> route(const SessionRoute& route, std::span<const uint8_t> prompt,
                             Clock::Duration now);
 

@@ -45,7 +45,8 @@ Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const C
   options.sessions.match = cfg.session_match;
   // With one conversation the queue is unbounded, as it always was; with several, a request
   // that would wait behind more than this many is answered 503 + Retry-After.
-  if (options.sessions.max_sessions > 1) options.sessions.max_queued = kMaxQueuedPerSession * cfg.parallel;
+  if (options.sessions.max_sessions > 1)
+    options.sessions.max_queued = kMaxQueuedPerSession * cfg.parallel;
   options.offload.config = cfg.offload;
   options.offload.encrypt = cfg.cache_encrypt;
   // Losing the session's memory is the server's to handle (main: one line, exit 70).

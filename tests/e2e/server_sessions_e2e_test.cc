@@ -22,24 +22,24 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-const std::vector<std::string> kTiny = {"--backend", "sim", "--model", "synthetic:tiny",
-                                        "--port", "0"};
+const std::vector<std::string> kTiny = {"--backend",      "sim",    "--model",
+                                        "synthetic:tiny", "--port", "0"};
 
 TEST(ServerSessionsE2eTest, EightConversationsTakeTurnsOverTwoSessions) {
   constexpr int kConversations = 8;
   constexpr int kTurns = 3;
   TempDir temp;
-  auto server = start_or_die(with(kTiny, {"--parallel", "2", "--max-sessions", "8",
-                                          "--cache-idle-seconds", "600", "--cache-disk-dir",
-                                          temp.file("cache")}));
+  auto server =
+      start_or_die(with(kTiny, {"--parallel", "2", "--max-sessions", "8", "--cache-idle-seconds",
+                                "600", "--cache-disk-dir", temp.file("cache")}));
   auto reference = start_or_die(with(kTiny, {"--parallel", "8"}));
   ASSERT_NE(server, nullptr);
   ASSERT_NE(reference, nullptr);
   std::vector<std::string> history(kConversations);
   for (int turn = 0; turn < kTurns; ++turn) {
     for (int c = 0; c < kConversations; ++c) {
-      const std::string prompt = history[c] + " user " + std::to_string(c) + " says " +
-                                 std::to_string(turn);
+      const std::string prompt =
+          history[c] + " user " + std::to_string(c) + " says " + std::to_string(turn);
       json request = completion_request(prompt, 6);
       request["prompt_cache_key"] = "conversation-secret-" + std::to_string(c);
       Result<Completion> got = complete(*server, request);
@@ -99,10 +99,10 @@ TEST(ServerSessionsE2eTest, EightConversationsTakeTurnsOverTwoSessions) {
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404) << missing->body;
 
-  for (const json& bad : {json({{"prompt", "x"}, {"prompt_cache_key", 3}}),
-                          json({{"prompt", "x"}, {"prompt_cache_key", std::string(300, 'k')}}),
-                          json({{"prompt", "x"}, {"id_slot", 8}}),
-                          json({{"prompt", "x"}, {"id_slot", "0"}})}) {
+  for (const json& bad :
+       {json({{"prompt", "x"}, {"prompt_cache_key", 3}}),
+        json({{"prompt", "x"}, {"prompt_cache_key", std::string(300, 'k')}}),
+        json({{"prompt", "x"}, {"id_slot", 8}}), json({{"prompt", "x"}, {"id_slot", "0"}})}) {
     Result<Completion> refused = complete(*server, bad);
     ASSERT_TRUE(refused.ok());
     EXPECT_EQ(refused->http_status, 400) << bad.dump() << " " << refused->body.dump();

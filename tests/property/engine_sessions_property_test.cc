@@ -58,8 +58,8 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
   const uint32_t k = *rc::gen::inRange<uint32_t>(2, 5);
   const uint32_t p = *rc::gen::inRange<uint32_t>(1, k);
   const auto steps = *rc::gen::container<std::vector<Step>>(rc::gen::build<Step>(
-      rc::gen::set(&Step::kind, rc::gen::weightedElement<int>({{8, kTurn}, {1, kIdle},
-                                                               {1, kOffload}})),
+      rc::gen::set(&Step::kind,
+                   rc::gen::weightedElement<int>({{8, kTurn}, {1, kIdle}, {1, kOffload}})),
       rc::gen::set(&Step::conversation, rc::gen::inRange<uint32_t>(0, k)),
       rc::gen::set(&Step::how, rc::gen::inRange(0, 4)),
       rc::gen::set(&Step::arg, rc::gen::inRange(0, 100))));

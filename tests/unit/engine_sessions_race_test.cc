@@ -102,8 +102,8 @@ TEST(EngineSessionsRaceTest, ClientsTimersAndStatusAtOnce) {
     clients.emplace_back([&, c] {
       std::string history;
       for (int t = 0; t < kTurns; ++t) {
-        const std::string prompt = history + " client " + std::to_string(c) + " turn " +
-                                   std::to_string(t);
+        const std::string prompt =
+            history + " client " + std::to_string(c) + " turn " + std::to_string(t);
         Result<GenerateResult> got = rig.engine->generate(turn(prompt, key(c))).get();
         ASSERT_TRUE(got.ok()) << got.status().to_string();
         transcripts[c].prompts.push_back(prompt);

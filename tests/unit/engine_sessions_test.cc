@@ -1,8 +1,8 @@
 // The engine with several conversations (EngineSessions): routing through the engine,
 // residency (never more than P sessions committed, read from the backend's stats), the
 // least recently used idle session offloaded to make room and restored with its history when
-// its conversation returns, forgetting at N, a full wait queue refused with OutOfMemory (503 + Retry-After), and
-// answers equal to a never-offloading engine's.
+// its conversation returns, forgetting at N, a full wait queue refused with OutOfMemory (503 +
+// Retry-After), and answers equal to a never-offloading engine's.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -75,15 +75,15 @@ TEST(EngineSessionsTest, ConversationsTakeTurnsOverFewerSessionsAndKeepTheirHist
   std::vector<std::string> history(kConversations);
   for (int turn = 0; turn < 3; ++turn) {
     for (uint32_t c = 0; c < kConversations; ++c) {
-      const std::string prompt = history[c] + " turn " + std::to_string(turn) + " of " +
-                                 std::to_string(c);
+      const std::string prompt =
+          history[c] + " turn " + std::to_string(turn) + " of " + std::to_string(c);
       Result<GenerateResult> got = rig.generate(prompt, 8, key("user" + std::to_string(c)));
       Result<GenerateResult> want = reference.generate(prompt, 8, slot(c));
       ASSERT_TRUE(got.ok()) << got.status().to_string();
       ASSERT_TRUE(want.ok()) << want.status().to_string();
       EXPECT_EQ(got->text, want->text) << "turn " << turn << " conversation " << c;
-      EXPECT_EQ(got->cached_tokens, want->cached_tokens) << "turn " << turn << " conversation "
-                                                         << c;
+      EXPECT_EQ(got->cached_tokens, want->cached_tokens)
+          << "turn " << turn << " conversation " << c;
       if (turn > 0) {
         // The history came back: everything but the last generated token was kept.
         EXPECT_EQ(got->cached_tokens, history[c].size() - 1) << "conversation " << c;

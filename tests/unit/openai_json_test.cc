@@ -364,21 +364,21 @@ TEST(OpenAiJsonTest, PromptCacheKeyIsHashedAndIdSlotRead) {
   EXPECT_EQ(*parsed->request.route.key, engine::session_key_of("user-42"));
   EXPECT_EQ(parsed->request.route.slot, 3u);
   // Absent, null and llama.cpp's -1 ("any slot") route by the prompt.
-  for (const json& body : {json({{"prompt", "x"}}),
-                           json({{"prompt", "x"}, {"prompt_cache_key", nullptr},
-                                 {"id_slot", nullptr}}),
-                           json({{"prompt", "x"}, {"id_slot", -1}})}) {
+  for (const json& body :
+       {json({{"prompt", "x"}}),
+        json({{"prompt", "x"}, {"prompt_cache_key", nullptr}, {"id_slot", nullptr}}),
+        json({{"prompt", "x"}, {"id_slot", -1}})}) {
     Result<ParsedGeneration> plain = parse_completion_request(body.dump(), kFourSessions, nullptr);
     ASSERT_TRUE(plain.ok()) << body.dump();
     EXPECT_FALSE(plain->request.route.key.has_value()) << body.dump();
     EXPECT_FALSE(plain->request.route.slot.has_value()) << body.dump();
   }
   // The chat endpoint reads both too.
-  Result<ParsedGeneration> chatted = parse_chat_request(
-      json({{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
-            {"prompt_cache_key", "k"}})
-          .dump(),
-      kFourSessions, nullptr);
+  Result<ParsedGeneration> chatted =
+      parse_chat_request(json({{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+                               {"prompt_cache_key", "k"}})
+                             .dump(),
+                         kFourSessions, nullptr);
   ASSERT_TRUE(chatted.ok());
   EXPECT_EQ(*chatted->request.route.key, engine::session_key_of("k"));
 }
@@ -397,8 +397,7 @@ TEST(OpenAiJsonTest, BadRoutingFieldsAreRefusedNamingThem) {
   };
   for (const auto& [body, param] : cases) {
     ErrorDetail detail;
-    Result<ParsedGeneration> parsed =
-        parse_completion_request(body.dump(), kFourSessions, &detail);
+    Result<ParsedGeneration> parsed = parse_completion_request(body.dump(), kFourSessions, &detail);
     SCOPED_TRACE(body.dump());
     expect_bad(parsed, detail, param);
     // The key is never echoed.

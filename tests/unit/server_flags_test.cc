@@ -374,10 +374,9 @@ TEST(ServerFlagsTest, ParallelAndDevices) {
   // Several sessions resident at once are served, with offload on or off.
   EXPECT_EQ(run_config({"--parallel", "2"}).parallel, 2u);
   EXPECT_EQ(run_config({"--parallel", "2"}).sessions(), 2u);
-  EXPECT_EQ(
-      run_config({"--parallel", "2", "--cache-idle-seconds", "30", "--cache-disk-dir", "/d"})
-          .parallel,
-      2u);
+  EXPECT_EQ(run_config({"--parallel", "2", "--cache-idle-seconds", "30", "--cache-disk-dir", "/d"})
+                .parallel,
+            2u);
   // Offload off: more than one device is not implemented.
   EXPECT_EQ(error_of({"--devices", "4"}),
             "--devices 4: splitting the model over devices is not implemented by this engine "
@@ -394,7 +393,9 @@ TEST(ServerFlagsTest, MaxSessionsAndSessionMatch) {
   EXPECT_EQ(run_config({}).sessions(), 1u);
   EXPECT_EQ(run_config({}).session_match, 0.5);
   EXPECT_EQ(run_config({"--parallel", "2", "--max-sessions", "8", "--cache-idle-seconds", "30",
-                        "--cache-disk-dir", "/d"}).sessions(), 8u);
+                        "--cache-disk-dir", "/d"})
+                .sessions(),
+            8u);
   EXPECT_EQ(run_config({"--parallel", "3", "--max-sessions", "3"}).sessions(), 3u);
   EXPECT_EQ(error_of({"--parallel", "2", "--max-sessions", "8"}),
             "--max-sessions 8 (more than --parallel 2) needs idle offload: --cache-idle-seconds "
@@ -402,24 +403,24 @@ TEST(ServerFlagsTest, MaxSessionsAndSessionMatch) {
   EXPECT_EQ(error_of({"--parallel", "4", "--max-sessions", "2", "--cache-idle-seconds", "30",
                       "--cache-disk-dir", "/d"}),
             "--max-sessions 2 must be at least --parallel (4)");
-  EXPECT_EQ(error_of({"--max-sessions", "4097"}), "--max-sessions (4097) must be between 1 and 4096");
+  EXPECT_EQ(error_of({"--max-sessions", "4097"}),
+            "--max-sessions (4097) must be between 1 and 4096");
   EXPECT_EQ(run_config({"--session-match", "0.25"}).session_match, 0.25);
   EXPECT_EQ(run_config({"--session-match", "1"}).session_match, 1.0);
   EXPECT_EQ(run_config({"--session-match", "0"}).session_match, 0.0);
   for (const char* bad : {"1.5", "-0.1", "abc", "", "0.5.5", "1e-1", " 0.5", "."}) {
     EXPECT_EQ(error_of({"--session-match", bad}),
-              "--session-match must be a number between 0 and 1, got \"" + std::string(bad) +
-                  "\"")
+              "--session-match must be a number between 0 and 1, got \"" + std::string(bad) + "\"")
         << bad;
   }
 }
 
 TEST(ServerFlagsTest, HelpListsTheNewFlags) {
   const std::string help = server_help_text();
-  for (const char* flag : {"--model synthetic:SIZE", "--ctx N", "--kv-type f32|f16|int8",
-                           "--cache-encrypt on|off", "--slot-save-path DIR", "--api-key KEY",
-                           "--max-body-bytes N", "--parallel N", "--devices N",
-                           "--max-sessions N", "--session-match F"}) {
+  for (const char* flag :
+       {"--model synthetic:SIZE", "--ctx N", "--kv-type f32|f16|int8", "--cache-encrypt on|off",
+        "--slot-save-path DIR", "--api-key KEY", "--max-body-bytes N", "--parallel N",
+        "--devices N", "--max-sessions N", "--session-match F"}) {
     EXPECT_THAT(help, HasSubstr(flag));
   }
   EXPECT_THAT(help, HasSubstr("(default: synthetic:small)"));

@@ -76,8 +76,8 @@ TEST(SessionTableTest, PrefixRoutingNeedsTheShareOfTheHistory) {
 
 TEST(SessionTableTest, TheLongestSharedPrefixWins) {
   SessionTable table({4, 0.0});
-  run(table, "abcdef", 1);             // 0
-  run(table, "abcXYZ", 2, slot(1));    // 1, placed by number
+  run(table, "abcdef", 1);                    // 0
+  run(table, "abcXYZ", 2, slot(1));           // 1, placed by number
   EXPECT_EQ(run(table, "abcdeQ", 3).id, 0u);  // 5 shared with 0, 3 with 1
   EXPECT_EQ(run(table, "abcXQ", 4).id, 1u);   // 4 shared with 1, 3 with 0
 }
