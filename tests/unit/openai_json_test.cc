@@ -401,7 +401,9 @@ TEST(OpenAiJsonTest, BadRoutingFieldsAreRefusedNamingThem) {
     SCOPED_TRACE(body.dump());
     expect_bad(parsed, detail, param);
     // The key is never echoed.
-    if (!parsed.ok()) EXPECT_THAT(parsed.status().message(), ::testing::Not(HasSubstr("kkkk")));
+    if (!parsed.ok()) {
+      EXPECT_THAT(parsed.status().message(), ::testing::Not(HasSubstr("kkkk")));
+    }
   }
   // 256 bytes is the longest key accepted.
   EXPECT_TRUE(parse_completion_request(
