@@ -114,6 +114,8 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
   out.histogram("cache_restore_duration_seconds", "Duration of restores, hits and fallbacks.",
                 counters.restore_seconds);
 
+  // With several conversations: how many are in each state, evictions, forgotten ones and the
+  // wait queue. With one, the families are exactly those of a single-session server.
   if (snapshot.sessions) {
     out.family("sessions", "gauge", "Conversations kept, by idle-offload state.");
     for (OffloadState state : kStates) {
@@ -121,19 +123,19 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
       for (const engine::SessionStatus& session : *snapshot.sessions) n += session.state == state;
       out.sample("sessions", "state=\"" + std::string(offload_state_name(state)) + "\"", n);
     }
+    out.single("session_evictions_total", "counter",
+               "Sessions offloaded to make room on the device for another conversation.",
+               snapshot.evictions);
+    out.single("session_forgotten_total", "counter",
+               "Conversations forgotten to make room for a new one at --max-sessions.",
+               snapshot.forgotten);
+    out.single("engine_queue_length", "gauge", "Requests waiting for the engine.",
+               snapshot.engine.queued);
+    out.single("engine_queue_refused_total", "counter",
+               "Requests answered 503 because the wait queue was full.", snapshot.refused_busy);
+    out.histogram("engine_queue_wait_seconds", "Time from a request's arrival to its start.",
+                  snapshot.wait_seconds);
   }
-  out.single("session_evictions_total", "counter",
-             "Sessions offloaded to make room on the device for another conversation.",
-             snapshot.evictions);
-  out.single("session_forgotten_total", "counter",
-             "Conversations forgotten to make room for a new one at --max-sessions.",
-             snapshot.forgotten);
-  out.single("engine_queue_length", "gauge", "Requests waiting for the engine.",
-             snapshot.engine.queued);
-  out.single("engine_queue_refused_total", "counter",
-             "Requests answered 503 because the wait queue was full.", snapshot.refused_busy);
-  out.histogram("engine_queue_wait_seconds", "Time from a request's arrival to its start.",
-                snapshot.wait_seconds);
   out.single("engine_commands_total", "counter", "Engine commands finished, whatever their result.",
              snapshot.engine.commands_run);
   out.single("engine_busy", "gauge", "1 while the engine runs a command.",

@@ -173,5 +173,30 @@ TEST(MetricsTextTest, BoundsAreWrittenShortest) {
   EXPECT_THAT(text, Not(HasSubstr("e+")));
 }
 
+TEST(MetricsTextTest, SeveralConversationsAddTheirFamilies) {
+  EXPECT_THAT(metrics_text(StatusSnapshot{}), Not(HasSubstr("siesta_sessions")));
+  StatusSnapshot snapshot;
+  engine::SessionStatus resident;
+  resident.state = OffloadState::kResident;
+  engine::SessionStatus disk;
+  disk.state = OffloadState::kDisk;
+  snapshot.sessions = std::vector<engine::SessionStatus>{resident, disk, disk};
+  snapshot.evictions = 4;
+  snapshot.forgotten = 1;
+  snapshot.refused_busy = 2;
+  snapshot.engine.queued = 3;
+  snapshot.wait_seconds.observe(0.002);
+  const std::string text = metrics_text(snapshot);
+  EXPECT_THAT(text, HasSubstr("siesta_sessions{state=\"resident\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("siesta_sessions{state=\"disk\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("siesta_sessions{state=\"saving\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("siesta_session_evictions_total 4\n"));
+  EXPECT_THAT(text, HasSubstr("siesta_session_forgotten_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("siesta_engine_queue_refused_total 2\n"));
+  EXPECT_THAT(text, HasSubstr("siesta_engine_queue_length 3\n"));
+  EXPECT_THAT(text, HasSubstr("siesta_engine_queue_wait_seconds_count 1\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE siesta_engine_queue_wait_seconds histogram\n"));
+}
+
 }  // namespace
 }  // namespace siesta::server
