@@ -57,12 +57,9 @@ class ChunkReader {
     }
     own_sealer_ = std::move(sealers.back());
     sealers.pop_back();
-    size_t window = job_.threads + 1;
-    if (job_.backend != nullptr) {
-      staging_limit_ = std::max<size_t>(1, job_.backend->staging_buffer_count());
-      window = std::max(window, staging_limit_);
-    }
-    slots_.resize(window);
+    const ChunkWindow window = chunk_window(job_.threads, job_.backend);
+    staging_limit_ = window.staging_limit;
+    slots_.resize(window.slots);
     if (job_.record_buffers != nullptr) {
       for (Slot& slot : slots_) slot.record = job_.record_buffers->take();
     }

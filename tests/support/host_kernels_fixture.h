@@ -19,8 +19,11 @@
 #include "backends/sim/host_kernels.h"
 #include "backends/sim/sim_backend.h"
 #include "tests/support/backend_test_util.h"
+#include "tests/support/small_sim_options.h"
 
 namespace siesta::kernel_test {
+
+using test_util::small_sim_options;
 
 // ---- Seeded inputs ----
 
@@ -57,18 +60,6 @@ std::span<const std::byte> as_bytes_of(const std::vector<T>& v) {
 }
 
 // ---- A SimBackend with one committed arena and a bump allocator ----
-
-// Small sizes (as tests/support/sim_backend_under_test.h uses): 64 KiB granules, 256 KiB
-// chunks, so the 2 MiB arena is several chunks.
-inline SimBackendOptions small_sim_options() {
-  SimBackendOptions options;
-  options.capacity_bytes = 64ull << 20;
-  options.granularity = 64u << 10;
-  options.max_chunk_bytes = 256u << 10;
-  options.staging_buffer_bytes = 48u << 10;
-  options.staging_buffer_count = 3;
-  return options;
-}
 
 class HostKernelsTest : public ::testing::Test {
  protected:

@@ -26,19 +26,10 @@
 #include "testing/faulty_file_system.h"
 #include "testing/hooked_backend.h"
 #include "tests/support/fake_offload_target.h"
+#include "tests/support/small_sim_options.h"
 #include "tests/support/temp_dir.h"
 
 namespace siesta::test_util {
-
-inline SimBackendOptions offloader_sim_options() {
-  SimBackendOptions options;
-  options.capacity_bytes = 64ull << 20;
-  options.granularity = 64u << 10;
-  options.max_chunk_bytes = 256u << 10;
-  options.staging_buffer_bytes = 48u << 10;
-  options.staging_buffer_count = 3;
-  return options;
-}
 
 struct OffloaderSetup {
   uint32_t positions = 256;
@@ -57,7 +48,7 @@ class OffloaderFixture {
   using Setup = OffloaderSetup;
 
   explicit OffloaderFixture(Setup setup = {}) : setup_(setup), executor_(clock_) {
-    sim_ = SimBackend::create(offloader_sim_options()).value();
+    sim_ = SimBackend::create(small_sim_options()).value();
     faulty_backend_ = std::make_unique<FaultyBackend>(*sim_, setup.backend_faults);
     hooked_backend_ = std::make_unique<HookedBackend>(*faulty_backend_);
     key_ = std::make_unique<ProcessKey>(ProcessKey::generate().value());

@@ -15,20 +15,11 @@
 #include "tests/support/backend_conformance_fixture.h"
 #include "tests/support/commit_fault_switch.h"
 #include "tests/support/host_mappings.h"
+#include "tests/support/small_sim_options.h"
 
 namespace siesta::conformance {
 
-// Sizes: 64 KiB granules, 256 KiB chunks (so a 4 MiB commit is 16 chunks), and a staging
-// buffer of 48 KiB, which divides neither, so copies cross chunk and granule boundaries.
-inline SimBackendOptions small_sim_options() {
-  SimBackendOptions options;
-  options.capacity_bytes = 64ull << 20;
-  options.granularity = 64u << 10;
-  options.max_chunk_bytes = 256u << 10;
-  options.staging_buffer_bytes = 48u << 10;
-  options.staging_buffer_count = 3;
-  return options;
-}
+using test_util::small_sim_options;
 
 // `plan`: when set, the sim is wrapped (and owned) by a FaultyBackend with that plan.
 inline BackendUnderTest make_sim_under_test(const FaultPlan* plan = nullptr) {

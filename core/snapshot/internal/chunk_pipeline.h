@@ -19,6 +19,7 @@
 // buffers its jobs use (declare it after them).
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "core/base/status.h"
+#include "core/memory/memory_backend.h"
 #include "core/snapshot/chunk_sealer.h"
 
 namespace siesta {
@@ -88,5 +90,22 @@ class ChunkPipeline {
 
   std::vector<std::thread> workers_;  // last: started after everything above exists
 };
+
+// How many chunks a reader or writer keeps in flight, and how many staging buffers it may hold
+// at once. One chunk per sealing thread plus one being copied; with a backend, at least one per
+// staging buffer it lends, so device copies overlap the file's I/O, and never more staging
+// buffers held than it lends (at least one). staging_limit is 0 without a backend (no copies).
+struct ChunkWindow {
+  size_t slots = 0;
+  size_t staging_limit = 0;
+};
+inline ChunkWindow chunk_window(size_t threads, const MemoryBackend* backend) {
+  ChunkWindow window{threads + 1, 0};
+  if (backend != nullptr) {
+    window.staging_limit = std::max<size_t>(1, backend->staging_buffer_count());
+    window.slots = std::max(window.slots, window.staging_limit);
+  }
+  return window;
+}
 
 }  // namespace siesta
