@@ -89,8 +89,8 @@ struct EngineSessions {
   uint32_t max_sessions = 1;
   // The share of a kept history a prompt must repeat to continue that conversation (0..1).
   double match = 0.5;
-  // Commands waiting to start at once; one more is refused with OutOfMemory (the server is out of
-  // room for it now: retry later; 503 + Retry-After). 0: no bound.
+  // Commands waiting to start at once; one more is refused with Unavailable (busy now: retry
+  // later; 503 + Retry-After). 0: no bound.
   size_t max_queued = 0;
 };
 
@@ -300,7 +300,7 @@ class Engine {
                                                  const Model& model, Kernels& kernels, uint32_t id);
   // Before a command on `choice.id`: its session exists, what it forgot is dropped, and its
   // memory fits in the budget of P committed sessions (the least recently used idle ones
-  // offloaded first). Failure: OutOfMemory when no room can be made now (every committed
+  // offloaded first). Failure: Unavailable when no room can be made now (every committed
   // session busy, or an eviction's save failed); make_slot()'s errors. Engine thread.
   Status prepare_slot(const RouteChoice& choice);
   Status make_room(uint32_t id);

@@ -81,7 +81,7 @@ Result<RouteChoice> SessionTable::route(const SessionRoute& route, std::span<con
       }
     }
     std::optional<RouteChoice> fresh = fresh_locked(now);
-    if (!fresh) return OutOfMemory("every conversation is running a command; retry later");
+    if (!fresh) return Unavailable("every conversation is running a command; retry later");
     choice = *fresh;
     choice.rule = RouteRule::kKey;  // a new key: a fresh conversation, opened by that key
     slots_[choice.id].key = route.key;
@@ -133,7 +133,7 @@ Result<RouteChoice> SessionTable::route(const SessionRoute& route, std::span<con
     return choice;
   }
   std::optional<RouteChoice> fresh = fresh_locked(now);
-  if (!fresh) return OutOfMemory("every conversation is running a command; retry later");
+  if (!fresh) return Unavailable("every conversation is running a command; retry later");
   choice = *fresh;
   take_locked(choice, now);
   return choice;

@@ -92,7 +92,7 @@ class SessionTable {
 
   // Chooses the conversation for a command with `prompt` (empty for commands without one)
   // by the rules above and marks it busy, used now. The caller must end() it.
-  // Failure: InvalidArgument for a slot >= max_sessions (nothing changes); OutOfMemory (retry
+  // Failure: InvalidArgument for a slot >= max_sessions (nothing changes); Unavailable (retry
   // later) when a fresh conversation is needed and every one runs a command.
   Result<RouteChoice> route(const SessionRoute& route, std::span<const uint8_t> prompt,
                             Clock::Duration now);

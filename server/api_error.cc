@@ -20,6 +20,7 @@ int http_status_for(StatusCode code) {
     case StatusCode::kExpired: return 404;
     case StatusCode::kFailedPrecondition: return 409;
     case StatusCode::kOutOfMemory:
+    case StatusCode::kUnavailable:
     case StatusCode::kCancelled: return 503;
     case StatusCode::kNoSpace: return 507;
     case StatusCode::kUnsupported: return 501;
@@ -39,7 +40,9 @@ ApiError api_error_from_status(const Status& status, const ErrorDetail& detail) 
   error.type = error.http_status < 500 ? "invalid_request_error" : "server_error";
   error.param = detail.param;
   error.code = detail.code.empty() ? std::string(status_code_name(status.code())) : detail.code;
-  if (status.code() == StatusCode::kOutOfMemory) error.retry_after_seconds = kRetryAfterSeconds;
+  if (status.code() == StatusCode::kOutOfMemory || status.code() == StatusCode::kUnavailable) {
+    error.retry_after_seconds = kRetryAfterSeconds;
+  }
   return error;
 }
 

@@ -72,6 +72,11 @@ ApiError slot_api_error(const Status& status, SlotAction action, std::string_vie
       error.retry_after_seconds = kRetryAfterSeconds;
       return error;
     }
+    case StatusCode::kUnavailable: {
+      ApiError error = server_error(503, cannot + ": the server is busy now; retry", status);
+      error.retry_after_seconds = kRetryAfterSeconds;
+      return error;
+    }
     case StatusCode::kCancelled:
       return server_error(503, cannot + ": the server is shutting down", status);
     default: break;

@@ -16,6 +16,6 @@ siesta_test_sources(property_tests LABELS property ENVIRONMENT "RC_PARAMS=max_su
   SOURCES property/prefill_split_property_test.cc)
 # Several conversations over fewer sessions against a never-offloading engine.
 siesta_test_sources(property_tests LABELS property
-  ENVIRONMENT "RC_PARAMS=max_success=300 max_size=30"
+  ENVIRONMENT "RC_PARAMS=max_success=1000 max_size=30"
   SOURCES property/engine_sessions_property_test.cc)
 siesta_finish_test_binary(property_tests)

@@ -22,6 +22,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kFailedPrecondition: return "failed_precondition";
     case StatusCode::kDeviceError: return "device_error";
     case StatusCode::kInternal: return "internal";
+    case StatusCode::kUnavailable: return "unavailable";
   }
   return "unknown";
 }

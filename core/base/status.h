@@ -31,6 +31,7 @@ enum class StatusCode : uint8_t {
   kFailedPrecondition,  // misuse: the object is not in a state that allows the call
   kDeviceError,         // the device or its driver failed; not retryable
   kInternal,            // a broken invariant inside siesta
+  kUnavailable,         // busy now (every session in use, a full queue); retry later
 };
 
 // Stable lower-case name of a code ("not_found", "out_of_memory"...), used in logs,
@@ -75,6 +76,7 @@ inline Status Foreign(std::string m) { return {StatusCode::kForeign, std::move(m
 inline Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
 inline Status NoSpace(std::string m) { return {StatusCode::kNoSpace, std::move(m)}; }
 inline Status OutOfMemory(std::string m) { return {StatusCode::kOutOfMemory, std::move(m)}; }
+inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 inline Status InvalidArgument(std::string m) {
   return {StatusCode::kInvalidArgument, std::move(m)};

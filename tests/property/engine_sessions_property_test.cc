@@ -13,7 +13,7 @@
 //     back (cached_tokens = its history);
 //   - never more than P sessions committed (the backend's committed bytes after every step).
 //
-// Case count and seed: RC_PARAMS (ctest sets max_success=300 max_size=30: a case is a few
+// Case count and seed: RC_PARAMS (ctest sets max_success=1000 max_size=30: a case is a few
 // dozen generations of a tiny model, and CI has 2 cores); printed at start-up.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

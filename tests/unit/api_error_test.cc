@@ -15,6 +15,7 @@ TEST(ApiErrorTest, EveryCodeMapsToItsHttpStatus) {
   EXPECT_EQ(http_status_for(StatusCode::kExpired), 404);
   EXPECT_EQ(http_status_for(StatusCode::kFailedPrecondition), 409);
   EXPECT_EQ(http_status_for(StatusCode::kOutOfMemory), 503);
+  EXPECT_EQ(http_status_for(StatusCode::kUnavailable), 503);
   EXPECT_EQ(http_status_for(StatusCode::kCancelled), 503);
   EXPECT_EQ(http_status_for(StatusCode::kNoSpace), 507);
   EXPECT_EQ(http_status_for(StatusCode::kUnsupported), 501);
@@ -43,6 +44,15 @@ TEST(ApiErrorTest, ADetailCodeReplacesTheStatusName) {
       api_error_from_status(NotFound("no such model"), {"model", "model_not_found"});
   EXPECT_EQ(error.http_status, 404);
   EXPECT_EQ(error.code, "model_not_found");
+}
+
+// Busy (a full queue, every session in use) is its own code, so a client is not told that
+// memory ran out when it did not; retryable like a lack of memory.
+TEST(ApiErrorTest, UnavailableIsRetryableAndSaysSo) {
+  const ApiError error = api_error_from_status(Unavailable("64 requests are waiting already"));
+  EXPECT_EQ(error.http_status, 503);
+  EXPECT_EQ(error.code, "unavailable");
+  EXPECT_EQ(error.retry_after_seconds, kRetryAfterSeconds);
 }
 
 TEST(ApiErrorTest, OutOfMemoryIsRetryableServerError) {

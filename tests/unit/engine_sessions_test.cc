@@ -1,7 +1,7 @@
 // The engine with several conversations (EngineSessions): routing through the engine,
 // residency (never more than P sessions committed, read from the backend's stats), the
 // least recently used idle session offloaded to make room and restored with its history when
-// its conversation returns, forgetting at N, a full wait queue refused with OutOfMemory (503 +
+// its conversation returns, forgetting at N, a full wait queue refused with Unavailable (503 +
 // Retry-After), and answers equal to a never-offloading engine's.
 #include <gtest/gtest.h>
 
@@ -184,7 +184,7 @@ TEST(EngineSessionsTest, AFullWaitQueueIsRefusedForNow) {
   auto third = rig.engine->generate(queued);  // one is waiting already
   Result<GenerateResult> refused = third.get();
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(rig.engine->status().refused_busy, 1u);
   {
     std::lock_guard lock(mutex);

@@ -40,6 +40,7 @@ TEST(SlotErrorTest, EachReaderOutcomeHasItsStatusAndNoServerPath) {
       {StatusCode::kExpired, SlotAction::kRestore, 404},
       {StatusCode::kNoSpace, SlotAction::kSave, 507},
       {StatusCode::kOutOfMemory, SlotAction::kRestore, 503},
+      {StatusCode::kUnavailable, SlotAction::kSave, 503},
       {StatusCode::kCancelled, SlotAction::kSave, 503},
       {StatusCode::kIoError, SlotAction::kRestore, 500},
       {StatusCode::kDeviceError, SlotAction::kRestore, 500},
@@ -61,7 +62,9 @@ TEST(SlotErrorTest, EachReaderOutcomeHasItsStatusAndNoServerPath) {
       EXPECT_EQ(error.type, "server_error") << what;
       EXPECT_EQ(error.param, "") << what;
     }
-    EXPECT_EQ(error.retry_after_seconds, c.code == StatusCode::kOutOfMemory ? 1 : 0) << what;
+    EXPECT_EQ(error.retry_after_seconds,
+              c.code == StatusCode::kOutOfMemory || c.code == StatusCode::kUnavailable ? 1 : 0)
+        << what;
   }
 }
 
