@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "engine/prefill_pacer.h"
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
 #include "engine/tokenizer.h"
@@ -42,40 +43,6 @@ Status validate_request(const GenerateRequest& request, const ModelConfig& confi
   }
   return validate_temperature(request.temperature);
 }
-
-// Session::feed_block() only enqueues a block's steps on the device stream. Unpaced, a
-// prefill queues the whole prompt in moments and then waits for all of it in the first
-// download, so a cancel flag raised meanwhile is read only once every queued step has run
-// (45 s for a 600-token prompt of synthetic:large on the host kernels of a 2-core machine,
-// read token by token). The pacer waits for the device every `window_` blocks, sizing the
-// window from the time the last window took so that about kQueuedWork of work is queued past
-// each cancel check, and the check means something.
-class PrefillPacer {
- public:
-  explicit PrefillPacer(Kernels& kernels) : kernels_(kernels) {}
-
-  // Call after each prompt block is fed. Failure: the device's error (synchronize()).
-  Status after_feed() {
-    if (++fed_ < window_) return Status::Ok();
-    SIESTA_RETURN_IF_ERROR(kernels_.synchronize());
-    const auto now = std::chrono::steady_clock::now();
-    const double per_block = std::chrono::duration<double>(now - since_).count() / fed_;
-    const double fits = per_block > 0 ? kQueuedWork.count() / per_block : kMaxWindow;
-    window_ = static_cast<uint32_t>(std::clamp(fits, 1.0, static_cast<double>(kMaxWindow)));
-    fed_ = 0;
-    since_ = now;
-    return Status::Ok();
-  }
-
- private:
-  static constexpr std::chrono::duration<double> kQueuedWork{0.05};
-  static constexpr uint32_t kMaxWindow = 256;  // a fast device waits once per 256 blocks
-
-  Kernels& kernels_;
-  uint32_t window_ = 1;  // the first window measures the step time
-  uint32_t fed_ = 0;
-  std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
-};
 
 // Import errors that the reader reports before it writes a byte of the regions.
 bool import_left_session_untouched(StatusCode code) {
@@ -197,7 +164,7 @@ std::future<R> Engine::submit(std::string_view name, SessionRoute route, std::st
   auto outcome = std::make_shared<std::optional<R>>();
   Command command;
   command.name = name;
-  command.route = std::move(route);
+  command.route = route;
   command.prompt = std::move(prompt);
   command.submitted = deps_.clock.now();
   command.run = [body = std::move(body), outcome, name] {
@@ -216,7 +183,7 @@ std::future<R> Engine::submit(std::string_view name, SessionRoute route, std::st
     if (!stopping_ && options_.sessions.max_queued != 0 &&
         queue_.size() >= options_.sessions.max_queued) {
       ++refused_busy_;
-      command.fail(OutOfMemory(std::to_string(queue_.size()) +
+      command.fail(Unavailable(std::to_string(queue_.size()) +
                                " requests are waiting already; retry later"));
       return future;
     }
@@ -272,12 +239,12 @@ Status Engine::make_room(uint32_t id) {
     std::optional<uint32_t> victim = table_.least_recent_idle(
         [&](uint32_t other) { return other != id && holds_memory(other); });
     if (!victim) {
-      return OutOfMemory("all " + std::to_string(options_.sessions.parallel) +
+      return Unavailable("all " + std::to_string(options_.sessions.parallel) +
                          " sessions on the device are busy; retry later");
     }
     Status evicted = slots_[*victim]->offloader->evict();
     if (!evicted.ok()) {
-      return OutOfMemory("no device room for this conversation now: offloading session " +
+      return Unavailable("no device room for this conversation now: offloading session " +
                          std::to_string(*victim) + " failed: " + evicted.to_string());
     }
     evictions_.fetch_add(1);
@@ -498,7 +465,7 @@ std::future<Result<GenerateResult>> Engine::generate(GenerateRequest request) {
   SessionRoute route = request.route;
   std::string prompt = request.prompt;
   return submit<Result<GenerateResult>>(
-      "generate", std::move(route), std::move(prompt),
+      "generate", route, std::move(prompt),
       [this, request = std::move(request)] { return do_generate(request); });
 }
 
@@ -556,16 +523,17 @@ Result<GenerateResult> Engine::do_generate(const GenerateRequest& request) {
   }
   result.cached_tokens = *reused;
   publish_history();
-  PrefillPacer pacer(kernels_);
+  PrefillPacer pacer(kernels_, session_->prefill_block(), SystemClock::instance());
   for (size_t i = *reused; i < prompt.size();) {
     // The history stays a prefix of the prompt, so a cancelled request's work is reused by
     // the next prompt that starts the same way. Checked before every prefill block.
     if (cancelled()) return result;
-    Result<uint32_t> fed = session_->feed_block(std::span(prompt).subspan(i));
+    const size_t length = std::min<size_t>(pacer.next_block(), prompt.size() - i);
+    Result<uint32_t> fed = session_->feed_block(std::span(prompt).subspan(i, length));
     if (!fed.ok()) return discard_after(fed.status());
     i += *fed;
     publish_history();
-    Status paced = pacer.after_feed();
+    Status paced = pacer.after_feed(*fed);
     if (!paced.ok()) return discard_after(paced);
   }
   if (cancelled()) return result;

@@ -40,7 +40,7 @@ siesta_test_binary(gpu_tests LABELS gpu
 siesta_test_sources(gpu_tests LABELS gpu SOURCES
   gpu/cuda_vmm_backend_test.cc gpu/cuda_backend_conformance_test.cc gpu/cuda_kernels_test.cc
   gpu/cuda_block_kernels_test.cc gpu/cuda_kernel_graph_test.cc gpu/cuda_engine_offload_test.cc
-  gpu/cuda_session_offload_test.cc gpu/cuda_prefill_test.cc)
+  gpu/cuda_session_offload_test.cc gpu/cuda_prefill_test.cc gpu/cuda_many_sessions_test.cc)
 if(TARGET gpu_tests)
   target_include_directories(gpu_tests SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 endif()

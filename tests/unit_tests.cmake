@@ -92,7 +92,7 @@ siesta_test_sources(engine_tests LABELS unit SOURCES
   unit/model_config_test.cc unit/tokenizer_test.cc unit/session_test.cc
   unit/session_memory_test.cc unit/model_test.cc unit/stop_matcher_test.cc unit/sampler_test.cc
   unit/engine_test.cc unit/engine_export_test.cc unit/engine_offload_test.cc
-  unit/snapshot_replay_test.cc)
+  unit/snapshot_replay_test.cc unit/prefill_pacer_test.cc)
 siesta_test_sources(engine_tests LABELS unit concurrency SOURCES
   unit/engine_concurrency_test.cc unit/engine_prefill_cancel_test.cc unit/engine_stack_test.cc)
 siesta_test_sources(engine_tests LABELS unit fault_injection SOURCES unit/engine_fault_test.cc)

@@ -40,8 +40,9 @@ std::vector<std::string> list_dir(const std::string& dir) {
 
 TEST(ServerSignalsE2eTest, SigtermDuringALongPrefillStopsWithinAStep) {
   // synthetic:large saves a checkpoint every 1024 tokens, so a prompt shorter than that is
-  // queued on the device whole unless the engine paces its prefill; on the host kernels its
-  // 900 tokens take about a minute (a step is ~80 ms on a 2-core machine).
+  // queued on the device whole unless the engine paces its prefill, and a block of 64 of its
+  // tokens takes seconds on the host kernels of a 2-core machine (more under ASan) unless the
+  // pacer keeps blocks short; its 900 tokens take tens of seconds.
   Result<std::unique_ptr<ServerProcess>> server = ServerProcess::start(
       {"--backend", "sim", "--model", "synthetic:large", "--ctx", "2048"}, milliseconds(60000));
   ASSERT_TRUE(server.ok()) << server.status().to_string();

@@ -52,8 +52,9 @@ class EngineFaultTest : public ::testing::TestWithParam<uint64_t> {};
 
 TEST_P(EngineFaultTest, DeviceErrorDiscardsTheHistoryAndTheEngineRecovers) {
   StepFailingKernels* faulty = nullptr;
-  // Prefill blocks of 8: the 30-token prompt is four blocks (8, 8, 8, 6), steps 1 to 4; the
-  // reference reads prompts in the default blocks, which must not change the bytes.
+  // Prefill blocks of at most 8: the pacer's blocks grow from one token, so the 30-token
+  // prompt is six blocks (1, 2, 4, 8, 8, 7), steps 1 to 6, and step 12 a generated token's
+  // replay; the reference reads prompts in the default blocks, which must not change the bytes.
   ModelConfig config = tiny_config();
   config.prefill_block = 8;
   EngineRig rig(config, "", [&faulty](Kernels& inner) {
