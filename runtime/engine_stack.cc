@@ -75,9 +75,8 @@ Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions option
 
   engine::EngineOptions engine_options{std::move(options.model), std::move(options.export_dir),
                                        std::move(offload), options.sessions};
-  Result<std::unique_ptr<engine::Engine>> engine =
-      engine::Engine::start(std::move(engine_options), *stack->device_.backend, *kernels,
-                            stack->host_, *stack->fs_, clock);
+  Result<std::unique_ptr<engine::Engine>> engine = engine::Engine::start(
+      engine_options, *stack->device_.backend, *kernels, stack->host_, *stack->fs_, clock);
   if (!engine.ok()) {
     return failed_at(StackPart::kEngine, failed,
                      engine.status().with_context("starting the engine"));

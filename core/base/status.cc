@@ -46,8 +46,9 @@ Status Status::with_context(std::string_view context) const {
 }
 
 void die_on_bad_result_access(const Status& status) {
-  std::fprintf(stderr, "siesta: value() called on a Result holding an error: %s\n",
-               status.to_string().c_str());
+  // About to abort: nothing useful can be done if stderr fails too.
+  (void)std::fprintf(stderr, "siesta: value() called on a Result holding an error: %s\n",
+                     status.to_string().c_str());
   std::abort();
 }
 

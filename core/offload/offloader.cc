@@ -114,7 +114,7 @@ void Offloader::Impl::flush_log() {
     if (options.log) {
       options.log(line);
     } else {
-      std::fprintf(stderr, "siesta: %s\n", line.c_str());
+      (void)std::fprintf(stderr, "siesta: %s\n", line.c_str());  // a log line: best effort
     }
   }
 }

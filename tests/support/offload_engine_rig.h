@@ -53,7 +53,7 @@ struct OffloadEngineRig {
     engine::GenerateRequest request;
     request.prompt = prompt;
     request.max_tokens = max_tokens;
-    request.route = std::move(route);
+    request.route = route;
     return engine->generate(std::move(request)).get();
   }
   // Idle long enough for a save, and run it (on this thread, while the engine is idle).

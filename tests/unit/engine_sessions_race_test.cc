@@ -39,7 +39,7 @@ GenerateRequest turn(const std::string& prompt, SessionRoute route) {
   GenerateRequest request;
   request.prompt = prompt;
   request.max_tokens = 6;
-  request.route = std::move(route);
+  request.route = route;
   return request;
 }
 

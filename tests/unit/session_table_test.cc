@@ -20,7 +20,7 @@ std::span<const uint8_t> bytes(const std::string& text) {
 
 // Routes `prompt`, ends the command with `history` (default: the prompt) at time `at`.
 RouteChoice run(SessionTable& table, const std::string& prompt, int at, SessionRoute route = {},
-                std::optional<std::string> history = std::nullopt) {
+                const std::optional<std::string>& history = std::nullopt) {
   Result<RouteChoice> choice = table.route(route, bytes(prompt), seconds(at));
   EXPECT_TRUE(choice.ok()) << choice.status().to_string();
   if (!choice.ok()) return {};
