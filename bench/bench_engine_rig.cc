@@ -36,10 +36,12 @@ Status open_device(const std::string& backend_name, std::unique_ptr<MemoryBacken
 }
 
 Status make_engine_rig(const std::string& backend_name, const engine::ModelConfig& config,
-                       bool offload_on, bool encrypt, const std::string& dir, EngineRig& rig) {
+                       bool offload_on, bool encrypt, const std::string& dir, EngineRig& rig,
+                       const engine::EngineSessions& sessions) {
   runtime::EngineStackOptions options;
   SIESTA_ASSIGN_OR_RETURN(options.device, bench_device(backend_name));
   options.model = config;
+  options.sessions = sessions;
   if (offload_on) {
     // The idle deadline, an hour away, never comes during a benchmark: saves happen only
     // when the benchmark asks (save_now()), and every command still goes through the

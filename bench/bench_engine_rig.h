@@ -57,10 +57,12 @@ Status open_device(const std::string& backend_name, std::unique_ptr<MemoryBacken
 // "cuda"). offload_on: idle 3600 s, expiry 7200 s, `encrypt` choosing AES-GCM seals or
 // digests, the Offloader's lines dropped (fallbacks are expected here), a SnapshotStore in
 // `dir` (which must exist or have an existing parent; it is made private); otherwise offload
-// is off and `dir` is unused.
+// is off and `dir` is unused. `sessions`: the conversations kept and sessions resident (the
+// default: one).
 // Failure: bench_device()'s; the stack's (runtime::EngineStack::open()).
 Status make_engine_rig(const std::string& backend_name, const engine::ModelConfig& config,
-                       bool offload_on, bool encrypt, const std::string& dir, EngineRig& rig);
+                       bool offload_on, bool encrypt, const std::string& dir, EngineRig& rig,
+                       const engine::EngineSessions& sessions = {});
 
 // "host", then "cuda" where the build has CUDA and a device is present; otherwise prints once
 // to stderr, naming `who`, why cuda is skipped.
