@@ -192,8 +192,11 @@ void conversations(benchmark::State& state, const std::string& backend) {
 int main(int argc, char** argv) {
   for (const std::string& backend : siesta::bench::engine_backends("conversations_bench")) {
     const std::string spec = siesta::bench::env_text("SIESTA_BENCH_MODEL", "synthetic:small");
-    benchmark::RegisterBenchmark(("conversations/" + backend + "/" + spec).c_str(),
-                                 siesta::bench::conversations, backend)
+    std::string name = "conversations/";
+    name += backend;
+    name += "/";
+    name += spec;
+    benchmark::RegisterBenchmark(name.c_str(), siesta::bench::conversations, backend)
         ->Iterations(1)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
