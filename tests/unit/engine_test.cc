@@ -247,6 +247,23 @@ TEST(EngineTest, BadInputIsRefusedAndLeavesTheSessionUnchanged) {
   EXPECT_EQ(text_of(rig.generate(next, 16)), text_of(reference.generate(next, 16)));
 }
 
+// The limits on stop strings hold exactly: kMaxStopStrings strings of kMaxStopBytes bytes are
+// accepted (one byte or one string more is refused, above). Guards an off-by-one that refuses
+// a stop string of exactly the maximum length.
+TEST(EngineTest, StopStringsAtTheLimitsAreAccepted) {
+  EngineRig rig;
+  ASSERT_TRUE(rig.ok());
+  GenerateRequest request;
+  request.prompt = kPrompt;
+  request.max_tokens = 4;
+  for (size_t i = 0; i < kMaxStopStrings; ++i) {
+    request.stop.push_back(std::string(kMaxStopBytes, static_cast<char>('v' + i)));
+  }
+  auto result = rig.generate(std::move(request));
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(result->completion_tokens, 4u);
+}
+
 TEST(EngineTest, ContextErrorSaysWhatDoesNotFit) {
   EngineRig rig;
   ASSERT_TRUE(rig.ok());

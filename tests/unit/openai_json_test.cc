@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "engine/sampler.h"
 #include "server/chat_template.h"
 
 namespace siesta::server {
@@ -66,6 +67,16 @@ TEST(OpenAiJsonTest, CompletionDefaults) {
   EXPECT_EQ(parsed->request.temperature, 0.0f);
   EXPECT_FALSE(parsed->stream);
   EXPECT_FALSE(parsed->include_usage);
+}
+
+// The temperature's bounds are inclusive: 0 and the maximum are accepted (guards a bound off
+// by one that refuses the largest allowed temperature).
+TEST(OpenAiJsonTest, TemperatureAtItsBoundsIsAccepted) {
+  for (double t : {0.0, static_cast<double>(engine::kMaxTemperature)}) {
+    Result<ParsedGeneration> parsed = completion({{"prompt", "x"}, {"temperature", t}});
+    ASSERT_TRUE(parsed.ok()) << t << ": " << parsed.status().to_string();
+    EXPECT_EQ(parsed->request.temperature, static_cast<float>(t));
+  }
 }
 
 TEST(OpenAiJsonTest, CompletionEveryField) {

@@ -99,6 +99,11 @@ TEST_F(RequestPolicyTest, BodyLimitsAndChunks) {
   EXPECT_EQ(judge(request("POST", "/v1/completions",
                           {{"Content-Length", "1001"}, {"Content-Type", "application/json"}})),
             std::make_pair(413, std::string("request_too_large")));
+  // Exactly the limit is admitted (guards a limit off by one).
+  EXPECT_EQ(judge(request("POST", "/v1/completions",
+                          {{"Content-Length", "1000"}, {"Content-Type", "application/json"}}))
+                .first,
+            0);
   EXPECT_EQ(judge(request("POST", "/v1/completions", {{"Transfer-Encoding", "gzip, chunked"}})),
             std::make_pair(411, std::string("length_required")));
 }

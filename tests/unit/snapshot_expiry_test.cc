@@ -15,6 +15,7 @@
 
 #include "core/base/clock.h"
 #include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_format.h"
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_store.h"
 #include "core/snapshot/snapshot_writer.h"
@@ -58,6 +59,20 @@ TEST_F(SnapshotExpiryTest, ReturnsTheWrittenExpiryInEveryMode) {
     SIESTA_ASSERT_OK(write(file, 1'900'000'123, mode));
     SIESTA_ASSERT_OK_AND_ASSIGN(int64_t expiry, read_snapshot_expiry(fs_, file));
     EXPECT_EQ(expiry, 1'900'000'123) << snapshot::snapshot_mode_name(mode);
+  }
+}
+
+// The deadline second itself is expired (a snapshot is valid strictly before it), in the
+// format's one rule; guards an off-by-one that accepts a snapshot at its expiry second.
+TEST_F(SnapshotExpiryTest, ExpiredAtItsDeadlineSecondAndNotBefore) {
+  for (SnapshotMode mode : {SnapshotMode::kSessionEncrypted, SnapshotMode::kSessionDigest,
+                            SnapshotMode::kDurableExport}) {
+    snapshot::SnapshotHeader header;
+    header.mode = mode;
+    header.expiry_unix = 1'900'000'000;
+    EXPECT_FALSE(snapshot::is_expired(header, 1'899'999'999)) << snapshot::snapshot_mode_name(mode);
+    EXPECT_TRUE(snapshot::is_expired(header, 1'900'000'000)) << snapshot::snapshot_mode_name(mode);
+    EXPECT_TRUE(snapshot::is_expired(header, 1'900'000'001)) << snapshot::snapshot_mode_name(mode);
   }
 }
 
