@@ -221,7 +221,7 @@ TEST(EngineTest, BadInputIsRefusedAndLeavesTheSessionUnchanged) {
   requests.push_back(bad(std::string(context, 'a'), 1));
   requests.push_back(bad(kPrompt, context));
   requests.push_back(bad(kPrompt, std::numeric_limits<uint32_t>::max()));
-  for (std::vector<std::string> stop :
+  for (const std::vector<std::string>& stop :
        {std::vector<std::string>{"ok", "\xff"}, std::vector<std::string>{"\xc3"},
         std::vector<std::string>{"\xed\xa0\x80"}, std::vector<std::string>{""},
         std::vector<std::string>{std::string(65, 's')},

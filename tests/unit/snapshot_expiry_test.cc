@@ -90,7 +90,7 @@ TEST_F(SnapshotExpiryTest, EachBadFileHasItsTypedError) {
   EXPECT_EQ(read_snapshot_expiry(fs_, dir_.file("missing")).status().code(), StatusCode::kNotFound);
   SIESTA_ASSERT_OK(write(path(), 1'900'000'000));
   const std::vector<uint8_t> good = snapshot_test::read_file(path());
-  auto code_of = [&](std::vector<uint8_t> bytes) {
+  auto code_of = [&](const std::vector<uint8_t>& bytes) {
     snapshot_test::write_file(path(), bytes);
     return read_snapshot_expiry(fs_, path()).status().code();
   };
