@@ -77,9 +77,7 @@ Result<Turn> timed(engine::Engine& engine, const std::string& prompt, engine::Se
 }
 
 engine::SessionRoute key_of(uint64_t conversation) {
-  engine::SessionRoute route;
-  route.key = engine::session_key_of("conversation-" + std::to_string(conversation));
-  return route;
+  return engine::route_by_key("conversation-" + std::to_string(conversation));
 }
 
 void conversations(benchmark::State& state, const std::string& backend) {

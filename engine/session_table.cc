@@ -18,6 +18,18 @@ SessionKey session_key_of(std::string_view key) {
   return out;
 }
 
+SessionRoute route_by_key(std::string_view key) {
+  SessionRoute route;
+  route.key = session_key_of(key);
+  return route;
+}
+
+SessionRoute route_by_slot(uint32_t slot) {
+  SessionRoute route;
+  route.slot = slot;
+  return route;
+}
+
 SessionTable::SessionTable(SessionTableOptions options)
     : options_{std::clamp<uint32_t>(options.max_sessions, 1, kMaxSessions),
                std::clamp(options.match, 0.0, 1.0)} {

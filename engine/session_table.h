@@ -51,6 +51,10 @@ struct SessionRoute {
   std::optional<uint32_t> slot;
 };
 
+// The route of a prompt_cache_key (hashed here) and of a slot number.
+SessionRoute route_by_key(std::string_view key);
+SessionRoute route_by_slot(uint32_t slot);
+
 struct SessionTableOptions {
   uint32_t max_sessions = 1;  // 1..kMaxSessions
   double match = 0.5;         // 0..1: share of a history a prompt must repeat to continue it

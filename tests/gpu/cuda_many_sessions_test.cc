@@ -83,12 +83,8 @@ TEST(CudaManySessionsTest, SixteenConversationsOverTwoSessionsKeepTheirHistories
                  " conversation " + std::to_string(c));
     if (history[c].size() > 900) history[c].clear();  // stay within the context
     const std::string prompt = history[c] + " [" + std::to_string(turn) + "] ";
-    SessionRoute by_key;
-    by_key.key = session_key_of("user-" + std::to_string(c));
-    SessionRoute by_slot;
-    by_slot.slot = c;
-    Result<GenerateResult> got = many.generate(prompt, by_key);
-    Result<GenerateResult> want = reference.generate(prompt, by_slot);
+    Result<GenerateResult> got = many.generate(prompt, route_by_key("user-" + std::to_string(c)));
+    Result<GenerateResult> want = reference.generate(prompt, route_by_slot(c));
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     ASSERT_TRUE(want.ok()) << want.status().to_string();
     EXPECT_EQ(got->text, want->text);

@@ -32,14 +32,6 @@ namespace {
 using siesta::testing::OffloadEngineRig;
 using siesta::testing::OffloadEngineRigOptions;
 
-OffloadEngineRigOptions sessions(uint32_t parallel, uint32_t max_sessions, bool offload) {
-  OffloadEngineRigOptions options;
-  options.offload = offload;
-  options.sessions.parallel = parallel;
-  options.sessions.max_sessions = max_sessions;
-  return options;
-}
-
 enum Kind : int { kTurn, kIdle, kOffload };
 
 struct Step {
@@ -64,8 +56,8 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
       rc::gen::set(&Step::how, rc::gen::inRange(0, 4)),
       rc::gen::set(&Step::arg, rc::gen::inRange(0, 100))));
 
-  OffloadEngineRig on(sessions(p, k, /*offload=*/true));
-  OffloadEngineRig reference(sessions(k, k, /*offload=*/false));
+  OffloadEngineRig on(siesta::testing::rig_with_sessions(p, k, /*offload=*/true));
+  OffloadEngineRig reference(siesta::testing::rig_with_sessions(k, k, /*offload=*/false));
   std::vector<std::string> history(k);  // what each conversation's next prompt extends
   uint64_t one_session = 0;             // committed bytes of one session, once measured
   uint32_t created = 1;
@@ -92,16 +84,12 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
         prompt = word(step.arg);  // the context is full: start over
         continues = false;
       }
-      SessionRoute route;
-      route.key = session_key_of("user-" + std::to_string(c));
       GenerateRequest request;
       request.prompt = prompt;
       request.max_tokens = 8;
-      request.route = route;
+      request.route = route_by_key("user-" + std::to_string(c));
       Result<GenerateResult> got = on.engine->generate(request).get();
-      SessionRoute alone;
-      alone.slot = c;
-      request.route = alone;
+      request.route = route_by_slot(c);
       Result<GenerateResult> want = reference.engine->generate(request).get();
       RC_ASSERT(got.ok());
       RC_ASSERT(want.ok());

@@ -36,6 +36,16 @@ struct OffloadEngineRigOptions {
   engine::EngineSessions sessions;
 };
 
+// Options for `parallel` sessions over `max_sessions` conversations, offload on or off.
+inline OffloadEngineRigOptions rig_with_sessions(uint32_t parallel, uint32_t max_sessions,
+                                                 bool offload = true) {
+  OffloadEngineRigOptions options;
+  options.offload = offload;
+  options.sessions.parallel = parallel;
+  options.sessions.max_sessions = max_sessions;
+  return options;
+}
+
 struct OffloadEngineRig {
   static constexpr int64_t kIdleSeconds = 60;
   static constexpr int64_t kExpireSeconds = 600;

@@ -21,19 +21,7 @@ namespace {
 using siesta::testing::OffloadEngineRig;
 using siesta::testing::OffloadEngineRigOptions;
 
-OffloadEngineRigOptions sessions(uint32_t parallel, uint32_t max_sessions, bool offload) {
-  OffloadEngineRigOptions options;
-  options.offload = offload;
-  options.sessions.parallel = parallel;
-  options.sessions.max_sessions = max_sessions;
-  return options;
-}
-
-SessionRoute key(uint32_t c) {
-  SessionRoute route;
-  route.key = session_key_of("client-" + std::to_string(c));
-  return route;
-}
+SessionRoute key(uint32_t c) { return route_by_key("client-" + std::to_string(c)); }
 
 GenerateRequest turn(const std::string& prompt, SessionRoute route) {
   GenerateRequest request;
@@ -53,7 +41,7 @@ struct Transcript {
 
 void expect_as_if_alone(const std::vector<Transcript>& transcripts) {
   const uint32_t k = static_cast<uint32_t>(transcripts.size());
-  OffloadEngineRig reference(sessions(k, k, /*offload=*/false));
+  OffloadEngineRig reference(siesta::testing::rig_with_sessions(k, k, /*offload=*/false));
   for (uint32_t c = 0; c < k; ++c) {
     for (size_t i = 0; i < transcripts[c].prompts.size(); ++i) {
       SessionRoute alone;
@@ -70,7 +58,7 @@ void expect_as_if_alone(const std::vector<Transcript>& transcripts) {
 TEST(EngineSessionsRaceTest, ClientsTimersAndStatusAtOnce) {
   constexpr uint32_t kClients = 3;
   constexpr int kTurns = 4;
-  OffloadEngineRig rig(sessions(1, kClients, /*offload=*/true));
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(1, kClients, /*offload=*/true));
   const uint64_t budget = rig.resident_committed;  // P = 1: weights + one session
   std::atomic<bool> done{false};
   std::atomic<uint64_t> over_budget{0};
@@ -122,7 +110,7 @@ TEST(EngineSessionsRaceTest, ClientsTimersAndStatusAtOnce) {
 }
 
 TEST(EngineSessionsRaceTest, TheEvictedSessionsOwnRequestArrivesDuringItsEviction) {
-  OffloadEngineRig rig(sessions(1, 2, /*offload=*/true));
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(1, 2, /*offload=*/true));
   std::vector<Transcript> transcripts(2);
   auto record = [&](uint32_t c, const std::string& prompt, const Result<GenerateResult>& got) {
     ASSERT_TRUE(got.ok()) << got.status().to_string();
@@ -154,7 +142,7 @@ TEST(EngineSessionsRaceTest, TheEvictedSessionsOwnRequestArrivesDuringItsEvictio
 }
 
 TEST(EngineSessionsRaceTest, TwoRequestsOpenTheSameNewConversationOnce) {
-  OffloadEngineRig rig(sessions(2, 4, /*offload=*/true));
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(2, 4, /*offload=*/true));
   std::future<Result<GenerateResult>> first;
   std::future<Result<GenerateResult>> second;
   std::thread one([&] { first = rig.engine->generate(turn("same key", key(7))); });

@@ -22,26 +22,6 @@ namespace {
 using siesta::testing::OffloadEngineRig;
 using siesta::testing::OffloadEngineRigOptions;
 
-OffloadEngineRigOptions many(uint32_t parallel, uint32_t max_sessions, bool offload = true) {
-  OffloadEngineRigOptions options;
-  options.offload = offload;
-  options.sessions.parallel = parallel;
-  options.sessions.max_sessions = max_sessions;
-  return options;
-}
-
-SessionRoute key(const std::string& name) {
-  SessionRoute route;
-  route.key = session_key_of(name);
-  return route;
-}
-
-SessionRoute slot(uint32_t id) {
-  SessionRoute route;
-  route.slot = id;
-  return route;
-}
-
 // Committed bytes with `sessions` sessions resident, from two measurements: the rig's (weights
 // plus session 0) and one more session's worth.
 struct Budget {
@@ -68,8 +48,9 @@ TEST(EngineSessionsTest, StartRefusesImpossibleCounts) {
 TEST(EngineSessionsTest, ConversationsTakeTurnsOverFewerSessionsAndKeepTheirHistory) {
   constexpr uint32_t kParallel = 2;
   constexpr uint32_t kConversations = 4;
-  OffloadEngineRig rig(many(kParallel, kConversations));
-  OffloadEngineRig reference(many(kConversations, kConversations, /*offload=*/false));
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(kParallel, kConversations));
+  OffloadEngineRig reference(
+      siesta::testing::rig_with_sessions(kConversations, kConversations, /*offload=*/false));
   Budget budget;
   budget.first = rig.resident_committed;
   std::vector<std::string> history(kConversations);
@@ -77,8 +58,9 @@ TEST(EngineSessionsTest, ConversationsTakeTurnsOverFewerSessionsAndKeepTheirHist
     for (uint32_t c = 0; c < kConversations; ++c) {
       const std::string prompt =
           history[c] + " turn " + std::to_string(turn) + " of " + std::to_string(c);
-      Result<GenerateResult> got = rig.generate(prompt, 8, key("user" + std::to_string(c)));
-      Result<GenerateResult> want = reference.generate(prompt, 8, slot(c));
+      Result<GenerateResult> got =
+          rig.generate(prompt, 8, route_by_key("user" + std::to_string(c)));
+      Result<GenerateResult> want = reference.generate(prompt, 8, route_by_slot(c));
       ASSERT_TRUE(got.ok()) << got.status().to_string();
       ASSERT_TRUE(want.ok()) << want.status().to_string();
       EXPECT_EQ(got->text, want->text) << "turn " << turn << " conversation " << c;
@@ -117,26 +99,26 @@ TEST(EngineSessionsTest, ConversationsTakeTurnsOverFewerSessionsAndKeepTheirHist
 }
 
 TEST(EngineSessionsTest, AtMaxSessionsTheLeastRecentlyUsedIdleConversationIsForgotten) {
-  OffloadEngineRig rig(many(1, 2));
-  ASSERT_TRUE(rig.generate("first conversation", 4, key("a")).ok());
-  ASSERT_TRUE(rig.generate("second conversation", 4, key("b")).ok());  // evicts a
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(1, 2));
+  ASSERT_TRUE(rig.generate("first conversation", 4, route_by_key("a")).ok());
+  ASSERT_TRUE(rig.generate("second conversation", 4, route_by_key("b")).ok());  // evicts a
   ASSERT_EQ(rig.engine->sessions()[0].state, OffloadState::kDisk);
   const std::string snapshot_a = rig.store->snapshot_path("0").value();
   ASSERT_TRUE(std::filesystem::exists(snapshot_a));
   // A third key: a (least recently used, idle) is forgotten, its snapshot deleted.
-  Result<GenerateResult> c = rig.generate("third conversation", 4, key("c"));
+  Result<GenerateResult> c = rig.generate("third conversation", 4, route_by_key("c"));
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->cached_tokens, 0u);
   EXPECT_FALSE(std::filesystem::exists(snapshot_a));
   EXPECT_EQ(rig.engine->status().forgotten, 1u);
   // a comes back as a fresh conversation: nothing cached.
-  Result<GenerateResult> a = rig.generate("first conversation and more", 4, key("a"));
+  Result<GenerateResult> a = rig.generate("first conversation and more", 4, route_by_key("a"));
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_EQ(a->cached_tokens, 0u);
 }
 
 TEST(EngineSessionsTest, PrefixRoutingFindsAnOffloadedConversationWithoutWakingIt) {
-  OffloadEngineRig rig(many(1, 3));
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(1, 3));
   Result<GenerateResult> a = rig.generate("the quick brown fox", 6);
   ASSERT_TRUE(a.ok());
   Result<GenerateResult> b = rig.generate("zzzz yyyy xxxx wwww", 6);  // fresh: evicts a
@@ -151,8 +133,8 @@ TEST(EngineSessionsTest, PrefixRoutingFindsAnOffloadedConversationWithoutWakingI
 }
 
 TEST(EngineSessionsTest, SlotOutOfRangeIsRefusedAndChangesNothing) {
-  OffloadEngineRig rig(many(1, 2));
-  Result<GenerateResult> bad = rig.generate("hello", 4, slot(2));
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(1, 2));
+  Result<GenerateResult> bad = rig.generate("hello", 4, route_by_slot(2));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(rig.engine->reset(7).get().code(), StatusCode::kInvalidArgument);
@@ -160,7 +142,7 @@ TEST(EngineSessionsTest, SlotOutOfRangeIsRefusedAndChangesNothing) {
 }
 
 TEST(EngineSessionsTest, AFullWaitQueueIsRefusedForNow) {
-  OffloadEngineRigOptions options = many(2, 2, /*offload=*/false);
+  OffloadEngineRigOptions options = siesta::testing::rig_with_sessions(2, 2, /*offload=*/false);
   options.sessions.max_queued = 1;
   OffloadEngineRig rig(options);
   // The first request blocks the engine thread in its on_text until released.
@@ -196,10 +178,11 @@ TEST(EngineSessionsTest, AFullWaitQueueIsRefusedForNow) {
 }
 
 TEST(EngineSessionsTest, EveryoneResidentWithoutOffloadWhenParallelEqualsSessions) {
-  OffloadEngineRig rig(many(3, 3, /*offload=*/false));
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(3, 3, /*offload=*/false));
   std::vector<std::string> answers;
   for (uint32_t c = 0; c < 3; ++c) {
-    Result<GenerateResult> r = rig.generate("conversation " + std::to_string(c), 4, slot(c));
+    Result<GenerateResult> r =
+        rig.generate("conversation " + std::to_string(c), 4, route_by_slot(c));
     ASSERT_TRUE(r.ok());
     answers.push_back(r->text);
   }
@@ -209,23 +192,23 @@ TEST(EngineSessionsTest, EveryoneResidentWithoutOffloadWhenParallelEqualsSession
   EXPECT_EQ(rig.engine->status().evictions, 0u);
   // Each keeps its own history: the second turn of each reuses it.
   const std::string kept = "conversation 0" + answers[0];
-  Result<GenerateResult> again = rig.generate(kept + " again", 4, slot(0));
+  Result<GenerateResult> again = rig.generate(kept + " again", 4, route_by_slot(0));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->cached_tokens, kept.size() - 1);
 }
 
 TEST(EngineSessionsTest, ASessionSavingOnItsIdleTimerIsWaitedForBeforeItIsEvicted) {
-  OffloadEngineRig rig(many(1, 2));
-  ASSERT_TRUE(rig.generate("first", 4, key("a")).ok());
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(1, 2));
+  ASSERT_TRUE(rig.generate("first", 4, route_by_key("a")).ok());
   // a's idle timer is due; its save runs on the test's thread while b's request needs a's
   // room: the eviction waits for that save (or finds the memory released).
   rig.clock.advance(std::chrono::seconds(OffloadEngineRig::kIdleSeconds));
   std::thread timers([&] { rig.executor.run_due(); });
-  Result<GenerateResult> b = rig.generate("second", 4, key("b"));
+  Result<GenerateResult> b = rig.generate("second", 4, route_by_key("b"));
   timers.join();
   ASSERT_TRUE(b.ok()) << b.status().to_string();
   EXPECT_EQ(rig.engine->sessions()[0].state, OffloadState::kDisk);
-  Result<GenerateResult> a = rig.generate("first" + std::string("xxxx"), 4, key("a"));
+  Result<GenerateResult> a = rig.generate("first" + std::string("xxxx"), 4, route_by_key("a"));
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_TRUE(a->admission.restored);
 }

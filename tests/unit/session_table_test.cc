@@ -29,18 +29,6 @@ RouteChoice run(SessionTable& table, const std::string& prompt, int at, SessionR
   return *choice;
 }
 
-SessionRoute keyed(const std::string& key) {
-  SessionRoute route;
-  route.key = session_key_of(key);
-  return route;
-}
-
-SessionRoute slot(uint32_t id) {
-  SessionRoute route;
-  route.slot = id;
-  return route;
-}
-
 TEST(SessionTableTest, KeysHashToDistinctDigests) {
   EXPECT_EQ(session_key_of("user-1"), session_key_of("user-1"));
   EXPECT_NE(session_key_of("user-1"), session_key_of("user-2"));
@@ -77,7 +65,7 @@ TEST(SessionTableTest, PrefixRoutingNeedsTheShareOfTheHistory) {
 TEST(SessionTableTest, TheLongestSharedPrefixWins) {
   SessionTable table({4, 0.0});
   run(table, "abcdef", 1);                    // 0
-  run(table, "abcXYZ", 2, slot(1));           // 1, placed by number
+  run(table, "abcXYZ", 2, route_by_slot(1));  // 1, placed by number
   EXPECT_EQ(run(table, "abcdeQ", 3).id, 0u);  // 5 shared with 0, 3 with 1
   EXPECT_EQ(run(table, "abcXQ", 4).id, 1u);   // 4 shared with 1, 3 with 0
 }
@@ -91,19 +79,19 @@ TEST(SessionTableTest, MatchOneNeedsTheWholeHistory) {
 
 TEST(SessionTableTest, KeyComesFirstThenSlotThenPrefix) {
   SessionTable table({4, 0.5});
-  const RouteChoice a = run(table, "shared prompt", 1, keyed("alice"));
+  const RouteChoice a = run(table, "shared prompt", 1, route_by_key("alice"));
   EXPECT_EQ(a.id, 0u);
   EXPECT_EQ(a.rule, RouteRule::kKey);
   // The same prompt with another key: a new conversation, not the prefix match.
-  const RouteChoice b = run(table, "shared prompt", 2, keyed("bob"));
+  const RouteChoice b = run(table, "shared prompt", 2, route_by_key("bob"));
   EXPECT_EQ(b.id, 1u);
   EXPECT_EQ(b.rule, RouteRule::kKey);
   // A key beats a slot number.
-  SessionRoute both = keyed("alice");
+  SessionRoute both = route_by_key("alice");
   both.slot = 3;
   EXPECT_EQ(run(table, "x", 3, both).id, 0u);
   // A slot beats the prefix.
-  const RouteChoice by_slot = run(table, "shared prompt", 4, slot(3));
+  const RouteChoice by_slot = run(table, "shared prompt", 4, route_by_slot(3));
   EXPECT_EQ(by_slot.id, 3u);
   EXPECT_EQ(by_slot.rule, RouteRule::kSlot);
   EXPECT_TRUE(by_slot.create);
@@ -111,12 +99,12 @@ TEST(SessionTableTest, KeyComesFirstThenSlotThenPrefix) {
   // holds "shared prompt".
   EXPECT_EQ(run(table, "shared prompt and more", 5).id, 3u);
   // Alice's key still finds her conversation.
-  EXPECT_EQ(run(table, "y", 6, keyed("alice")).id, 0u);
+  EXPECT_EQ(run(table, "y", 6, route_by_key("alice")).id, 0u);
 }
 
 TEST(SessionTableTest, SlotOutOfRangeChangesNothing) {
   SessionTable table({2, 0.5});
-  Result<RouteChoice> bad = table.route(slot(2), bytes("x"), seconds(1));
+  Result<RouteChoice> bad = table.route(route_by_slot(2), bytes("x"), seconds(1));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(table.entries().empty());
@@ -124,17 +112,17 @@ TEST(SessionTableTest, SlotOutOfRangeChangesNothing) {
 
 TEST(SessionTableTest, AFreshConversationAtNForgetsTheLeastRecentlyUsedIdleOne) {
   SessionTable table({3, 0.5});
-  run(table, "one one one", 1, keyed("k1"));
-  run(table, "two two two", 2, keyed("k2"));
-  run(table, "three three", 3, keyed("k3"));
-  run(table, "one one one more", 4, keyed("k1"));  // k1 used again: k2 is now the oldest
-  const RouteChoice fresh = run(table, "four", 5, keyed("k4"));
+  run(table, "one one one", 1, route_by_key("k1"));
+  run(table, "two two two", 2, route_by_key("k2"));
+  run(table, "three three", 3, route_by_key("k3"));
+  run(table, "one one one more", 4, route_by_key("k1"));  // k1 used again: k2 is now the oldest
+  const RouteChoice fresh = run(table, "four", 5, route_by_key("k4"));
   EXPECT_EQ(fresh.id, 1u);  // k2's number
   EXPECT_TRUE(fresh.forget);
   EXPECT_FALSE(fresh.create);
   EXPECT_EQ(table.counters().forgotten, 1u);
   // k2 is gone: its key opens a fresh conversation (forgetting the oldest again: k3).
-  const RouteChoice back = run(table, "two two two", 6, keyed("k2"));
+  const RouteChoice back = run(table, "two two two", 6, route_by_key("k2"));
   EXPECT_EQ(back.id, 2u);
   EXPECT_TRUE(back.forget);
 }
@@ -150,13 +138,13 @@ TEST(SessionTableTest, AnEmptyConversationIsReusedBeforeANewNumber) {
 
 TEST(SessionTableTest, BusyConversationsAreNeverForgotten) {
   SessionTable table({2, 0.5});
-  ASSERT_TRUE(table.route(keyed("a"), bytes("a"), seconds(1)).ok());  // busy: not ended
-  ASSERT_TRUE(table.route(keyed("b"), bytes("b"), seconds(2)).ok());  // busy
-  Result<RouteChoice> third = table.route(keyed("c"), bytes("c"), seconds(3));
+  ASSERT_TRUE(table.route(route_by_key("a"), bytes("a"), seconds(1)).ok());  // busy: not ended
+  ASSERT_TRUE(table.route(route_by_key("b"), bytes("b"), seconds(2)).ok());  // busy
+  Result<RouteChoice> third = table.route(route_by_key("c"), bytes("c"), seconds(3));
   ASSERT_FALSE(third.ok());
   EXPECT_EQ(third.status().code(), StatusCode::kUnavailable);
   table.end(1, std::nullopt, seconds(4));
-  Result<RouteChoice> now = table.route(keyed("c"), bytes("c"), seconds(5));
+  Result<RouteChoice> now = table.route(route_by_key("c"), bytes("c"), seconds(5));
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(now->id, 1u);
   EXPECT_TRUE(now->forget);
@@ -164,19 +152,19 @@ TEST(SessionTableTest, BusyConversationsAreNeverForgotten) {
 
 TEST(SessionTableTest, LeastRecentIdleHonoursEligibilityAndBusy) {
   SessionTable table({3, 0.5});
-  run(table, "a", 1, slot(0));
-  run(table, "b", 2, slot(1));
-  run(table, "c", 3, slot(2));
+  run(table, "a", 1, route_by_slot(0));
+  run(table, "b", 2, route_by_slot(1));
+  run(table, "c", 3, route_by_slot(2));
   EXPECT_EQ(table.least_recent_idle([](uint32_t) { return true; }), 0u);
   EXPECT_EQ(table.least_recent_idle([](uint32_t id) { return id != 0; }), 1u);
-  ASSERT_TRUE(table.route(slot(1), bytes("b"), seconds(4)).ok());  // busy now
+  ASSERT_TRUE(table.route(route_by_slot(1), bytes("b"), seconds(4)).ok());  // busy now
   EXPECT_EQ(table.least_recent_idle([](uint32_t id) { return id != 0; }), 2u);
   EXPECT_EQ(table.least_recent_idle([](uint32_t) { return false; }), std::nullopt);
 }
 
 TEST(SessionTableTest, EntriesNeverHoldTheKey) {
   SessionTable table({2, 0.5});
-  run(table, "hello", 1, keyed("secret-key"));
+  run(table, "hello", 1, route_by_key("secret-key"));
   const std::vector<TableEntry> entries = table.entries();
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_TRUE(entries[0].keyed);
