@@ -30,7 +30,6 @@ namespace siesta::engine {
 namespace {
 
 using siesta::testing::OffloadEngineRig;
-using siesta::testing::OffloadEngineRigOptions;
 
 enum Kind : int { kTurn, kIdle, kOffload };
 

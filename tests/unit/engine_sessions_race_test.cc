@@ -19,7 +19,6 @@ namespace siesta::engine {
 namespace {
 
 using siesta::testing::OffloadEngineRig;
-using siesta::testing::OffloadEngineRigOptions;
 
 SessionRoute key(uint32_t c) { return route_by_key("client-" + std::to_string(c)); }
 
