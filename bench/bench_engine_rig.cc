@@ -37,7 +37,7 @@ Status open_device(const std::string& backend_name, std::unique_ptr<MemoryBacken
 
 Status make_engine_rig(const std::string& backend_name, const engine::ModelConfig& config,
                        bool offload_on, bool encrypt, const std::string& dir, EngineRig& rig,
-                       const engine::EngineSessions& sessions) {
+                       const engine::EngineSessions& sessions, bool background) {
   runtime::EngineStackOptions options;
   SIESTA_ASSIGN_OR_RETURN(options.device, bench_device(backend_name));
   options.model = config;
@@ -51,8 +51,8 @@ Status make_engine_rig(const std::string& backend_name, const engine::ModelConfi
     options.offload.config.disk_dir = dir;
     options.offload.encrypt = encrypt;
   }
-  options.log = [](const std::string&) {};  // fallbacks are expected here
-  options.executor = &rig.executor;
+  options.log = [](const std::string&) {};                  // fallbacks are expected here
+  options.executor = background ? nullptr : &rig.executor;  // null: the stack's own thread
   SIESTA_ASSIGN_OR_RETURN(rig.stack,
                           runtime::EngineStack::open(std::move(options), SystemClock::instance()));
   return Status::Ok();

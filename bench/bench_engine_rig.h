@@ -58,11 +58,14 @@ Status open_device(const std::string& backend_name, std::unique_ptr<MemoryBacken
 // digests, the Offloader's lines dropped (fallbacks are expected here), a SnapshotStore in
 // `dir` (which must exist or have an existing parent; it is made private); otherwise offload
 // is off and `dir` is unused. `sessions`: the conversations kept and sessions resident (the
-// default: one).
+// default: one). `background`: the Offloaders' work runs on a worker thread of the stack's
+// own, as in the server, instead of the rig's ManualExecutor (so the saves the engine posts by
+// itself, the writes ahead of many conversations, run while the benchmark goes on; save_now()
+// is then not for this rig).
 // Failure: bench_device()'s; the stack's (runtime::EngineStack::open()).
 Status make_engine_rig(const std::string& backend_name, const engine::ModelConfig& config,
                        bool offload_on, bool encrypt, const std::string& dir, EngineRig& rig,
-                       const engine::EngineSessions& sessions = {});
+                       const engine::EngineSessions& sessions = {}, bool background = false);
 
 // "host", then "cuda" where the build has CUDA and a device is present; otherwise prints once
 // to stderr, naming `who`, why cuda is skipped.

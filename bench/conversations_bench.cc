@@ -21,6 +21,13 @@
 //   SIESTA_BENCH_DIR            where the snapshots are written (a real disk; tmpfs makes
 //                               fdatasync free)
 //   SIESTA_BENCH_SEED           the order of the returns (printed; default: random)
+//   SIESTA_BENCH_GAP_MS         a pause between two returns (0): a user's time to read and
+//                               type, during which the writes ahead run; 0 sends the returns
+//                               back to back, so each also competes with the last one's write
+//
+// The engine of many conversations runs its Offloaders' work on a thread of its own, as the
+// server does: a session that goes idle is written ahead in the background, and its eviction
+// later only releases it.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -30,6 +37,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/bench_engine_rig.h"
@@ -88,12 +96,13 @@ void conversations(benchmark::State& state, const std::string& backend) {
   const uint64_t history = env_number("SIESTA_BENCH_HISTORY", 1024);
   const uint64_t returns = env_number("SIESTA_BENCH_RETURNS", 64);
   const uint64_t seed = env_number("SIESTA_BENCH_SEED", std::random_device{}());
+  const uint64_t gap_ms = env_number("SIESTA_BENCH_GAP_MS", 0);
   std::printf(
       "conversations_bench: %s %s ctx %u, P %u, N %u, history %llu, returns %llu, "
-      "seed %llu\n",
+      "gap %llu ms, seed %llu\n",
       backend.c_str(), spec.c_str(), context, parallel, count,
       static_cast<unsigned long long>(history), static_cast<unsigned long long>(returns),
-      static_cast<unsigned long long>(seed));
+      static_cast<unsigned long long>(gap_ms), static_cast<unsigned long long>(seed));
   Result<engine::ModelConfig> config = engine::model_config_from_spec(spec, context, std::nullopt);
   if (!config.ok()) return state.SkipWithError(config.status().to_string().c_str());
   if (history + 16 >= context) return state.SkipWithError("SIESTA_BENCH_HISTORY must fit the ctx");
@@ -128,7 +137,8 @@ void conversations(benchmark::State& state, const std::string& backend) {
     sessions.parallel = parallel;
     sessions.max_sessions = count;
     if (Status made = make_engine_rig(backend, *config, true, true,
-                                      bench_store_dir(base, "conversations"), rig, sessions);
+                                      bench_store_dir(base, "conversations"), rig, sessions,
+                                      /*background=*/true);
         !made.ok()) {
       return state.SkipWithError(made.to_string().c_str());
     }
@@ -155,6 +165,8 @@ void conversations(benchmark::State& state, const std::string& backend) {
     for (uint64_t r = 0; r < returns; ++r) {
       const uint32_t c = static_cast<uint32_t>(random() % count);
       if (kept[c].size() + 4 >= context) continue;
+      // The user's pause, not a synchronisation: the engine is not waited for.
+      if (gap_ms != 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
       const std::string prompt = kept[c] + "?";
       Result<Turn> back = timed(engine, prompt, key_of(c));
       if (!back.ok()) return state.SkipWithError(back.status().to_string().c_str());
@@ -177,6 +189,7 @@ void conversations(benchmark::State& state, const std::string& backend) {
     state.counters["returns"] = static_cast<double>(ttft.size());
     state.counters["kept"] = static_cast<double>(found);
     state.counters["evictions"] = static_cast<double>(engine.status().evictions);
+    state.counters["saves_ahead"] = static_cast<double>(engine.cache_status().counters.saves_ahead);
     state.counters["committed_max_bytes"] = static_cast<double>(committed_max);
     state.counters["committed_budget_bytes"] =
         static_cast<double>(one_session + (parallel - 1) * second_session);

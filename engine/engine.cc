@@ -5,44 +5,10 @@
 #include <optional>
 #include <utility>
 
-#include "engine/prefill_pacer.h"
-#include "engine/sampler.h"
-#include "engine/stop_matcher.h"
-#include "engine/tokenizer.h"
+#include "engine/generation.h"
 
 namespace siesta::engine {
 namespace {
-
-// The whole request is checked before the session is touched, so a refused request leaves
-// it exactly as it was.
-Status validate_request(const GenerateRequest& request, const ModelConfig& config) {
-  if (request.prompt.empty()) return InvalidArgument("the prompt is empty");
-  if (request.max_tokens == 0) return InvalidArgument("max_tokens must be at least 1");
-  // One token per byte; in 64 bits so that no max_tokens can overflow the sum.
-  const uint64_t prompt_tokens = request.prompt.size();
-  if (prompt_tokens + request.max_tokens > config.context) {
-    return InvalidArgument("this model's context is " + std::to_string(config.context) +
-                           " tokens; the prompt has " + std::to_string(prompt_tokens) +
-                           " and max_tokens asks for " + std::to_string(request.max_tokens));
-  }
-  if (request.stop.size() > kMaxStopStrings) {
-    return InvalidArgument("at most " + std::to_string(kMaxStopStrings) +
-                           " stop strings are accepted, got " +
-                           std::to_string(request.stop.size()));
-  }
-  for (size_t i = 0; i < request.stop.size(); ++i) {
-    const std::string& s = request.stop[i];
-    if (s.empty() || s.size() > kMaxStopBytes) {
-      return InvalidArgument("stop string " + std::to_string(i) + " has " +
-                             std::to_string(s.size()) + " bytes; it must have 1 to " +
-                             std::to_string(kMaxStopBytes));
-    }
-    if (!is_valid_utf8(s)) {
-      return InvalidArgument("stop string " + std::to_string(i) + " is not valid UTF-8");
-    }
-  }
-  return validate_temperature(request.temperature);
-}
 
 // Import errors that the reader reports before it writes a byte of the regions.
 bool import_left_session_untouched(StatusCode code) {
@@ -58,15 +24,6 @@ bool import_left_session_untouched(StatusCode code) {
 }
 
 }  // namespace
-
-std::string_view finish_reason_name(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kLength: return "length";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kCancelled: return "cancelled";
-  }
-  return "unknown";
-}
 
 Result<std::unique_ptr<Engine::Slot>> Engine::make_slot(const EngineOptions& options, Deps deps,
                                                         const Model& model, Kernels& kernels,
@@ -135,7 +92,6 @@ Engine::Engine(const EngineOptions& options, Deps deps, std::unique_ptr<Model> m
   MutexLock lock(slots_mu_);
   slots_.resize(options.sessions.max_sessions);
   slots_[0] = std::move(first);
-  session_ = slots_[0]->session.get();
 }
 
 Engine::~Engine() {
@@ -158,7 +114,7 @@ Engine::~Engine() {
 
 template <class R>
 std::future<R> Engine::submit(std::string_view name, SessionRoute route, std::string prompt,
-                              std::function<R()> body) {
+                              std::function<std::optional<R>(Session&, const Admission&)> step) {
   auto promise = std::make_shared<std::promise<R>>();
   std::future<R> future = promise->get_future();
   auto outcome = std::make_shared<std::optional<R>>();
@@ -167,24 +123,28 @@ std::future<R> Engine::submit(std::string_view name, SessionRoute route, std::st
   command.route = route;
   command.prompt = std::move(prompt);
   command.submitted = deps_.clock.now();
-  command.run = [body = std::move(body), outcome, name] {
+  command.step = [step = std::move(step), outcome, name](Session& session,
+                                                         const Admission& admission) {
     // Exceptions do not cross module boundaries (a throwing on_text, bad_alloc): the caller
     // gets a Status instead of a broken promise.
     try {
-      outcome->emplace(body());
+      std::optional<R> done = step(session, admission);
+      if (!done) return false;
+      outcome->emplace(std::move(*done));
     } catch (...) {
       outcome->emplace(R(Internal(std::string(name) + " threw an exception")));
     }
+    return true;
   };
   command.deliver = [promise, outcome] { promise->set_value(std::move(**outcome)); };
   command.fail = [promise](Status status) { promise->set_value(R(std::move(status))); };
   {
     std::lock_guard lock(mutex_);
-    if (!stopping_ && options_.sessions.max_queued != 0 &&
-        queue_.size() >= options_.sessions.max_queued) {
+    const size_t queued = queue_.size() + waiting_count_;
+    if (!stopping_ && options_.sessions.max_queued != 0 && queued >= options_.sessions.max_queued) {
       ++refused_busy_;
-      command.fail(Unavailable(std::to_string(queue_.size()) +
-                               " requests are waiting already; retry later"));
+      command.fail(
+          Unavailable(std::to_string(queued) + " requests are waiting already; retry later"));
       return future;
     }
     if (!stopping_) {
@@ -198,21 +158,45 @@ std::future<R> Engine::submit(std::string_view name, SessionRoute route, std::st
   return future;
 }
 
+template <class R>
+std::future<R> Engine::submit_once(std::string_view name, SessionRoute route,
+                                   std::function<R(Session&)> body) {
+  return submit<R>(name, route, "", [body = std::move(body)](Session& session, const Admission&) {
+    return std::optional<R>(body(session));
+  });
+}
+
 void Engine::thread_main() {
   for (;;) {
-    Command command;
+    bool stopping = false;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;  // the destructor fails what is queued
-      command = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-      wait_seconds_.observe(
-          std::chrono::duration<double>(deps_.clock.now() - command.submitted).count());
-      changed_.notify_all();
+      // Nothing runs: every waiting command can start (none has a busy conversation).
+      wake_.wait(lock, [this] {
+        return stopping_ || !queue_.empty() || !running_.empty() || !waiting_.empty();
+      });
+      stopping = stopping_;
+      while (!stopping && !queue_.empty()) {
+        waiting_.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      waiting_count_ = waiting_.size();
     }
-    run_command(command);
+    if (stopping) {
+      // The destructor fails what is queued; what waits here is failed here. What runs ends.
+      for (Command& command : waiting_) {
+        command.fail(Cancelled(std::string(command.name) + " was not run: the engine shut down"));
+      }
+      waiting_.clear();
+      {
+        std::lock_guard lock(mutex_);
+        waiting_count_ = 0;
+      }
+      if (running_.empty()) return;
+    } else {
+      start_waiting();
+    }
+    step_running();
   }
 }
 
@@ -270,59 +254,100 @@ Status Engine::prepare_slot(const RouteChoice& choice) {
   return Status::Ok();
 }
 
-void Engine::run_command(Command& command) {
-  auto finished = [this] {
-    std::lock_guard lock(mutex_);
-    ++commands_run_;
-    busy_ = false;
-    changed_.notify_all();
-  };
-  Result<RouteChoice> routed = table_.route(
-      command.route,
-      std::span(reinterpret_cast<const Token*>(command.prompt.data()), command.prompt.size()),
-      deps_.clock.now());
-  if (!routed.ok()) {
-    finished();
-    command.fail(routed.status());
-    return;
-  }
-  const uint32_t id = routed->id;
-  {
-    std::lock_guard lock(mutex_);
-    last_used_ = id;
-  }
-  // The session's memory first: room made, restored, or its unusable history discarded. A
-  // restore refused for memory (or a lost session) fails the command before it touches
-  // anything.
-  Status prepared = prepare_slot(*routed);
-  Result<Offloader::Lease> leased =
-      prepared.ok() ? slots_[id]->offloader->acquire() : Result<Offloader::Lease>(prepared);
-  if (!leased.ok()) {
-    table_.end(id, std::nullopt, deps_.clock.now());
-    finished();
-    command.fail(leased.status());
-    return;
-  }
-  session_ = slots_[id]->session.get();
-  {
-    const Offloader::Lease lease = std::move(leased).value();
-    admission_ = lease.admission();
-    Status discarded = routed->forget && session_->history_tokens() != 0
-                           ? session_->discard_history()
-                           : Status::Ok();
-    if (discarded.ok()) {
-      command.run();
-    } else {
-      // The session's state is unknown: the command fails as a kernels error would.
-      command.fail(discarded);
-      command.deliver = [] {};
+void Engine::count_finished() {
+  std::lock_guard lock(mutex_);
+  ++commands_run_;
+  busy_ = !running_.empty();
+  changed_.notify_all();
+}
+
+void Engine::start_waiting() {
+  for (auto it = waiting_.begin();
+       it != waiting_.end() && running_.size() < options_.sessions.parallel;) {
+    Command& command = *it;
+    Result<RouteChoice> routed = table_.route(
+        command.route,
+        std::span(reinterpret_cast<const Token*>(command.prompt.data()), command.prompt.size()),
+        deps_.clock.now());
+    if (routed.ok() && routed->wait) {
+      ++it;  // its conversation runs a command: it starts after that one ends
+      continue;
     }
-    publish_history();
-    table_.end(id, session_->history(), deps_.clock.now());
-  }  // the lease goes back here: the idle timer counts from now
-  finished();
+    Command started = std::move(command);
+    it = waiting_.erase(it);
+    {
+      std::lock_guard lock(mutex_);
+      waiting_count_ = waiting_.size();
+      busy_ = true;
+      wait_seconds_.observe(
+          std::chrono::duration<double>(deps_.clock.now() - started.submitted).count());
+      if (routed.ok()) last_used_ = routed->id;
+      changed_.notify_all();
+    }
+    if (!routed.ok()) {
+      count_finished();
+      started.fail(routed.status());
+      continue;
+    }
+    const uint32_t id = routed->id;
+    // The session's memory first: room made, restored, or its unusable history discarded. A
+    // restore refused for memory (or a lost session) fails the command before it touches
+    // anything.
+    Status prepared = prepare_slot(*routed);
+    Result<Offloader::Lease> leased =
+        prepared.ok() ? slots_[id]->offloader->acquire() : Result<Offloader::Lease>(prepared);
+    if (!leased.ok()) {
+      table_.end(id, std::nullopt, deps_.clock.now());
+      count_finished();
+      started.fail(leased.status());
+      continue;
+    }
+    Session& session = *slots_[id]->session;
+    Status discarded =
+        routed->forget && session.history_tokens() != 0 ? session.discard_history() : Status::Ok();
+    if (!discarded.ok()) {
+      // The session's state is unknown: the command fails as a kernels error would.
+      publish_history(session);
+      table_.end(id, session.history(), deps_.clock.now());
+      leased->release();
+      count_finished();
+      started.fail(discarded);
+      continue;
+    }
+    running_.push_back(Running{std::move(started), id, std::move(leased).value()});
+  }
+}
+
+void Engine::step_running() {
+  // Each running command's turn, in the order they started; one that ends leaves the list.
+  for (size_t i = 0; i < running_.size();) {
+    Running& running = running_[i];
+    Session& session = *slots_[running.id]->session;
+    if (!running.command.step(session, running.lease.admission())) {
+      ++i;
+      continue;
+    }
+    Running ended = std::move(running);
+    running_.erase(running_.begin() + static_cast<ptrdiff_t>(i));
+    end_running(ended);
+  }
+}
+
+void Engine::end_running(Running& running) {
+  const uint32_t id = running.id;
+  Session& session = *slots_[id]->session;
+  publish_history(session);
+  table_.end(id, session.history(), deps_.clock.now());
+  running.lease.release();  // the idle timer counts from now
+  // More conversations than fit on the device: one will have to make room for another, and the
+  // least recently used goes first. Written now, in the background, its eviction later only
+  // releases the memory, instead of a save on the returning conversation's time.
+  if (table_.conversations() > options_.sessions.parallel) {
+    slots_[id]->offloader->save_ahead().ignore();  // refused only when it cannot matter
+  }
+  count_finished();
   // Delivered last, so that a caller who has the result sees it counted in status().
-  command.deliver();
+  running.command.deliver();
 }
 
 namespace {
@@ -336,6 +361,7 @@ void add_histogram(DurationHistogram& total, const DurationHistogram& more) {
 
 void add_counters(OffloadCounters& total, const OffloadCounters& more) {
   total.saves += more.saves;
+  total.saves_ahead += more.saves_ahead;
   total.restores += more.restores;
   total.restore_hits += more.restore_hits;
   for (size_t i = 0; i < kFallbackReasonCount; ++i) total.fallbacks[i] += more.fallbacks[i];
@@ -446,7 +472,7 @@ EngineStatus Engine::status_locked() const {
   s.context = config.context;
   s.history_tokens = history_tokens_.load();
   s.busy = busy_;
-  s.queued_commands = queue_.size();
+  s.queued_commands = queue_.size() + waiting_count_;
   s.commands_run = commands_run_;
   s.refused_busy = refused_busy_;
   s.evictions = evictions_.load();
@@ -464,150 +490,84 @@ bool Engine::wait_for_status(const std::function<bool(const EngineStatus&)>& don
 std::future<Result<GenerateResult>> Engine::generate(GenerateRequest request) {
   SessionRoute route = request.route;
   std::string prompt = request.prompt;
+  // The request lives in the command; its Generation is made at the command's first step.
+  auto owned = std::make_shared<GenerateRequest>(std::move(request));
+  std::shared_ptr<Generation> generation;
   return submit<Result<GenerateResult>>(
       "generate", route, std::move(prompt),
-      [this, request = std::move(request)] { return do_generate(request); });
+      [this, owned, generation](Session& session, const Admission& admission) mutable
+      -> std::optional<Result<GenerateResult>> {
+        if (!generation) {
+          generation =
+              std::make_shared<Generation>(*owned, session, kernels_, model_->config(), admission,
+                                           [this, &session] { publish_history(session); });
+        }
+        if (!generation->step()) return std::nullopt;
+        return generation->take_result();
+      });
 }
-
-namespace {
-SessionRoute slot_route(uint32_t slot) {
-  SessionRoute route;
-  route.slot = slot;
-  return route;
-}
-}  // namespace
 
 std::future<Status> Engine::reset(uint32_t slot) {
-  return submit<Status>("reset", slot_route(slot), "", [this] { return do_reset(); });
+  return submit_once<Status>("reset", route_by_slot(slot),
+                             [this](Session& session) { return do_reset(session); });
 }
 
 std::future<Result<ExportResult>> Engine::export_conversation(std::string name, uint32_t slot) {
-  return submit<Result<ExportResult>>("export", slot_route(slot), "",
-                                      [this, name = std::move(name)] { return do_export(name); });
+  return submit_once<Result<ExportResult>>(
+      "export", route_by_slot(slot),
+      [this, name = std::move(name)](Session& session) { return do_export(session, name); });
 }
 
 std::future<Result<ImportResult>> Engine::import_conversation(std::string name, uint32_t slot) {
-  return submit<Result<ImportResult>>("import", slot_route(slot), "",
-                                      [this, name = std::move(name)] { return do_import(name); });
+  return submit_once<Result<ImportResult>>(
+      "import", route_by_slot(slot),
+      [this, name = std::move(name)](Session& session) { return do_import(session, name); });
 }
 
-Status Engine::discard_after(Status error) {
-  Status discarded = session_->discard_history();
-  publish_history();
-  if (discarded.ok()) return error;
-  return Status(error.code(), error.message() + "; discarding the history then failed too: " +
-                                  discarded.to_string());
+Status Engine::discard_after(Session& session, Status error) {
+  Status outcome = discard_history_after(session, std::move(error));
+  publish_history(session);
+  return outcome;
 }
 
-Result<GenerateResult> Engine::do_generate(const GenerateRequest& request) {
-  SIESTA_RETURN_IF_ERROR(validate_request(request, model_->config()));
-  std::optional<Sampler> sampler;
-  if (request.temperature > 0) {
-    SIESTA_ASSIGN_OR_RETURN(Sampler made, Sampler::create(request.temperature, request.seed));
-    sampler.emplace(made);
-  }
-  auto cancelled = [&request] { return request.cancel && request.cancel->load(); };
-
-  GenerateResult result;
-  result.admission = admission_;
-  const std::vector<Token> prompt = encode(request.prompt);
-  result.prompt_tokens = static_cast<uint32_t>(prompt.size());
-  result.finish = FinishReason::kCancelled;
-  if (cancelled()) return result;  // before anything: the session is untouched
-
-  Result<uint32_t> reused = session_->reuse_prefix(prompt);
-  if (!reused.ok()) {
-    // InvalidArgument leaves the session unchanged (and validation should have caught it).
-    if (reused.status().code() == StatusCode::kInvalidArgument) return reused.status();
-    return discard_after(reused.status());
-  }
-  result.cached_tokens = *reused;
-  publish_history();
-  PrefillPacer pacer(kernels_, session_->prefill_block(), SystemClock::instance());
-  for (size_t i = *reused; i < prompt.size();) {
-    // The history stays a prefix of the prompt, so a cancelled request's work is reused by
-    // the next prompt that starts the same way. Checked before every prefill block.
-    if (cancelled()) return result;
-    const size_t length = std::min<size_t>(pacer.next_block(), prompt.size() - i);
-    Result<uint32_t> fed = session_->feed_block(std::span(prompt).subspan(i, length));
-    if (!fed.ok()) return discard_after(fed.status());
-    i += *fed;
-    publish_history();
-    Status paced = pacer.after_feed(*fed);
-    if (!paced.ok()) return discard_after(paced);
-  }
-  if (cancelled()) return result;
-
-  StopMatcher matcher(request.stop);
-  auto emit = [&](const std::string& piece) {
-    if (piece.empty()) return;
-    result.text += piece;
-    if (request.on_text) request.on_text(piece);
-  };
-  for (;;) {
-    Result<Token> next = Internal("no token");
-    if (sampler) {
-      Result<std::vector<float>> logits = session_->next_logits();
-      if (!logits.ok()) return discard_after(logits.status());
-      next = sampler->sample(*logits);
-    } else {
-      next = session_->greedy_next();
-    }
-    if (!next.ok()) return discard_after(next.status());
-    ++result.completion_tokens;
-    emit(matcher.push(static_cast<char>(*next)));
-    if (matcher.finished()) {
-      result.finish = FinishReason::kStop;
-      break;
-    }
-    if (result.completion_tokens == request.max_tokens) {
-      result.finish = FinishReason::kLength;
-      break;
-    }
-    if (cancelled()) break;  // result.finish is kCancelled
-    // The last token chosen is not fed: its KV is computed when a later prompt contains it.
-    Status fed = session_->feed(*next);
-    if (!fed.ok()) return discard_after(fed);
-    publish_history();
-  }
-  if (result.finish != FinishReason::kStop) emit(matcher.flush());
-  return result;
+Status Engine::do_reset(Session& session) {
+  Status discarded = session.discard_history();
+  publish_history(session);
+  return discarded;
 }
 
-Status Engine::do_reset() { return session_->discard_history(); }
-
-Result<ExportResult> Engine::do_export(const std::string& name) {
+Result<ExportResult> Engine::do_export(Session& session, const std::string& name) {
   if (!exporter_) {
     return FailedPrecondition("export is off: the engine was started without an export directory");
   }
   SIESTA_RETURN_IF_ERROR(validate_export_name(name));
   // The regions must not change while they are copied: wait for every kernel enqueued.
   Status synced = kernels_.synchronize();
-  if (!synced.ok()) return discard_after(synced);
-  const std::vector<SnapshotRegion> regions = session_->snapshot_regions();
+  if (!synced.ok()) return discard_after(session, synced);
+  const std::vector<SnapshotRegion> regions = session.snapshot_regions();
   SIESTA_ASSIGN_OR_RETURN(SnapshotWriteResult written,
-                          exporter_->export_session(name, session_->fingerprint(), regions));
-  return ExportResult{written.file_bytes, session_->history_tokens()};
+                          exporter_->export_session(name, session.fingerprint(), regions));
+  return ExportResult{written.file_bytes, session.history_tokens()};
 }
 
-Result<ImportResult> Engine::do_import(const std::string& name) {
+Result<ImportResult> Engine::do_import(Session& session, const std::string& name) {
   if (!exporter_) {
     return FailedPrecondition("import is off: the engine was started without an export directory");
   }
   SIESTA_RETURN_IF_ERROR(validate_export_name(name));
   Status synced = kernels_.synchronize();
-  if (!synced.ok()) return discard_after(synced);
-  const std::vector<SnapshotRegion> regions = session_->snapshot_regions();
-  Result<SnapshotReadResult> read =
-      exporter_->import_session(name, session_->fingerprint(), regions);
+  if (!synced.ok()) return discard_after(session, synced);
+  const std::vector<SnapshotRegion> regions = session.snapshot_regions();
+  Result<SnapshotReadResult> read = exporter_->import_session(name, session.fingerprint(), regions);
   if (!read.ok()) {
     if (import_left_session_untouched(read.status().code())) return read.status();
-    return discard_after(read.status());  // the regions may hold a mix of old and new bytes
+    return discard_after(session,
+                         read.status());  // the regions may hold a mix of old and new bytes
   }
-  Status adopted = session_->adopt_restored_state();
-  if (!adopted.ok()) return discard_after(adopted);
-  publish_history();
-  return ImportResult{session_->history_tokens(), read->file_bytes};
+  Status adopted = session.adopt_restored_state();
+  if (!adopted.ok()) return discard_after(session, adopted);
+  publish_history(session);
+  return ImportResult{session.history_tokens(), read->file_bytes};
 }
 
 Status Engine::erase_export(std::string_view name) {

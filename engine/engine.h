@@ -1,7 +1,13 @@
 // Engine: the command loop. One engine thread owns the Model and the Sessions and runs the
-// commands one at a time, in the order they were submitted (FIFO): generate, reset, export
-// and import of a conversation. status() is answered from copies the engine thread
-// publishes, so it never waits for a command, and never wakes a sleeping session.
+// commands -- generate, reset, export and import of a conversation -- started in the order
+// they were submitted (FIFO). Up to P commands run at once, each on its own conversation's
+// session, by turns: one step each (a prefill block or a generated token, engine/
+// generation.h; the other commands take one step), so a short request's first token comes
+// after its own prefill and one step per other running command, not after a long generation
+// ends. A command for a conversation that runs another waits for it (a conversation runs its
+// commands one at a time, in order); commands behind it for other conversations go ahead.
+// With P = 1 the commands run one at a time. status() is answered from copies the engine
+// thread publishes, so it never waits for a command, and never wakes a sleeping session.
 //
 // Conversations (EngineOptions::parallel P, max_sessions N): the engine keeps up to N
 // conversations, each its own Session (its own reserved address range and recorded decode
@@ -10,10 +16,13 @@
 // to its conversation from host-memory bookkeeping only (routing never wakes a session); a
 // command for a conversation whose memory is released first makes room -- when P are
 // committed, the least recently used idle one is offloaded (Offloader::evict(): the same
-// save-then-release as the idle timer's) -- and then restores it. A new conversation at N
-// forgets the least recently used idle one (its snapshot deleted, its history discarded).
-// Slot 0's session is created by start(); the others when first routed to. With P = N = 1
-// the engine behaves as a single-session engine: every command goes to session 0.
+// save-then-release as the idle timer's) -- and then restores it. Write early, release late:
+// while more conversations exist than P, a session's snapshot is written in the background as
+// soon as its command ends (Offloader::save_ahead()), its memory kept, so that its eviction
+// later costs only the release and not a save on the returning conversation's time. A new
+// conversation at N forgets the least recently used idle one (its snapshot deleted, its history
+// discarded). Slot 0's session is created by start(); the others when first routed to. With P = N =
+// 1 the engine behaves as a single-session engine: every command goes to session 0.
 //
 // Idle offload (EngineOptions::offload): the engine owns the session's Offloader, also when
 // offload is off (it then reports "disabled"). Every command runs through one private
@@ -45,6 +54,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -62,15 +72,13 @@
 #include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_export.h"
 #include "core/snapshot/snapshot_store.h"
+#include "engine/generate_request.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
 #include "engine/session.h"
 #include "engine/session_table.h"
 
 namespace siesta::engine {
-
-inline constexpr size_t kMaxStopStrings = 4;
-inline constexpr size_t kMaxStopBytes = 64;
 
 // Idle offload of the engine's session. The store, key and executor must outlive the engine;
 // they are needed only when offload is on (offload_enabled(options.idle_seconds)).
@@ -105,42 +113,6 @@ struct EngineOptions {
 };
 
 inline constexpr uint32_t kMaxParallel = 64;
-
-enum class FinishReason : uint8_t { kLength, kStop, kCancelled };
-std::string_view finish_reason_name(FinishReason reason);  // "length", "stop", "cancelled"
-
-struct GenerateRequest {
-  std::string prompt;  // bytes; one token per byte
-  uint32_t max_tokens = 16;
-  // At most kMaxStopStrings, each 1..kMaxStopBytes bytes of valid UTF-8.
-  std::vector<std::string> stop;
-  float temperature = 0;  // 0: greedy; otherwise finite, at most kMaxTemperature
-  uint64_t seed = 0;      // the sampler's seed (temperature > 0)
-  // Called on the engine thread with each piece of text as soon as it is certain (a piece
-  // that might begin a stop string is held back until it cannot). The pieces concatenate to
-  // GenerateResult::text. May be empty.
-  std::function<void(std::string_view)> on_text;
-  // Read between prefill blocks and between generated tokens; when true, generation ends with
-  // kCancelled. The prefill waits for the device often enough that about 50 ms of queued
-  // blocks (at least one) separate a raised flag from the end of the command.
-  std::shared_ptr<const std::atomic<bool>> cancel;
-  // Which conversation continues (engine/session_table.h): a prompt_cache_key's hash, a slot
-  // number, or neither (routed by the prompt's prefix).
-  SessionRoute route;
-};
-
-struct GenerateResult {
-  std::string text;  // without the stop string, if one matched
-  uint32_t prompt_tokens = 0;
-  uint32_t cached_tokens = 0;  // prompt tokens whose KV was reused from the history
-  // Tokens generated, including those of a matched stop string (the model did compute them,
-  // and it is what OpenAI's usage counts); so completion_tokens >= text.size().
-  uint32_t completion_tokens = 0;
-  FinishReason finish = FinishReason::kLength;
-  // What the offloader did before the generation: restored, fell back (the history was
-  // discarded, so cached_tokens is 0), or nothing.
-  Admission admission;
-};
 
 struct ExportResult {
   uint64_t bytes = 0;   // size of the file written
@@ -269,16 +241,24 @@ class Engine {
   const ModelConfig& config() const { return model_->config(); }
 
  private:
-  // A queued command: run() computes its outcome, deliver() then makes its future ready;
-  // fail() makes the future ready with an error instead of running it.
+  // A queued command: step() runs its work on the session it was given, one step at a time,
+  // and returns true once the outcome is ready; deliver() then makes its future ready. fail()
+  // makes the future ready with an error instead. Most commands take one step; generate takes
+  // one per prefill block and one per token (engine/generation.h).
   struct Command {
     std::string_view name;
     SessionRoute route;
     std::string prompt;  // for routing by prefix; empty for commands without one
     Clock::Duration submitted{0};
-    std::function<void()> run;
+    std::function<bool(Session&, const Admission&)> step;
     std::function<void()> deliver;
     std::function<void(Status)> fail;
+  };
+  // A command that has started: its conversation's session is leased to it until it ends.
+  struct Running {
+    Command command;
+    uint32_t id = 0;
+    Offloader::Lease lease;
   };
   // One conversation's session and its offloader, created once and kept for the engine's life.
   struct Slot {
@@ -306,22 +286,35 @@ class Engine {
   Status make_room(uint32_t id);
   bool holds_memory(uint32_t id) const;  // engine thread
 
+  // `step(session, admission)` returns the outcome once the command's work is done, nullopt
+  // while it goes on (it is called again at the command's next turn).
   template <class R>
   std::future<R> submit(std::string_view name, SessionRoute route, std::string prompt,
-                        std::function<R()> body);
+                        std::function<std::optional<R>(Session&, const Admission&)> step);
+  // A command done in one step.
+  template <class R>
+  std::future<R> submit_once(std::string_view name, SessionRoute route,
+                             std::function<R(Session&)> body);
   void thread_main();
-  // Every command passes through here, on the engine thread (the offloader's hook point).
-  void run_command(Command& command);
-  void publish_history() { history_tokens_.store(session_->history_tokens()); }
+  // Starts waiting commands, in the order they came, while fewer than P run: each is routed to
+  // its conversation (one waits while its conversation runs another command), its session
+  // prepared and leased (the offloader's hook point). Engine thread.
+  void start_waiting();
+  // One step of every running command, in the order they started; a command that ends gives
+  // its session back and is delivered. Engine thread.
+  void step_running();
+  void end_running(Running& running);
+  // The command ended before it started: counted, its conversation untouched.
+  void count_finished();
+  void publish_history(const Session& session) { history_tokens_.store(session.history_tokens()); }
   // status() but for the fields under mutex_. REQUIRES: mutex_ held.
   EngineStatus status_locked() const;
 
-  Result<GenerateResult> do_generate(const GenerateRequest& request);
-  Status do_reset();
-  Result<ExportResult> do_export(const std::string& name);
-  Result<ImportResult> do_import(const std::string& name);
+  Status do_reset(Session& session);
+  Result<ExportResult> do_export(Session& session, const std::string& name);
+  Result<ImportResult> do_import(Session& session, const std::string& name);
   // A device error left the session's state unspecified: start over, keep the first error.
-  Status discard_after(Status error);
+  Status discard_after(Session& session, Status error);
 
   // Immutable after start(); used only by the engine thread (model_ also by config(); the
   // exporter, whose methods are safe from any thread, also by erase_export()).
@@ -336,8 +329,10 @@ class Engine {
   // (status) under slots_mu_. Each Offloader's status() is itself thread-safe.
   mutable Mutex slots_mu_;
   std::vector<std::unique_ptr<Slot>> slots_;
-  Session* session_ = nullptr;  // the running command's session (engine thread only)
-  Admission admission_;         // of the running command (engine thread only)
+  // Engine thread only: the commands started (at most P, each on its own conversation), and
+  // those taken from the queue that wait for their conversation, in the order they came.
+  std::vector<Running> running_;
+  std::deque<Command> waiting_;
   std::atomic<uint64_t> evictions_{0};
 
   // Published for status().
@@ -348,7 +343,8 @@ class Engine {
   std::condition_variable wake_;
   mutable std::condition_variable changed_;  // the queue, busy_ or commands_run_ changed
   std::deque<Command> queue_;
-  bool busy_ = false;
+  size_t waiting_count_ = 0;  // waiting_.size(), for status and the queue's bound
+  bool busy_ = false;         // a command runs
   uint64_t commands_run_ = 0;
   uint64_t refused_busy_ = 0;
   DurationHistogram wait_seconds_;

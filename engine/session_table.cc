@@ -39,6 +39,10 @@ SessionTable::SessionTable(SessionTableOptions options)
 
 void SessionTable::take_locked(RouteChoice& choice, Clock::Duration now) {
   Slot& slot = slots_[choice.id];
+  if (slot.busy) {
+    choice.wait = true;  // its command ends first; nothing is taken
+    return;
+  }
   choice.create = !slot.used;
   slot.used = true;
   slot.busy = true;
@@ -46,6 +50,15 @@ void SessionTable::take_locked(RouteChoice& choice, Clock::Duration now) {
   ++slot.commands;
   ++counters_.routed[static_cast<size_t>(choice.rule)];
 }
+
+namespace {
+// A fresh conversation is needed and every one runs a command: the command waits for one.
+RouteChoice every_one_busy() {
+  RouteChoice choice;
+  choice.wait = true;
+  return choice;
+}
+}  // namespace
 
 std::optional<RouteChoice> SessionTable::fresh_locked(Clock::Duration) {
   RouteChoice choice;
@@ -93,7 +106,7 @@ Result<RouteChoice> SessionTable::route(const SessionRoute& route, std::span<con
       }
     }
     std::optional<RouteChoice> fresh = fresh_locked(now);
-    if (!fresh) return Unavailable("every conversation is running a command; retry later");
+    if (!fresh) return every_one_busy();
     choice = *fresh;
     choice.rule = RouteRule::kKey;  // a new key: a fresh conversation, opened by that key
     slots_[choice.id].key = route.key;
@@ -145,7 +158,7 @@ Result<RouteChoice> SessionTable::route(const SessionRoute& route, std::span<con
     return choice;
   }
   std::optional<RouteChoice> fresh = fresh_locked(now);
-  if (!fresh) return Unavailable("every conversation is running a command; retry later");
+  if (!fresh) return every_one_busy();
   choice = *fresh;
   take_locked(choice, now);
   return choice;
@@ -188,6 +201,13 @@ std::vector<TableEntry> SessionTable::entries() const {
         {id, slot.history.size(), slot.busy, slot.key.has_value(), slot.commands, slot.last_use});
   }
   return out;
+}
+
+uint32_t SessionTable::conversations() const {
+  MutexLock lock(mu_);
+  uint32_t used = 0;
+  for (const Slot& slot : slots_) used += slot.used ? 1 : 0;
+  return used;
 }
 
 TableCounters SessionTable::counters() const {

@@ -70,6 +70,9 @@ struct RouteChoice {
   RouteRule rule = RouteRule::kFresh;
   bool create = false;  // the conversation number was never used: create its session first
   bool forget = false;  // it held another conversation, forgotten: drop its state first
+  // The conversation runs a command now (or, for a fresh one, every conversation does):
+  // nothing was taken; route the command again once a command ends.
+  bool wait = false;
 };
 
 // One conversation, as status reports it (never the key, never the history's bytes).
@@ -95,9 +98,11 @@ class SessionTable {
   const SessionTableOptions& options() const { return options_; }
 
   // Chooses the conversation for a command with `prompt` (empty for commands without one)
-  // by the rules above and marks it busy, used now. The caller must end() it.
-  // Failure: InvalidArgument for a slot >= max_sessions (nothing changes); Unavailable (retry
-  // later) when a fresh conversation is needed and every one runs a command.
+  // by the rules above and marks it busy, used now. The caller must end() it. When the
+  // conversation chosen runs a command already (or a fresh one is needed and every one runs a
+  // command), nothing changes and the choice says `wait`: a conversation runs one command at
+  // a time, in the order they were routed.
+  // Failure: InvalidArgument for a slot >= max_sessions (nothing changes).
   Result<RouteChoice> route(const SessionRoute& route, std::span<const uint8_t> prompt,
                             Clock::Duration now);
 
@@ -113,8 +118,9 @@ class SessionTable {
   // must not call the table.
   std::optional<uint32_t> least_recent_idle(const std::function<bool(uint32_t)>& eligible) const;
 
-  // Every conversation created so far, by number.
+  // Every conversation created so far, by number; and how many there are.
   std::vector<TableEntry> entries() const;
+  uint32_t conversations() const;
   TableCounters counters() const;
 
  private:

@@ -86,6 +86,9 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
 
   out.single("cache_saves_total", "counter", "Snapshots written and memory released.",
              counters.saves);
+  out.single("cache_saves_ahead_total", "counter",
+             "Snapshots written ahead while the memory stayed (released later without a write).",
+             counters.saves_ahead);
   out.single("cache_restores_total", "counter", "Restores attempted (hits and fallbacks).",
              counters.restores);
   out.single("cache_restore_hits_total", "counter", "Restores that read the history back.",
@@ -109,7 +112,7 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
              counters.out_of_memory_retries);
   out.single("cache_delete_failures_total", "counter", "Snapshot files that could not be deleted.",
              counters.delete_failures);
-  out.histogram("cache_save_duration_seconds", "Duration of successful saves.",
+  out.histogram("cache_save_duration_seconds", "Duration of snapshot writes, to durable.",
                 counters.save_seconds);
   out.histogram("cache_restore_duration_seconds", "Duration of restores, hits and fallbacks.",
                 counters.restore_seconds);

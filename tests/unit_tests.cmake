@@ -69,9 +69,12 @@ endif()
 # rarer error paths (a host range that will not release, a discard that fails, another format
 # version, a failed retire).
 siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader_save_sync_test.cc)
+siesta_test_sources(offload_tests LABELS unit concurrency SOURCES
+  unit/offloader_save_ahead_race_test.cc)
 siesta_test_sources(offload_tests LABELS unit SOURCES
   unit/offloader_restore_rollback_test.cc unit/offloader_retry_test.cc
-  unit/offloader_error_paths_test.cc unit/offloader_setup_test.cc)
+  unit/offloader_error_paths_test.cc unit/offloader_setup_test.cc
+  unit/offloader_save_ahead_test.cc)
 siesta_finish_test_binary(offload_tests)
 
 # compute: the contract's number formats (KvType names, f16, int8, its exp), and HostKernels
@@ -105,7 +108,7 @@ siesta_test_sources(engine_tests LABELS unit SOURCES unit/engine_reinit_test.cc)
 # conversations over P committed sessions (eviction, restore, forgetting, the wait queue).
 siesta_test_sources(engine_tests LABELS unit SOURCES unit/session_table_test.cc)
 siesta_test_sources(engine_tests LABELS unit concurrency SOURCES
-  unit/engine_sessions_test.cc unit/engine_sessions_race_test.cc)
+  unit/engine_sessions_test.cc unit/engine_sessions_race_test.cc unit/engine_interleave_test.cc)
 siesta_finish_test_binary(engine_tests)
 
 # server/: flags, status and metrics bodies, the snapshot directory, the OpenAI request and

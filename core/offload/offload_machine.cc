@@ -25,6 +25,7 @@ constexpr Transition kTransitions[] = {
     {P::kSaveCancelling, E::kMemoryRead, P::kCommandSaveTail},
     {P::kSaveFinishing, E::kCommandArrives, P::kCommandSaveTail},
     {P::kSaveFinishing, E::kFileDurable, P::kSaveReleasing},
+    {P::kSaveFinishing, E::kFileKept, P::kSaved},
     {P::kSaveFinishing, E::kSaveFailed, P::kResident},
     // Cancelled without a command: the Offloader is closing.
     {P::kSaveFinishing, E::kSaveCancelled, P::kResident},
@@ -34,6 +35,10 @@ constexpr Transition kTransitions[] = {
     {P::kCommandSaveTail, E::kCommandEnds, P::kSaveTail},
     {P::kSaveTail, E::kSaveCancelled, P::kResident},
     {P::kSaveTail, E::kCommandArrives, P::kCommandSaveTail},
+    // Written ahead: a command uses the memory (the file is retired), or the idle deadline or
+    // an eviction releases it (the file holds it already).
+    {P::kSaved, E::kCommandArrives, P::kCommand},
+    {P::kSaved, E::kSaveDue, P::kSaveReleasing},
 
     {P::kDisk, E::kCommandArrives, P::kRestoring},
     {P::kDisk, E::kExpiryDue, P::kExpiring},
@@ -79,6 +84,7 @@ constexpr PhaseInfo kPhaseInfo[kPhaseCount] = {
     {"save_cancelling", OffloadState::kSaving, true, true, true},
     {"save_finishing", OffloadState::kSaving, false, true, false},
     {"save_releasing", OffloadState::kSaving, false, true, false},
+    {"saved", OffloadState::kResident, false, false, false},
     {"command_save_tail", OffloadState::kResident, true, true, true},
     {"save_tail", OffloadState::kResident, false, true, true},
     {"disk", OffloadState::kDisk, false, false, false},
@@ -91,10 +97,14 @@ constexpr PhaseInfo kPhaseInfo[kPhaseCount] = {
 };
 
 constexpr std::string_view kEventNames[kEventCount] = {
-    "command_arrives",       "command_ends", "save_due",         "memory_read",
-    "file_durable",          "save_failed",  "save_cancelled",   "released",
-    "release_failed",        "expiry_due",   "snapshot_deleted", "restored",
-    "restore_out_of_memory", "memory_lost",
+    "command_arrives", "command_ends",
+    "save_due",        "memory_read",
+    "file_durable",    "file_kept",
+    "save_failed",     "save_cancelled",
+    "released",        "release_failed",
+    "expiry_due",      "snapshot_deleted",
+    "restored",        "restore_out_of_memory",
+    "memory_lost",
 };
 
 const PhaseInfo& info(Phase phase) { return kPhaseInfo[static_cast<size_t>(phase)]; }

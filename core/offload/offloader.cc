@@ -155,27 +155,41 @@ void Offloader::Impl::end_task() {
 void Offloader::Impl::on_timer() {
   if (!begin_task()) return;
   int64_t expiry_unix = 0;
+  uint64_t file_bytes = 0;
   TimerAction action = TimerAction::kNone;
   {
     MutexLock lock(mu);
-    action = decide_timer(&expiry_unix);
+    action = decide_timer(&expiry_unix, &file_bytes);
   }
+  // Each outcome is logged.
   switch (action) {
-    case TimerAction::kSave: run_save(expiry_unix).ignore(); break;  // its outcome is logged
+    case TimerAction::kSave: run_save(expiry_unix, /*keep_memory=*/false).ignore(); break;
+    case TimerAction::kSaveAhead: run_save(expiry_unix, /*keep_memory=*/true).ignore(); break;
+    case TimerAction::kRelease: release_saved(file_bytes).ignore(); break;
     case TimerAction::kDeleteExpired: delete_expired(); break;
     case TimerAction::kNone: break;
   }
   end_task();
 }
 
-Offloader::Impl::TimerAction Offloader::Impl::decide_timer(int64_t* expiry_unix) {
+Offloader::Impl::TimerAction Offloader::Impl::decide_timer(int64_t* expiry_unix,
+                                                           uint64_t* file_bytes) {
   const Clock::Duration now = deps.clock.now();
   switch (phase()) {
-    case Phase::kResident:
-      if (now < save_due()) return TimerAction::kNone;  // a timer for that moment is armed
+    case Phase::kResident: {
+      const bool due = now >= save_due();
+      // Not due yet: a timer for that moment is armed, unless a save ahead was asked for.
+      if (!due && !ahead_requested) return TimerAction::kNone;
+      ahead_requested = false;
       apply(Event::kSaveDue);
       *expiry_unix = last_activity_unix + options.expire_seconds;
-      return TimerAction::kSave;
+      return due ? TimerAction::kSave : TimerAction::kSaveAhead;
+    }
+    case Phase::kSaved:
+      if (now < save_due()) return TimerAction::kNone;
+      apply(Event::kSaveDue);  // the file holds the memory already: release it
+      *file_bytes = st.disk_bytes;
+      return TimerAction::kRelease;
     case Phase::kDisk:
       if (now < expiry_due()) return TimerAction::kNone;
       apply(Event::kExpiryDue);
@@ -252,7 +266,7 @@ void Offloader::Impl::remove_retired(const std::string& retired) {
 
 // ---- Save (executor thread; entered in kSaveReading) ----
 
-Status Offloader::Impl::run_save(int64_t expiry_unix) {
+Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
   const Clock::Duration start = deps.clock.now();
   // Kernels and copies still queued would change the bytes under the writer.
   const Status synced = deps.backend.synchronize();
@@ -313,12 +327,30 @@ Status Offloader::Impl::run_save(int64_t expiry_unix) {
     return written.status();
   }
 
+  failures_in_a_row = 0;
+  st.disk_bytes = written->file_bytes;
+  st.last_save_ms = st.operation_ms = milliseconds(written_at - start);
+  st.counters.save_seconds.observe(st.last_save_ms / 1000.0);
+  if (keep_memory) {
+    // Written ahead: the session stays usable at once, and releasing it later (the idle
+    // deadline, an eviction) costs only the release.
+    apply(Event::kFileKept);
+    ++st.counters.saves_ahead;
+    log("offload: wrote " + std::to_string(st.disk_bytes) + " bytes ahead in " +
+        std::to_string(static_cast<int64_t>(st.last_save_ms)) + " ms; memory kept; state resident");
+    arm_timer_at(save_due());
+    return Status::Ok();
+  }
   // Durable: give the memory back, without the mutex. A command that arrives now waits for
   // the release to end (the phase says so) and then restores.
   apply(Event::kFileDurable);
   lock.unlock();
+  return release_saved(written->file_bytes);
+}
+
+Status Offloader::Impl::release_saved(uint64_t file_bytes) {
   const ReleaseOutcome released = release_memory();
-  lock.lock();
+  MutexLock lock(mu);
   st.released_vram_bytes = released.device_bytes;
   st.released_host_bytes = released.host_bytes;
   if (!released.failed.ok()) {
@@ -328,7 +360,8 @@ Status Offloader::Impl::run_save(int64_t expiry_unix) {
                "releasing the session's memory failed: " + st.last_error);
   }
   if (!released.failed.ok() && released.released == 0) {
-    // Nothing was released: the session simply stays resident and tries again later.
+    // Nothing was released: the session simply stays resident and tries again later (the
+    // file stays until the next save replaces it; no restore reads it, none being due).
     apply(Event::kReleaseFailed);
     retry_at = deps.clock.now() + options.backoff_initial;
     arm_timer_at(retry_at);
@@ -340,9 +373,7 @@ Status Offloader::Impl::run_save(int64_t expiry_unix) {
   failures_in_a_row = 0;
   offload_requested = false;
   ++st.counters.saves;
-  st.disk_bytes = written->file_bytes;
-  st.last_save_ms = st.operation_ms = milliseconds(written_at - start);
-  st.counters.save_seconds.observe(st.last_save_ms / 1000.0);
+  st.disk_bytes = file_bytes;
   log("offload: saved " + std::to_string(st.disk_bytes) + " bytes in " +
       std::to_string(static_cast<int64_t>(st.last_save_ms)) + " ms; released " +
       std::to_string(st.released_vram_bytes) + " device bytes, " +
@@ -392,6 +423,7 @@ Result<Admission> Offloader::Impl::admit() {
   const Clock::Duration start = deps.clock.now();
   Admission admission;
   std::optional<bool> restore_fresh;  // set when the memory must be mapped back
+  bool retire_ahead = false;
   {
     MutexLock lock(mu);
     if (phase() == Phase::kSaveReleasing) {
@@ -407,6 +439,7 @@ Result<Admission> Offloader::Impl::admit() {
       return DeviceError("the session's memory was lost earlier: " + lost_reason);
     }
     offload_requested = false;  // the command is newer than any offload request
+    ahead_requested = false;
     switch (phase()) {
       case Phase::kSaveReading:
         // The save stops at its next chunk and releases nothing; the command waits only
@@ -429,9 +462,15 @@ Result<Admission> Offloader::Impl::admit() {
         restore_fresh = phase() != Phase::kDisk;
         apply(Event::kCommandArrives);
         break;
+      case Phase::kSaved:
+        retire_ahead = true;
+        apply(Event::kCommandArrives);
+        break;
       default: apply(Event::kCommandArrives); break;
     }
   }
+  // Written ahead, and the command is about to change the memory: the file no longer holds it.
+  if (retire_ahead) retire_snapshot("written-ahead");
   if (restore_fresh) {
     SIESTA_ASSIGN_OR_RETURN(admission, restore(*restore_fresh, admission));
   }
@@ -482,9 +521,27 @@ Status Offloader::offload_now() {
     return FailedPrecondition("the session's memory was lost: " + impl.lost_reason);
   }
   // Saving, disk or expired: nothing to do.
-  if (impl.phase() != Phase::kResident && impl.phase() != Phase::kSaveTail) return Status::Ok();
+  if (impl.phase() != Phase::kResident && impl.phase() != Phase::kSaveTail &&
+      impl.phase() != Phase::kSaved) {
+    return Status::Ok();
+  }
   impl.offload_requested = true;
   impl.arm_timer_at(impl.save_due());
+  return Status::Ok();
+}
+
+Status Offloader::save_ahead() {
+  Impl& impl = *impl_;
+  MutexLock lock(impl.mu);
+  if (!impl.enabled()) return FailedPrecondition("idle offload is disabled");
+  if (offload::holds_command(impl.phase())) return FailedPrecondition("a command is running");
+  if (impl.phase() == Phase::kLost) {
+    return FailedPrecondition("the session's memory was lost: " + impl.lost_reason);
+  }
+  // Saving, saved, disk or expired: there is nothing to write ahead.
+  if (impl.phase() != Phase::kResident) return Status::Ok();
+  impl.ahead_requested = true;
+  impl.arm_timer_at(impl.deps.clock.now());
   return Status::Ok();
 }
 
@@ -507,6 +564,7 @@ Status Offloader::evict() {
   Status outcome;
   int64_t expiry_unix = 0;
   bool save = false;
+  std::optional<uint64_t> release_file_bytes;  // written ahead: release only
   {
     MutexLock lock(impl.mu);
     impl.wait_out_save(lock);
@@ -519,12 +577,17 @@ Status Offloader::evict() {
     } else if (impl.closing) {
       outcome = Cancelled("the offloader is closing");
     } else if (impl.phase() == Phase::kResident) {
+      impl.ahead_requested = false;  // saved here, and released
       impl.apply(Event::kSaveDue);
       expiry_unix = impl.last_activity_unix + impl.options.expire_seconds;
       save = true;
+    } else if (impl.phase() == Phase::kSaved) {
+      impl.apply(Event::kSaveDue);
+      release_file_bytes = impl.st.disk_bytes;
     }  // disk, expiring, expired: released already
   }
-  if (save) outcome = impl.run_save(expiry_unix);
+  if (save) outcome = impl.run_save(expiry_unix, /*keep_memory=*/false);
+  if (release_file_bytes) outcome = impl.release_saved(*release_file_bytes);
   impl.end_task();
   return outcome;
 }

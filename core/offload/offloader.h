@@ -3,6 +3,9 @@
 // that needs the session's memory holds a Lease from acquire() while it runs.
 //
 //   resident --idle timer--> saving --written+synced--> (release memory) --> disk
+//   resident --save_ahead()--> saving --written+synced--> resident, snapshot kept ("saved")
+//   saved --idle timer or evict()--> saving (release memory only) --> disk
+//   saved --command--> resident                 (the file no longer holds the memory: retired)
 //   saving --command arrives--> resident        (save cancelled; memory was never released)
 //   saving --write fails--> resident            (memory kept; retried with capped backoff)
 //   disk --command--> restoring --ok--> resident
@@ -120,6 +123,7 @@ struct DurationHistogram {
 
 struct OffloadCounters {
   uint64_t saves = 0;         // snapshots written and memory released
+  uint64_t saves_ahead = 0;   // snapshots written ahead, the memory kept (save_ahead())
   uint64_t restores = 0;      // restores attempted (hits + fallbacks)
   uint64_t restore_hits = 0;  // history restored from the snapshot
   uint64_t fallbacks[kFallbackReasonCount] = {};
@@ -128,7 +132,7 @@ struct OffloadCounters {
   uint64_t cancelled_saves = 0;        // a command arrived during the save
   uint64_t out_of_memory_retries = 0;  // restores refused for lack of memory (command failed)
   uint64_t delete_failures = 0;
-  DurationHistogram save_seconds;     // successful saves, from synchronize to release
+  DurationHistogram save_seconds;     // snapshots made durable, from synchronize to durable
   DurationHistogram restore_seconds;  // restores, hits and fallbacks, commit to copy-in
 };
 
@@ -236,9 +240,24 @@ class Offloader {
   // session's memory was lost.
   Status offload_now();
 
+  // Writes the session's snapshot now, in the background, and keeps its memory ("write early,
+  // release late": with more conversations than sessions on the device, the session that
+  // went idle last is written while others run, so that an eviction later only releases it).
+  // Posts the save to the executor; once the file is durable the session stays resident with
+  // its snapshot kept, until the idle deadline or evict() releases the memory (no second
+  // write) or a command uses it (the file is retired: it no longer holds the memory). A
+  // command that arrives during the write cancels it as it cancels an idle save. A write that
+  // fails is not retried ahead: the idle save or an eviction writes again.
+  // Success: the save is posted, or there is nothing to write ahead (saving, saved, disk,
+  // expired). Failure: FailedPrecondition while a command runs, when offload is disabled, or
+  // when the session's memory was lost.
+  // Thread rule: any thread.
+  Status save_ahead();
+
   // Offloads the session now, on the calling thread, and returns once its memory is released
   // or the save failed (the session table's eviction: another session needs the room). A
-  // save of its own already running on the executor (the idle timer's) is waited for first.
+  // save of its own already running on the executor (the idle timer's or a save ahead) is
+  // waited for first; a session whose snapshot was written ahead is only released.
   // Same save-then-release as the idle save: the memory is released only once the file is
   // durable. Commands of this session are never admitted meanwhile (they run on the calling
   // thread), so the save is never cancelled by its own session's command.
@@ -255,7 +274,8 @@ class Offloader {
   // next acquire() maps fresh memory and discards the history (admission
   // fresh_after_expiry). A save running on the executor is waited for first.
   // Success: the state is expired (nothing to read back), or the session is resident or
-  // disabled: its memory is committed, and the caller discards its history under a Lease.
+  // disabled: its memory is committed, and the caller discards its history under a Lease (a
+  // snapshot written ahead is retired when that Lease is taken).
   // Failure: FailedPrecondition while a command holds it or its memory was lost; the store's
   // error when the snapshot could not be deleted (the state stays expiring and the deletion
   // is retried; the next acquire() is fresh all the same).

@@ -4,6 +4,7 @@
 // its conversation returns, forgetting at N, a full wait queue refused with Unavailable (503 +
 // Retry-After), and answers equal to a never-offloading engine's.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -211,6 +212,48 @@ TEST(EngineSessionsTest, ASessionSavingOnItsIdleTimerIsWaitedForBeforeItIsEvicte
   Result<GenerateResult> a = rig.generate("first" + std::string("xxxx"), 4, route_by_key("a"));
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   EXPECT_TRUE(a->admission.restored);
+}
+
+// The inode of a file, 0 when there is none: the same inode means the same file, not rewritten.
+ino_t inode_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// Write early, release late: with more conversations than sessions, the session whose command
+// ended is written in the background at once, so the eviction that a returning conversation
+// causes only releases it.
+TEST(EngineSessionsTest, AnIdleSessionIsWrittenAheadSoItsEvictionOnlyReleases) {
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(1, 2));
+  ASSERT_TRUE(rig.generate("first conversation", 4, route_by_key("a")).ok());
+  rig.executor.run_due();
+  EXPECT_EQ(rig.engine->sessions()[0].disk_bytes, 0u) << "one conversation: nothing to write ahead";
+  Result<GenerateResult> b = rig.generate("second conversation", 4, route_by_key("b"));
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  rig.executor.run_due();  // b's save ahead (no time passes)
+  std::vector<SessionStatus> sessions = rig.engine->sessions();
+  ASSERT_EQ(sessions.size(), 2u);
+  EXPECT_EQ(sessions[1].state, OffloadState::kResident);
+  EXPECT_GT(sessions[1].disk_bytes, 0u) << "b's snapshot is written, its memory kept";
+  const std::string snapshot_b = rig.store->snapshot_path("1").value();
+  const ino_t written_ahead = inode_of(snapshot_b);
+  ASSERT_NE(written_ahead, 0u);
+  EXPECT_EQ(rig.engine->cache_status().counters.saves_ahead, 1u);
+
+  // a returns: b makes room by releasing only, the file written ahead is the one kept.
+  Result<GenerateResult> a = rig.generate("first conversation and more", 4, route_by_key("a"));
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_TRUE(a->admission.restored);
+  EXPECT_EQ(rig.engine->sessions()[1].state, OffloadState::kDisk);
+  EXPECT_EQ(inode_of(snapshot_b), written_ahead) << "the eviction wrote b again";
+
+  // And b comes back with its history from that file.
+  rig.executor.run_due();  // a's save ahead: a's eviction below is a release too
+  Result<GenerateResult> b_again =
+      rig.generate("second conversation" + b->text + " again", 4, route_by_key("b"));
+  ASSERT_TRUE(b_again.ok()) << b_again.status().to_string();
+  EXPECT_TRUE(b_again->admission.restored);
+  EXPECT_EQ(b_again->cached_tokens, std::string("second conversation").size() + 3);
 }
 
 }  // namespace

@@ -141,13 +141,33 @@ TEST(SessionTableTest, BusyConversationsAreNeverForgotten) {
   ASSERT_TRUE(table.route(route_by_key("a"), bytes("a"), seconds(1)).ok());  // busy: not ended
   ASSERT_TRUE(table.route(route_by_key("b"), bytes("b"), seconds(2)).ok());  // busy
   Result<RouteChoice> third = table.route(route_by_key("c"), bytes("c"), seconds(3));
-  ASSERT_FALSE(third.ok());
-  EXPECT_EQ(third.status().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(third.ok());
+  EXPECT_TRUE(third->wait) << "every conversation runs a command: c waits for one to end";
+  EXPECT_EQ(table.entries().size(), 2u) << "a waiting command takes nothing";
   table.end(1, std::nullopt, seconds(4));
   Result<RouteChoice> now = table.route(route_by_key("c"), bytes("c"), seconds(5));
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(now->id, 1u);
   EXPECT_TRUE(now->forget);
+}
+
+// A conversation runs one command at a time: a second command for it waits, whichever rule
+// chose it, and is routed to it once the first ends.
+TEST(SessionTableTest, ACommandForABusyConversationWaitsForIt) {
+  SessionTable table({3, 0.5});
+  ASSERT_TRUE(table.route(route_by_key("a"), bytes("hello there"), seconds(1)).ok());
+  for (const SessionRoute& route : {route_by_key("a"), route_by_slot(0)}) {
+    Result<RouteChoice> again = table.route(route, bytes("hello there again"), seconds(2));
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(again->wait);
+    EXPECT_EQ(again->id, 0u);
+  }
+  EXPECT_EQ(table.entries()[0].commands, 1u) << "a waiting command is not counted";
+  table.end(0, bytes("hello there"), seconds(3));
+  Result<RouteChoice> now = table.route(route_by_key("a"), bytes("hello there again"), seconds(4));
+  ASSERT_TRUE(now.ok());
+  EXPECT_FALSE(now->wait);
+  EXPECT_EQ(now->id, 0u);
 }
 
 TEST(SessionTableTest, LeastRecentIdleHonoursEligibilityAndBusy) {

@@ -36,6 +36,7 @@ enum class Phase : uint8_t {
   kSaveCancelling,   // a command arrived; it waits while the writer stops reading (one chunk)
   kSaveFinishing,    // every byte is read; the file is being made durable
   kSaveReleasing,    // the file is durable; the memory is being released
+  kSaved,            // written ahead: the file is durable and the memory kept; no command
   kCommandSaveTail,  // a command runs while its cancelled save ends (abandons or removes the file)
   kSaveTail,         // no command; a cancelled save still ends
   kDisk,             // the snapshot is durable and the memory released
@@ -45,7 +46,7 @@ enum class Phase : uint8_t {
   kExpired,          // expired; the file is gone; the memory stays released
   kLost,             // the memory could not be mapped back: every command fails
 };
-inline constexpr size_t kPhaseCount = 16;
+inline constexpr size_t kPhaseCount = 17;
 
 enum class Event : uint8_t {
   kCommandArrives,      // acquire()
@@ -53,6 +54,7 @@ enum class Event : uint8_t {
   kSaveDue,             // the idle deadline, an offload request or a retry is due
   kMemoryRead,          // the writer reads no more of the session's memory
   kFileDurable,         // the snapshot is synced, renamed and its directory synced
+  kFileKept,            // as kFileDurable, for a save that keeps the memory (save_ahead())
   kSaveFailed,          // the write failed; the memory is kept
   kSaveCancelled,       // a cancelled save has ended; its file is gone
   kReleased,            // the memory is given back (all of it, or part: the file holds all)
@@ -63,7 +65,7 @@ enum class Event : uint8_t {
   kRestoreOutOfMemory,  // the memory cannot be committed now; the snapshot is kept
   kMemoryLost,          // committing failed otherwise: the session's addresses may be gone
 };
-inline constexpr size_t kEventCount = 14;
+inline constexpr size_t kEventCount = 15;
 
 struct Transition {
   Phase from;

@@ -71,6 +71,9 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   // offload_now() asked for a save: it is due at once (or at retry_at after a failure),
   // whatever the idle deadline, until a save releases the memory or a command arrives.
   bool offload_requested SIESTA_GUARDED_BY(mu) = false;
+  // save_ahead() asked for a save that keeps the memory: taken by the next timer while the
+  // session is resident with no command; a command arriving first drops it.
+  bool ahead_requested SIESTA_GUARDED_BY(mu) = false;
   std::string last_logged SIESTA_GUARDED_BY(mu);
   std::string lost_reason SIESTA_GUARDED_BY(mu);  // why the memory could not be mapped back
   OffloadStatus st SIESTA_GUARDED_BY(mu);         // the reported fields (state from the phase)
@@ -110,13 +113,19 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
 
   // ---- Executor thread ----
   void on_timer() SIESTA_EXCLUDES(mu);
-  enum class TimerAction { kNone, kSave, kDeleteExpired };
+  enum class TimerAction { kNone, kSave, kSaveAhead, kRelease, kDeleteExpired };
   // What a timer must do now, its phase change applied; for kSave, the file's expiry.
-  TimerAction decide_timer(int64_t* expiry_unix) SIESTA_REQUIRES(mu);
+  // For kRelease, the size of the file written ahead.
+  TimerAction decide_timer(int64_t* expiry_unix, uint64_t* file_bytes) SIESTA_REQUIRES(mu);
   // REQUIRES: the phase is kSaveReading, entered by this task (or by evict()).
-  // Returns OK when the memory was released; the write's or release's failure; Cancelled
-  // when the save was cancelled.
-  Status run_save(int64_t expiry_unix) SIESTA_EXCLUDES(mu);
+  // `keep_memory` (save_ahead()): once the file is durable the memory stays (kSaved).
+  // Returns OK when the memory was released (or kept, as asked); the write's or release's
+  // failure; Cancelled when the save was cancelled.
+  Status run_save(int64_t expiry_unix, bool keep_memory) SIESTA_EXCLUDES(mu);
+  // The file is durable (`file_bytes`): releases the memory and records the save, or, when
+  // nothing could be released, retires the file and stays resident (retried on the backoff).
+  // REQUIRES: the phase is kSaveReleasing, entered by this task.
+  Status release_saved(uint64_t file_bytes) SIESTA_EXCLUDES(mu);
   // Waits while a save phase runs (the executor's save ends on its own).
   void wait_out_save(MutexLock& lock) SIESTA_REQUIRES(mu);
   struct ReleaseOutcome {
