@@ -11,8 +11,8 @@
 //   decode_beside_save/<backend>/<model>  one conversation decodes while another one's
 //     snapshot of SIESTA_BENCH_HISTORY tokens is saved and its memory released (P = N = 2, the
 //     save on the engine's background thread): its tokens/s while the save runs against its
-//     tokens/s alone. counters: alone_tokens_per_s, beside_save_tokens_per_s, ratio,
-//     save_ms, tokens_during_save.
+//     tokens/s alone over the same token positions. counters: alone_tokens_per_s,
+//     beside_save_tokens_per_s, ratio, save_ms, tokens_during_save.
 //
 // Environment: SIESTA_BENCH_MODEL (synthetic:small), SIESTA_BENCH_CTX (2048), SIESTA_BENCH_LONG
 // (1000 tokens, within the ctx), SIESTA_BENCH_HISTORY (1024), SIESTA_BENCH_DIR (the snapshots'
@@ -155,17 +155,30 @@ void short_beside_long(benchmark::State& state, const std::string& backend) {
   }
 }
 
-// B's tokens per second within [from, to].
-double rate_within(const std::vector<Clock::time_point>& times, Clock::time_point from,
-                   Clock::time_point to, size_t* count) {
-  std::vector<Clock::time_point> inside;
-  for (Clock::time_point t : times) {
-    if (t >= from && t <= to) inside.push_back(t);
+// The tokens streamed within [from, to]: the index of the first and of the last.
+struct TokenSpan {
+  size_t first = 0, last = 0;
+  size_t count() const { return last >= first ? last - first + 1 : 0; }
+};
+TokenSpan tokens_within(const std::vector<Clock::time_point>& times, Clock::time_point from,
+                        Clock::time_point to) {
+  TokenSpan span{1, 0};
+  bool any = false;
+  for (size_t i = 0; i < times.size(); ++i) {
+    if (times[i] < from || times[i] > to) continue;
+    if (!any) span.first = i;
+    span.last = i;
+    any = true;
   }
-  *count = inside.size();
-  if (inside.size() < 2) return 0;
-  return static_cast<double>(inside.size() - 1) /
-         std::chrono::duration<double>(inside.back() - inside.front()).count();
+  return span;
+}
+
+// Tokens per second from token `span.first` to token `span.last` (a decode step costs more as
+// the context grows, so two runs are compared over the same token positions).
+double rate_over(const std::vector<Clock::time_point>& times, TokenSpan span) {
+  if (span.count() < 2 || span.last >= times.size()) return 0;
+  return static_cast<double>(span.count() - 1) /
+         std::chrono::duration<double>(times[span.last] - times[span.first]).count();
 }
 
 void decode_beside_save(benchmark::State& state, const std::string& backend) {
@@ -197,20 +210,21 @@ void decode_beside_save(benchmark::State& state, const std::string& backend) {
 
     std::string decode_prompt = "the conversation that talks: ";
     pad_prompt(decode_prompt, 64);
-    // Alone: B decodes with nothing else on the device.
-    TokenClock alone_clock;
-    Result<engine::GenerateResult> alone =
-        engine.generate(request_of(decode_prompt, decode_tokens, 1, &alone_clock)).get();
-    if (!alone.ok()) return state.SkipWithError(alone.status().to_string().c_str());
-    const std::vector<Clock::time_point> alone_times = alone_clock.times();
-    size_t alone_count = 0;
-    const double alone_rate =
-        rate_within(alone_times, alone_times.front(), alone_times.back(), &alone_count);
+    // Alone: B decodes with nothing else on the device (after a first run that warms it up).
+    // Both prompts have the same length, so token i of each is at the same position.
+    std::vector<Clock::time_point> alone_times;
+    for (const char* run : {"warm: ", "alone: "}) {
+      TokenClock alone_clock;
+      Result<engine::GenerateResult> alone =
+          engine.generate(request_of(run + decode_prompt, decode_tokens, 1, &alone_clock)).get();
+      if (!alone.ok()) return state.SkipWithError(alone.status().to_string().c_str());
+      alone_times = alone_clock.times();
+    }
 
     // Beside: A's save starts once B is decoding; B's rate while A's state is "saving".
     TokenClock beside_clock;
     auto beside_done =
-        engine.generate(request_of("again: " + decode_prompt, decode_tokens, 1, &beside_clock));
+        engine.generate(request_of("saves: " + decode_prompt, decode_tokens, 1, &beside_clock));
     if (!beside_clock.wait_for(20, std::chrono::seconds(600))) {
       return state.SkipWithError("the decode did not start");
     }
@@ -231,16 +245,21 @@ void decode_beside_save(benchmark::State& state, const std::string& backend) {
     }
     Result<engine::GenerateResult> beside = beside_done.get();
     if (!beside.ok()) return state.SkipWithError(beside.status().to_string().c_str());
-    size_t during = 0;
-    const double beside_rate = rate_within(beside_clock.times(), save_start, save_end, &during);
-    if (during < 2) return state.SkipWithError("the save ended before two tokens: longer history");
+    const std::vector<Clock::time_point> beside_times = beside_clock.times();
+    const TokenSpan span = tokens_within(beside_times, save_start, save_end);
+    if (span.count() < 2) {
+      return state.SkipWithError("the save ended before two tokens: longer history");
+    }
+    const double beside_rate = rate_over(beside_times, span);
+    const double alone_rate = rate_over(alone_times, span);
 
     state.SetIterationTime(ms_between(save_start, save_end) / 1000);
     state.counters["alone_tokens_per_s"] = alone_rate;
     state.counters["beside_save_tokens_per_s"] = beside_rate;
     state.counters["ratio"] = alone_rate > 0 ? beside_rate / alone_rate : 0;
     state.counters["save_ms"] = ms_between(save_start, save_end);
-    state.counters["tokens_during_save"] = static_cast<double>(during);
+    state.counters["tokens_during_save"] = static_cast<double>(span.count());
+    state.counters["first_token_during_save"] = static_cast<double>(span.first);
   }
 }
 

@@ -43,6 +43,9 @@ class HookedBackend final : public MemoryBackend {
   size_t staging_buffer_bytes() const override { return inner_.staging_buffer_bytes(); }
   size_t staging_buffer_count() const override { return inner_.staging_buffer_count(); }
   Result<StagingBuffer> acquire_staging() override { return inner_.acquire_staging(); }
+  Result<StagingBuffer> acquire_staging_waiting(std::chrono::nanoseconds timeout) override {
+    return inner_.acquire_staging_waiting(timeout);
+  }
   Result<CopyTicket> copy_to_staging(DeviceAddress source, size_t bytes,
                                      StagingBuffer& buffer) override {
     return inner_.copy_to_staging(source, bytes, buffer);

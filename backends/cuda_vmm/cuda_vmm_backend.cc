@@ -342,6 +342,9 @@ Status CudaVmmBackend::zero(DeviceRange range) {
 // ---- Copies through the staging ring --------------------------------------------------------
 
 Result<StagingBuffer> CudaVmmBackend::acquire_staging() { return impl_->ring->acquire(this); }
+Result<StagingBuffer> CudaVmmBackend::acquire_staging_waiting(std::chrono::nanoseconds timeout) {
+  return impl_->ring->acquire_waiting(this, timeout);
+}
 
 void CudaVmmBackend::release_staging(uint32_t slot) {
   if (slot >= impl_->pinned.size()) return;

@@ -67,6 +67,7 @@ class CudaVmmBackend final : public MemoryBackend {
   size_t staging_buffer_bytes() const override;
   size_t staging_buffer_count() const override;
   Result<StagingBuffer> acquire_staging() override;
+  Result<StagingBuffer> acquire_staging_waiting(std::chrono::nanoseconds timeout) override;
   Result<CopyTicket> copy_to_staging(DeviceAddress source, size_t bytes,
                                      StagingBuffer& buffer) override;
   Result<CopyTicket> copy_from_staging(const StagingBuffer& buffer, size_t bytes,

@@ -354,6 +354,9 @@ Status SimBackend::zero(DeviceRange range) {
 }
 
 Result<StagingBuffer> SimBackend::acquire_staging() { return impl_->ring.acquire(this); }
+Result<StagingBuffer> SimBackend::acquire_staging_waiting(std::chrono::nanoseconds timeout) {
+  return impl_->ring.acquire_waiting(this, timeout);
+}
 
 void SimBackend::release_staging(uint32_t slot) {
   const CopyTicket last = impl_->ring.last_copy(slot);

@@ -36,7 +36,14 @@ Status copy_device_to_host(MemoryBackend& backend, DeviceAddress source,
   for (size_t offset = 0; offset < destination.size(); offset += chunk) {
     if (in_flight.size() == pipeline_depth(backend)) SIESTA_RETURN_IF_ERROR(drain_one());
     InFlight next;
-    SIESTA_ASSIGN_OR_RETURN(next.buffer, backend.acquire_staging());
+    Result<StagingBuffer> buffer = backend.acquire_staging();
+    // The ring is shared with other sessions' pipelines: finish our own first, then wait.
+    while (!buffer.ok() && !in_flight.empty()) {
+      SIESTA_RETURN_IF_ERROR(drain_one());
+      buffer = backend.acquire_staging();
+    }
+    if (!buffer.ok()) buffer = backend.acquire_staging_waiting(MemoryBackend::kStagingShareTimeout);
+    SIESTA_ASSIGN_OR_RETURN(next.buffer, std::move(buffer));
     next.offset = offset;
     next.bytes = std::min(chunk, destination.size() - offset);
     SIESTA_ASSIGN_OR_RETURN(next.ticket,
@@ -52,23 +59,29 @@ Status copy_host_to_device(MemoryBackend& backend, std::span<const std::byte> so
   const size_t chunk = backend.staging_buffer_bytes();
   if (chunk == 0) return Internal(backend.name() + " has no staging buffers");
   std::deque<InFlight> in_flight;
+  auto drain_one = [&]() -> Status {
+    SIESTA_RETURN_IF_ERROR(backend.wait(in_flight.front().ticket));
+    in_flight.pop_front();
+    return Status::Ok();
+  };
   for (size_t offset = 0; offset < source.size(); offset += chunk) {
-    if (in_flight.size() == pipeline_depth(backend)) {
-      SIESTA_RETURN_IF_ERROR(backend.wait(in_flight.front().ticket));
-      in_flight.pop_front();
-    }
+    if (in_flight.size() == pipeline_depth(backend)) SIESTA_RETURN_IF_ERROR(drain_one());
     InFlight next;
-    SIESTA_ASSIGN_OR_RETURN(next.buffer, backend.acquire_staging());
+    Result<StagingBuffer> buffer = backend.acquire_staging();
+    // The ring is shared with other sessions' pipelines: finish our own first, then wait.
+    while (!buffer.ok() && !in_flight.empty()) {
+      SIESTA_RETURN_IF_ERROR(drain_one());
+      buffer = backend.acquire_staging();
+    }
+    if (!buffer.ok()) buffer = backend.acquire_staging_waiting(MemoryBackend::kStagingShareTimeout);
+    SIESTA_ASSIGN_OR_RETURN(next.buffer, std::move(buffer));
     next.bytes = std::min(chunk, source.size() - offset);
     std::memcpy(next.buffer.bytes().data(), source.data() + offset, next.bytes);
     SIESTA_ASSIGN_OR_RETURN(
         next.ticket, backend.copy_from_staging(next.buffer, next.bytes, destination + offset));
     in_flight.push_back(std::move(next));
   }
-  while (!in_flight.empty()) {
-    SIESTA_RETURN_IF_ERROR(backend.wait(in_flight.front().ticket));
-    in_flight.pop_front();
-  }
+  while (!in_flight.empty()) SIESTA_RETURN_IF_ERROR(drain_one());
   return Status::Ok();
 }
 

@@ -14,6 +14,7 @@
 // internally what must be serialised. A StagingBuffer is used by one thread at a time.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -145,6 +146,20 @@ class MemoryBackend {
   // Failure: FailedPrecondition at once when every buffer is held: a pipeline holds at most
   // staging_buffer_count() buffers at a time.
   virtual Result<StagingBuffer> acquire_staging() = 0;
+
+  // As acquire_staging(), but when every buffer is held, waits up to `timeout` for another
+  // holder to give one back. For a pipeline that holds no buffer itself and shares the ring
+  // with pipelines of other sessions (a background save beside a restore): it never waits
+  // while holding a buffer, so two such pipelines cannot wait for each other.
+  // Failure: FailedPrecondition when none came back in time. The default does not wait (a
+  // backend whose buffers no other thread gives back has nothing to wait for).
+  // How long a pipeline waits for a buffer that another one holds: that one gives it back
+  // once its copy and its chunk are done (milliseconds); a minute means it is stuck.
+  static constexpr std::chrono::seconds kStagingShareTimeout{60};
+  virtual Result<StagingBuffer> acquire_staging_waiting(std::chrono::nanoseconds timeout) {
+    (void)timeout;
+    return acquire_staging();
+  }
 
   // Enqueues a copy of `bytes` bytes from device address `source` into the start of
   // `buffer`. The buffer's bytes are valid once wait() on the ticket returns OK.

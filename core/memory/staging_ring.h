@@ -5,8 +5,11 @@
 // Thread rule: all methods may be called from any thread.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -24,6 +27,8 @@ class StagingRing {
 
   // Lends a buffer no caller holds. Failure: FailedPrecondition when all are held.
   Result<StagingBuffer> acquire(MemoryBackend* owner);
+  // As acquire(), waiting up to `timeout` for a buffer to be marked free when all are held.
+  Result<StagingBuffer> acquire_waiting(MemoryBackend* owner, std::chrono::nanoseconds timeout);
 
   // Records that `ticket` uses `slot`; a later give_back(slot) must wait for it.
   void note_copy(uint32_t slot, CopyTicket ticket);
@@ -34,7 +39,12 @@ class StagingRing {
   void mark_free(uint32_t slot);
 
  private:
+  // Takes the first free buffer. REQUIRES: mutex_ held.
+  std::optional<StagingBuffer> take_locked(MemoryBackend* owner);
+  Status all_held() const;
+
   std::mutex mutex_;
+  std::condition_variable freed_;  // a buffer was marked free
   std::vector<std::span<std::byte>> buffers_;
   std::vector<bool> held_;
   std::vector<CopyTicket> last_copy_;

@@ -139,7 +139,8 @@ class ChunkReader {
 
   // Lends the slot a staging buffer for its plaintext. When this read holds as many as the
   // ring has, or the ring is exhausted by another user, the oldest copies and chunks are
-  // finished first, which gives buffers back; with none left to finish, the ring's error.
+  // finished first, which gives buffers back; with none left to finish, it waits up to
+  // job_.staging_wait for another user to give one back, then returns the ring's error.
   Status lend_staging(Slot& slot) {
     while (held_staging_ >= staging_limit_) {
       SIESTA_ASSIGN_OR_RETURN(const bool freed, free_one());
@@ -148,7 +149,12 @@ class ChunkReader {
     Result<StagingBuffer> buffer = job_.backend->acquire_staging();
     while (!buffer.ok()) {
       SIESTA_ASSIGN_OR_RETURN(const bool freed, free_one());
-      if (!freed) return buffer.status();
+      if (!freed) {
+        // Nothing of ours to finish: another session's pipeline holds the ring; wait for it.
+        buffer = job_.backend->acquire_staging_waiting(job_.staging_wait);
+        if (!buffer.ok()) return buffer.status();
+        break;
+      }
       buffer = job_.backend->acquire_staging();
     }
     slot.staging = std::move(buffer).value();

@@ -87,7 +87,9 @@ class ChunkWriter {
  private:
   // Copies the chunk's device bytes into a staging buffer. When the ring is exhausted -- by
   // this write's own chunks in flight or by another user -- the oldest chunk is written first,
-  // which gives its buffer back; with nothing in flight, the ring's error is returned.
+  // which gives its buffer back; with nothing in flight, it waits up to job_.staging_wait for
+  // another user to give one back (holding none itself, it cannot be what that user waits
+  // for), then returns the ring's error.
   Status start_copy(Slot& slot, DeviceAddress source) {
     while (held_staging_ >= staging_limit_ && pipeline_->pending() > 0) {
       SIESTA_RETURN_IF_ERROR(retire_oldest());
@@ -96,6 +98,10 @@ class ChunkWriter {
     while (!buffer.ok() && pipeline_->pending() > 0) {
       SIESTA_RETURN_IF_ERROR(retire_oldest());
       buffer = job_.backend->acquire_staging();
+    }
+    // Nothing of ours in flight: another session's pipeline holds the ring; wait for it.
+    if (!buffer.ok()) {
+      buffer = job_.backend->acquire_staging_waiting(job_.staging_wait);
     }
     if (!buffer.ok()) return buffer.status();
     slot.staging = std::move(buffer).value();

@@ -60,6 +60,10 @@ struct SnapshotReadOptions {
   // Where the chunk record buffers come from and go back to; null: allocated for this read
   // alone (see core/snapshot/record_buffer_pool.h for why a caller that reads often passes one).
   RecordBufferPool* record_buffers = nullptr;
+  // How long to wait for a staging buffer when another session's pipeline holds the whole
+  // ring and nothing of this one's is in flight (MemoryBackend::acquire_staging_waiting):
+  // then the ring's FailedPrecondition.
+  std::chrono::nanoseconds staging_wait = MemoryBackend::kStagingShareTimeout;
 };
 
 struct SnapshotReadResult {

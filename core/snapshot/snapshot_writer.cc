@@ -120,7 +120,8 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
                           resolve_snapshot_threads(options.threads),
                           "snapshot " + quoted,
                           std::max<uint64_t>(1, options.writeback_window_bytes),
-                          options.record_buffers};
+                          options.record_buffers,
+                          options.staging_wait};
   Result<uint64_t> chunks =
       write_snapshot_chunks(job, file, header_bytes.size(), shape.chunk_count);
   // Whether the chunk stage completed or stopped, its copies and seals are over: the regions

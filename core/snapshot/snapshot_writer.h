@@ -76,6 +76,10 @@ struct SnapshotWriteOptions {
   uint32_t threads = 0;
   // Where those record buffers come from and go back to; null: allocated for this write alone.
   RecordBufferPool* record_buffers = nullptr;
+  // How long to wait for a staging buffer when another session's pipeline holds the whole
+  // ring and nothing of this one's is in flight (MemoryBackend::acquire_staging_waiting):
+  // then the ring's FailedPrecondition.
+  std::chrono::nanoseconds staging_wait = MemoryBackend::kStagingShareTimeout;
 };
 
 struct SnapshotWriteResult {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -47,6 +48,26 @@ TYPED_TEST_P(BackendCopyConformance, StagingRingLendsAtMostCountBuffers) {
   SIESTA_ASSERT_OK_AND_ASSIGN(StagingBuffer again, b.acquire_staging());
   EXPECT_EQ(again.slot(), returned);
   SIESTA_EXPECT_CODE(b.acquire_staging(), StatusCode::kFailedPrecondition);
+}
+
+// Two sessions' pipelines share the ring (a background save beside a restore): one that holds
+// no buffer waits for the other to give one back, instead of failing.
+TYPED_TEST_P(BackendCopyConformance, AWaitingAcquireGetsTheBufferAnotherThreadGivesBack) {
+  MemoryBackend& b = this->backend();
+  std::vector<StagingBuffer> held;
+  for (size_t i = 0; i < b.staging_buffer_count(); ++i) {
+    SIESTA_ASSERT_OK_AND_ASSIGN(StagingBuffer buffer, b.acquire_staging());
+    held.push_back(std::move(buffer));
+  }
+  SIESTA_EXPECT_CODE(b.acquire_staging_waiting(std::chrono::milliseconds(1)),
+                     StatusCode::kFailedPrecondition);
+  Result<StagingBuffer> waited = FailedPrecondition("not run");
+  std::thread waiter([&] { waited = b.acquire_staging_waiting(std::chrono::seconds(60)); });
+  const uint32_t returned = held.back().slot();
+  held.back().reset();  // whether the waiter is waiting yet or not, it gets this one
+  waiter.join();
+  ASSERT_TRUE(waited.ok()) << waited.status().to_string();
+  EXPECT_EQ(waited->slot(), returned);
 }
 
 TYPED_TEST_P(BackendCopyConformance, CopiesOfSizesNotMultipleOfTheBufferSize) {
@@ -202,6 +223,7 @@ TYPED_TEST_P(BackendCopyConformance, ThreadsCycleTheirOwnRangesConcurrently) {
 }
 
 REGISTER_TYPED_TEST_SUITE_P(BackendCopyConformance, StagingRingLendsAtMostCountBuffers,
+                            AWaitingAcquireGetsTheBufferAnotherThreadGivesBack,
                             CopiesOfSizesNotMultipleOfTheBufferSize,
                             ManyCopiesInFlightCompleteInOrder,
                             CopiesSeeOtherDeviceWorkOnlyOnceOrderedAfterIt,

@@ -1,16 +1,22 @@
-// The snapshot writer and reader when the device side fails under them: a staging ring that
-// another user holds whole (the ring's FailedPrecondition, at once, never a wait for buffers
-// nobody will give back), and a device copy that fails when it is waited for (DeviceError).
-// Either way the write leaves no file behind and the error is the call's.
+// The snapshot writer and reader when the device side is taken or fails under them: a staging
+// ring that another user holds whole (waited for, as long as the options' staging_wait: the
+// buffer another session's pipeline gives back is taken; one nobody gives back ends in the
+// ring's FailedPrecondition, never a hang), and a device copy that fails when it is waited for
+// (DeviceError). A failed write leaves no file behind and the error is the call's.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
 #include "core/base/clock.h"
 #include "core/base/posix_file_system.h"
+#include "core/memory/memory_backend_wrapper.h"
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_writer.h"
 #include "tests/support/backend_test_util.h"
@@ -22,6 +28,40 @@ namespace siesta {
 namespace {
 
 using test_util::FailingWaitsBackend;
+
+// Forwards everything; says when a caller starts waiting for a staging buffer.
+class SignalingBackend final : public MemoryBackendWrapper {
+ public:
+  explicit SignalingBackend(MemoryBackend& inner) : MemoryBackendWrapper(inner) {}
+  Result<StagingBuffer> acquire_staging_waiting(std::chrono::nanoseconds timeout) override {
+    {
+      std::lock_guard lock(mutex_);
+      waiting_ = true;
+    }
+    changed_.notify_all();
+    return MemoryBackendWrapper::acquire_staging_waiting(timeout);
+  }
+  // True once a caller waits, or once `done` is ready (it returned without waiting).
+  template <class F>
+  bool wait_until_waiting_or(F& done) {
+    for (int i = 0; i < 30000; ++i) {  // bounded: 30 s
+      {
+        std::unique_lock lock(mutex_);
+        if (changed_.wait_for(lock, std::chrono::milliseconds(1), [&] { return waiting_; })) {
+          waiting_ = false;
+          return true;
+        }
+      }
+      if (done.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return true;
+    }
+    return false;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool waiting_ = false;
+};
 using ::testing::HasSubstr;
 
 constexpr size_t kStaging = 16u << 10;
@@ -46,6 +86,7 @@ class SnapshotDeviceFaultTest : public ::testing::Test {
 
   Result<SnapshotWriteResult> write(MemoryBackend& backend) {
     SnapshotWriteOptions o;
+    o.staging_wait = staging_wait_;
     o.path = path_;
     o.fingerprint = snapshot_test::fingerprint(2);
     o.expiry_unix = clock_.unix_seconds() + 60;
@@ -56,6 +97,7 @@ class SnapshotDeviceFaultTest : public ::testing::Test {
   }
   Result<SnapshotReadResult> read(MemoryBackend& backend) {
     SnapshotReadOptions o;
+    o.staging_wait = staging_wait_;
     o.path = path_;
     o.fingerprint = snapshot_test::fingerprint(2);
     o.generation = 1;
@@ -79,11 +121,12 @@ class SnapshotDeviceFaultTest : public ::testing::Test {
   std::unique_ptr<SimBackend> sim_;
   ReservedRange device_;
   SnapshotRegion region_;
+  std::chrono::nanoseconds staging_wait_ = std::chrono::milliseconds(20);
 };
 
-// Guards: a writer or reader that waits for staging buffers when nothing of its own is in
-// flight to give one back (a hang), or takes the ring's refusal for success.
-TEST_F(SnapshotDeviceFaultTest, ARingHeldWholeElsewhereFailsTheWriteAndTheReadAtOnce) {
+// Guards: a writer or reader that waits without bound for staging buffers nobody gives back (a
+// hang), or takes the ring's refusal for success.
+TEST_F(SnapshotDeviceFaultTest, ARingHeldWholeElsewhereFailsTheWriteAndTheReadAfterItsWait) {
   {
     std::vector<StagingBuffer> held = hold_the_ring();
     const Result<SnapshotWriteResult> written = write(*sim_);
@@ -94,6 +137,25 @@ TEST_F(SnapshotDeviceFaultTest, ARingHeldWholeElsewhereFailsTheWriteAndTheReadAt
   SIESTA_ASSERT_OK(write(*sim_));
   std::vector<StagingBuffer> held = hold_the_ring();
   EXPECT_EQ(read(*sim_).status().code(), StatusCode::kFailedPrecondition);
+}
+
+// Guards: a pipeline that fails when another session's pipeline holds the ring for a moment
+// (a background save beside a restore: the bug a benchmark of 256 conversations hit) instead
+// of waiting for the buffer that pipeline gives back. The holder here gives its buffers back
+// once the write or read has asked to wait (or, failing, has returned).
+TEST_F(SnapshotDeviceFaultTest, ARingHeldElsewhereForAMomentIsWaitedFor) {
+  staging_wait_ = std::chrono::seconds(60);
+  SignalingBackend signaling(*sim_);
+  for (bool reading : {false, true}) {
+    SCOPED_TRACE(reading ? "read" : "write");
+    std::vector<StagingBuffer> held = hold_the_ring();
+    auto done = std::async(std::launch::async, [&]() -> Status {
+      return reading ? read(signaling).status() : write(signaling).status();
+    });
+    ASSERT_TRUE(signaling.wait_until_waiting_or(done)) << "neither waited nor returned";
+    held.clear();  // the other pipeline is done: its buffers come back
+    SIESTA_EXPECT_OK(done.get());
+  }
 }
 
 // Guards: a device copy's failed wait ignored (the chunk sealed or restored from a buffer the

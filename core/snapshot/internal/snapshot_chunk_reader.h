@@ -45,9 +45,10 @@ struct ChunkReadJob {
   std::span<const SnapshotRegion> regions;  // host regions with extents have memory
   MemoryBackend* backend;                   // non-null when a device region has extents
   const ProcessKey& key;
-  size_t threads;                    // verifying threads, >= 1
-  std::string name;                  // "snapshot '<path>'", for messages
-  RecordBufferPool* record_buffers;  // null: the read's own buffers
+  size_t threads;                         // verifying threads, >= 1
+  std::string name;                       // "snapshot '<path>'", for messages
+  RecordBufferPool* record_buffers;       // null: the read's own buffers
+  std::chrono::nanoseconds staging_wait;  // for a ring another pipeline holds whole
 };
 
 // Reads chunk 0 at `first_offset` and every later one right after the previous.

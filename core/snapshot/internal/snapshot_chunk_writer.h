@@ -36,11 +36,12 @@ struct ChunkWriteJob {
   std::span<const SnapshotRegion> regions;  // as validated by the writer
   MemoryBackend* backend;                   // non-null when a device region has extents
   const ProcessKey& key;
-  const std::atomic<bool>* cancel;   // may be null
-  size_t threads;                    // sealing threads, >= 1
-  std::string name;                  // "snapshot '<path>'", for messages
-  uint64_t writeback_window;         // dirty bytes allowed behind the last write (> 0)
-  RecordBufferPool* record_buffers;  // null: the write's own buffers
+  const std::atomic<bool>* cancel;        // may be null
+  size_t threads;                         // sealing threads, >= 1
+  std::string name;                       // "snapshot '<path>'", for messages
+  uint64_t writeback_window;              // dirty bytes allowed behind the last write (> 0)
+  RecordBufferPool* record_buffers;       // null: the write's own buffers
+  std::chrono::nanoseconds staging_wait;  // for a ring another pipeline holds whole
 };
 
 // Writes chunk 0 at `first_offset` and every later one right after the previous.
