@@ -12,6 +12,9 @@ siesta_test_sources(base_tests LABELS unit concurrency SOURCES unit/executor_tes
 siesta_test_sources(base_tests LABELS unit SOURCES
   unit/posix_file_system_errors_test.cc unit/private_directory_faults_test.cc
   unit/file_system_wrapper_test.cc)
+# The system calls no real condition makes fail (fstat, fcntl, fdatasync, close, ...) or that
+# a signal interrupts: this file interposes the libc functions and fails them on demand.
+siesta_test_sources(base_tests LABELS unit SOURCES unit/posix_file_system_call_faults_test.cc)
 siesta_finish_test_binary(base_tests)
 
 # core/memory and the simulator: the staging ring, the range ledger, HostVmm, the SimBackend
