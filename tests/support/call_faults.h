@@ -33,7 +33,7 @@ struct CallFault {
   std::string_view function;  // e.g. "fstat", "EVP_EncryptUpdate"
   uint64_t nth_call = 1;      // 1-based, counted from the arming
   bool sticky = false;        // every later call fails too
-  int error = EIO;            // what errno says after a failing libc call
+  int error = 0;              // what errno says after a failing libc call (0: unchanged)
   long result = -1;           // what a failing libc call returns (pwrite: 0 is "wrote nothing")
 
   std::string describe() const {
@@ -58,6 +58,11 @@ inline Armed& armed() {
   return *state;
 }
 }  // namespace call_faults_internal
+
+// Whether any plan is armed (cheap: what an interposed function asks before anything else).
+inline bool armed_now() {
+  return call_faults_internal::armed().armed.load(std::memory_order_acquire);
+}
 
 // Whether this call of `function` must fail (counts it if a plan for it is armed).
 inline bool fails(std::string_view function) {
@@ -101,10 +106,19 @@ class ScopedCallFault {
     std::lock_guard lock(state.mutex);
     return state.fired;
   }
-
- private:
-  // Not movable either: the plan is the process's.
+  // How many calls of the function were made since the arming, failed ones included (a plan
+  // whose nth_call is never reached counts what a clean run calls).
+  uint64_t calls() const {
+    call_faults_internal::Armed& state = call_faults_internal::armed();
+    std::lock_guard lock(state.mutex);
+    return state.calls;
+  }
 };
+
+// A plan that never fires: arm it to count the calls of `function` a step makes.
+inline CallFault counting(std::string_view function) {
+  return {.function = function, .nth_call = UINT64_MAX, .error = 0};
+}
 
 // The next definition of `name` after the test binary's own (libc's, or the sanitizer's
 // interceptor in front of it). Aborts when there is none: nothing would work without it.
