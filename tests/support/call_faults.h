@@ -39,7 +39,7 @@ struct CallFault {
   std::string describe() const {
     std::string text = "injected: call " + std::to_string(nth_call) + (sticky ? " and later" : "") +
                        " of " + std::string(function) + " fails";
-    if (error != 0) text += std::string(" (errno ") + std::strerror(error) + ")";
+    if (error != 0) text += std::string(" (errno ") + ::strerrorname_np(error) + ")";
     if (result != -1) text += ", returning " + std::to_string(result);
     return text;
   }

@@ -4,7 +4,6 @@
 // tests/support/openssl_call_faults.cc. Each is Internal with the step that failed (never
 // Corrupt: the data is not to blame), a digest that fails never lets a chunk reach its
 // destination, and the sealer works again on the next call. Each case says what it injects.
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -22,7 +21,6 @@ using snapshot::SnapshotMode;
 using snapshot::Tag;
 using test_util::CallFault;
 using test_util::ScopedCallFault;
-using ::testing::HasSubstr;
 
 std::vector<uint8_t> bytes_of(size_t n, uint8_t seed) {
   std::vector<uint8_t> out(n);
@@ -33,7 +31,7 @@ std::vector<uint8_t> bytes_of(size_t n, uint8_t seed) {
 // One injected failure and what the sealer must say about it.
 struct SealerFault {
   CallFault fault;
-  const char* says;
+  const char* says = "";
   bool empty_aad = false;  // an empty aad skips the aad update: the next one is the data's
 };
 

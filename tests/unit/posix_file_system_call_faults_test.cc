@@ -46,13 +46,12 @@ T failed_call() {
 // ---- the interposed libc functions ----
 
 extern "C" int open(const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if ((flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE) {
-    va_list args;
-    va_start(args, flags);
-    mode = va_arg(args, mode_t);
-    va_end(args);
-  }
+  va_list args;
+  va_start(args, flags);
+  // The mode is passed only with O_CREAT or O_TMPFILE.
+  const mode_t mode =
+      (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(args, mode_t) : 0;
+  va_end(args);
   static auto* real = real_function<int(const char*, int, ...)>("open");
   if (fails("open")) return failed_call<int>();
   return real(path, flags, mode);
@@ -321,8 +320,8 @@ TEST_F(PosixFileSystemCallFaultTest, APwriteThatFailsOrWritesNothingIsTheError) 
   ASSERT_NE(file, nullptr);
   const struct {
     CallFault fault;
-    StatusCode code;
-    const char* says;
+    StatusCode code = StatusCode::kOk;
+    const char* says = "";
   } cases[] = {
       {{.function = "pwrite", .error = EIO}, StatusCode::kIoError, "pwrite"},
       {{.function = "pwrite", .error = ENOSPC}, StatusCode::kNoSpace, "pwrite"},
@@ -425,8 +424,8 @@ TEST_F(PosixFileSystemCallFaultTest, AListingThatFailsIsTheErrorAndClosesTheDire
   const size_t before = open_descriptors();
   const struct {
     CallFault fault;
-    StatusCode code;
-    const char* says;
+    StatusCode code = StatusCode::kOk;
+    const char* says = "";
   } cases[] = {
       {{.function = "fdopendir", .error = ENOMEM}, StatusCode::kOutOfMemory, "fdopendir"},
       {{.function = "readdir", .nth_call = 2, .error = EIO}, StatusCode::kIoError, "readdir"},

@@ -33,7 +33,7 @@ using ::testing::HasSubstr;
 
 struct StepFault {
   CallFault fault;
-  const char* says;
+  const char* says = "";
 };
 
 class SnapshotOpensslFaultTest : public ::testing::Test {
