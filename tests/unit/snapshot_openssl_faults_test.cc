@@ -61,6 +61,8 @@ class SnapshotOpensslFaultTest : public ::testing::Test {
   Status read() {
     std::vector<HostRegion> into;
     std::vector<SnapshotRegion> views;
+    into.reserve(regions_.size());
+    views.reserve(regions_.size());
     for (const HostRegion& r : regions_) {
       into.push_back(snapshot_test::host_region(r.region.layout.name, r.region.layout.size,
                                                 r.region.layout.extents, 0));
