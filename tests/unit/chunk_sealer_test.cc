@@ -127,6 +127,17 @@ TEST(ProcessKeyTest, MovedFromKeyIsWiped) {
   EXPECT_EQ(a.key_bytes(), ProcessKey::KeyBytes{});  // NOLINT(bugprone-use-after-move)
 }
 
+// Guards: a key moved onto itself wiped (the move's wipe of its source, applied to itself).
+TEST(ProcessKeyTest, AKeyMovedOntoItselfIsKept) {
+  ProcessKey a = snapshot_test::fixed_key(3);
+  const ProcessKey::KeyBytes original = a.key_bytes();
+  const snapshot::ProcessNonce nonce = a.nonce();
+  ProcessKey& same = a;  // through a reference: the compiler's self-move warning aside
+  a = std::move(same);
+  EXPECT_EQ(a.key_bytes(), original);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(a.nonce(), nonce);
+}
+
 TEST(Sha256Test, KnownVector) {
   const std::string abc = "abc";
   SIESTA_ASSERT_OK_AND_ASSIGN(auto digest,
