@@ -217,6 +217,7 @@ TEST(SnapshotFuzzCorpus, ValidSeedsReadBack) {
         regions.push_back(host_region("rope", 16, {}, 3, PersistKind::kReinit));
       }
       std::vector<SnapshotRegion> views;
+      views.reserve(regions.size());
       for (const auto& h : regions) views.push_back(h.region);
       const std::string name =
           std::string(snapshot::snapshot_mode_name(mode)) + "-" + std::to_string(variant) + ".seed";
