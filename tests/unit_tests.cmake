@@ -12,6 +12,9 @@ siesta_test_sources(base_tests LABELS unit concurrency SOURCES unit/executor_tes
 siesta_test_sources(base_tests LABELS unit SOURCES
   unit/posix_file_system_errors_test.cc unit/private_directory_faults_test.cc
   unit/file_system_wrapper_test.cc)
+# The system calls no real condition makes fail (fstat, fcntl, fdatasync, close, ...) or that
+# a signal interrupts: this file interposes the libc functions and fails them on demand.
+siesta_test_sources(base_tests LABELS unit SOURCES unit/posix_file_system_call_faults_test.cc)
 siesta_finish_test_binary(base_tests)
 
 # core/memory and the simulator: the staging ring, the range ledger, HostVmm, the SimBackend
@@ -50,6 +53,13 @@ siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES
   unit/snapshot_misuse_test.cc unit/snapshot_device_faults_test.cc)
 # The store's naming: only names it makes are ever touched.
 siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_store_names_test.cc)
+# OpenSSL calls that fail (no working library does): this binary interposes the functions the
+# sealers call (tests/support/openssl_call_faults.cc), and these files fail them one by one.
+siesta_test_sources(snapshot_tests LABELS unit SOURCES
+  unit/chunk_sealer_openssl_faults_test.cc unit/snapshot_openssl_faults_test.cc)
+if(TARGET snapshot_tests)
+  target_sources(snapshot_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/openssl_call_faults.cc)
+endif()
 siesta_finish_test_binary(snapshot_tests)
 
 # core/offload: the settings' rules, the state table walked pair by pair against the one

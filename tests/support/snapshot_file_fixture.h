@@ -48,6 +48,7 @@ class SnapshotFileFixture : public ::testing::TestWithParam<snapshot::SnapshotMo
   }
   static std::vector<SnapshotRegion> views(const std::vector<HostRegion>& r) {
     std::vector<SnapshotRegion> out;
+    out.reserve(r.size());
     for (const auto& h : r) out.push_back(h.region);
     return out;
   }

@@ -1,6 +1,6 @@
 // PosixFileSystem's failures, each with the typed code the callers branch on and a message
 // that names the path: a rename, a directory sync, a listing, a free-space query or a creation
-// that the kernel refuses, a socket under a file's name, and the errno mapping
+// that the kernel refuses, a socket under a file's name, a symlink loop, and the errno mapping
 // (status_from_errno) for the codes the other tests do not reach.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -83,6 +83,16 @@ TEST_F(PosixFileSystemErrorTest, ASocketUnderAFilesNameIsRefused) {
   EXPECT_FALSE(opened.ok());
   EXPECT_THAT(opened.status().message(), HasSubstr(path));
   EXPECT_FALSE(fs_.lock_file(path, /*wait=*/false).ok());
+}
+
+// A path through a symlink that points at itself: the kernel gives up resolving it (ELOOP),
+// which is refused as a symlink, not taken for a missing directory.
+TEST_F(PosixFileSystemErrorTest, ADirectoryBehindASymlinkLoopIsRefusedAsASymlink) {
+  ASSERT_EQ(::symlink("loop", dir_.file("loop").c_str()), 0);
+  const std::string path = dir_.file("loop/sub");
+  const Result<PathInfo> info = fs_.stat_directory(path);
+  EXPECT_EQ(info.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(info.status().message(), AllOf(HasSubstr(path), HasSubstr("a symlink")));
 }
 
 // A name longer than the file system allows is the caller's mistake (InvalidArgument), not a

@@ -1,9 +1,9 @@
 // The snapshot layer's answers to a caller's mistakes and to a file system that fails where
 // the fault plans cannot reach: regions without memory or without a backend, a backend with no
 // staging buffers, buffers of mismatched sizes given to a sealer, headers the format does not
-// allow (another version, an unknown persist kind, too many extents), a free-space query or a
-// file size that fails, and a file that shrinks under read_snapshot_expiry. Each is a typed
-// error and writes nothing.
+// allow (another version, an unknown persist kind, too many extents), a free-space query, a
+// file size or a close that fails, and a file that shrinks under read_snapshot_expiry. Each is a
+// typed error and writes nothing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -161,6 +161,23 @@ TEST_F(SnapshotMisuseTest, AFileSizeThatFailsIsTheReadersError) {
       reader.read(read_options("s.snap"), std::span(&host.region, 1));
   EXPECT_EQ(read.status().code(), StatusCode::kIoError);
   EXPECT_EQ(read_snapshot_expiry(fs, dir_.file("s.snap")).status().code(), StatusCode::kIoError);
+}
+
+// Guards: a close that fails after the fdatasync (on some file systems the data's write-back
+// error comes only then) ignored, and the snapshot renamed into place anyway.
+TEST_F(SnapshotMisuseTest, ACloseThatFailsKeepsTheSnapshotFromItsName) {
+  test_util::ScriptedFileSystem fs(posix_);
+  // Injected: close of the temporary fails with EIO.
+  fs.writable_close_answer = [](const std::string& path) -> std::optional<Status> {
+    return IoError("injected close failure of " + path);
+  };
+  snapshot_test::HostRegion host = snapshot_test::host_region("host", 64, {{0, 64}}, 7);
+  SnapshotWriter writer(fs, clock_, key_, nullptr);
+  const Result<SnapshotWriteResult> written =
+      writer.write(write_options("s.snap"), std::span(&host.region, 1));
+  EXPECT_EQ(written.status().code(), StatusCode::kIoError);
+  EXPECT_THAT(written.status().message(), HasSubstr("injected close failure"));
+  EXPECT_EQ(snapshot_test::count_files(dir_.path()), 0u) << "no snapshot, no temporary";
 }
 
 // Guards: the expiry reader trusting a size the file no longer has.

@@ -1,7 +1,8 @@
 // Each typed outcome of the SnapshotReader, in every mode: a missing file, another process's
 // key, fingerprint, layout, mode or generation, a FIFO or directory in the snapshot's place,
 // expiry at the deadline, truncation anywhere (a file that shrinks while read included),
-// trailing bytes, magic and version, and a layout the writer refuses before any file.
+// trailing bytes, magic and version, a damaged chunk too large for a staging buffer, and a
+// layout the writer refuses before any file.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -216,6 +217,7 @@ TEST(SnapshotFuzzCorpus, ValidSeedsReadBack) {
         regions.push_back(host_region("rope", 16, {}, 3, PersistKind::kReinit));
       }
       std::vector<SnapshotRegion> views;
+      views.reserve(regions.size());
       for (const auto& h : regions) views.push_back(h.region);
       const std::string name =
           std::string(snapshot::snapshot_mode_name(mode)) + "-" + std::to_string(variant) + ".seed";
@@ -239,6 +241,45 @@ TEST(SnapshotFuzzCorpus, ValidSeedsReadBack) {
       }
     }
   }
+}
+
+// A chunk larger than the device's staging buffers is opened in host memory before it is
+// copied over. Guards: such a chunk copied to the device unverified, or its damage reported
+// as anything but Corrupt (and only after the chunks before it are all done).
+TEST_P(SnapshotRefusalTest, ADamagedChunkLargerThanAStagingBufferIsCorrupt) {
+  SimBackendOptions sim_options;
+  sim_options.capacity_bytes = 16u << 20;
+  sim_options.granularity = 64u << 10;
+  sim_options.staging_buffer_bytes = 300;  // the file's chunks are 1000 bytes
+  sim_options.staging_buffer_count = 2;
+  SIESTA_ASSERT_OK_AND_ASSIGN(std::unique_ptr<SimBackend> sim, SimBackend::create(sim_options));
+  SIESTA_ASSERT_OK_AND_ASSIGN(ReservedRange range, ReservedRange::reserve(*sim, 64u << 10));
+  SIESTA_ASSERT_OK(sim->commit(range.range()));
+  SIESTA_ASSERT_OK(sim->zero(range.range()));
+  HostRegion host = host_region("kv", 5000, {{0, 5000}}, 11);
+  SnapshotWriter writer(fs_, clock_, key_, nullptr);
+  SIESTA_ASSERT_OK_AND_ASSIGN(const SnapshotWriteResult written,
+                              writer.write(write_options(), std::span(&host.region, 1)));
+  // The last chunk's payload: its record ends 16 bytes (the tag) before the trailer.
+  std::vector<uint8_t> bytes = snapshot_test::read_file(path());
+  bytes[written.file_bytes - snapshot::kTrailerBytes - snapshot::kTagBytes - 1] ^= 0x20;
+  snapshot_test::write_file(path(), bytes);
+  SnapshotRegion device = host.region;
+  device.place = SnapshotRegion::Place::kDevice;
+  device.host = nullptr;
+  device.device = range.range().base;
+  SnapshotReader reader(fs_, clock_, key_, sim.get());
+  const Result<SnapshotReadResult> read = reader.read(read_options(), std::span(&device, 1));
+  EXPECT_EQ(read.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(read.status().message().find("chunk 4"), std::string::npos)
+      << read.status().to_string();
+  SIESTA_ASSERT_OK_AND_ASSIGN(auto back, test_util::read_device(*sim, range.range().base, 5000));
+  EXPECT_EQ(
+      test_util::first_difference(std::span(back).first(4000), std::span(host.bytes).first(4000)),
+      -1)
+      << "the chunks before it are in place";
+  EXPECT_EQ(std::count(back.begin() + 4000, back.end(), std::byte{0}), 1000)
+      << "the damaged chunk never reached the device";
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SnapshotRefusalTest, snapshot_test::kEveryMode,
