@@ -55,13 +55,13 @@ void expect_as_if_alone(const std::vector<Transcript>& transcripts) {
   }
 }
 
-// `parallel` sessions for `clients` conversations. With P = 1 the committed bytes never pass
+// `parallel` sessions for `client_count` conversations. With P = 1 the committed bytes never pass
 // the weights and one session (checked on every poll); with P > 1 a session's write ahead runs
 // on the timers' thread while the engine thread restores and evicts others, so their
 // pipelines share the backend's staging ring.
-void clients_timers_and_status(uint32_t parallel, uint32_t clients, int turns) {
-  const uint32_t kClients = clients;
-  const int kTurns = turns;
+void clients_timers_and_status(uint32_t parallel, uint32_t client_count, int turn_count) {
+  const uint32_t kClients = client_count;
+  const int kTurns = turn_count;
   OffloadEngineRig rig(siesta::testing::rig_with_sessions(parallel, kClients, /*offload=*/true));
   // P = 1: weights + one session; otherwise not checked here (engine_sessions_test does).
   const uint64_t budget =
