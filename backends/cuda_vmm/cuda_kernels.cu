@@ -12,10 +12,13 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 
+#include "backends/cuda_vmm/context_capture_gate.h"
 #include "backends/cuda_vmm/cuda_driver_api.h"
 #include "backends/cuda_vmm/cuda_kernel_checks.h"
 #include "backends/cuda_vmm/cuda_kernel_handles.h"
@@ -63,6 +66,8 @@ struct CudaKernels::Impl {
   size_t next_buffer = 0;
 
   bool capturing = false;
+  // Held exclusively from begin_capture to end_capture (context_capture_gate.h).
+  std::unique_lock<std::shared_mutex> capture_gate;
   std::optional<Status> capture_error;  // the first error an operation returned while capturing
   size_t captured_operations = 0;
 
@@ -148,6 +153,7 @@ CudaKernels::~CudaKernels() {
       cudaGraph_t graph = nullptr;
       (void)cudaStreamEndCapture(impl_->stream.get(), &graph);
       cuda_rt::Graph discarded(graph);
+      impl_->capture_gate = {};
     }
     (void)cudaStreamSynchronize(impl_->stream.get());  // pinned buffers may still be read
   }
@@ -462,10 +468,16 @@ Status CudaKernels::begin_capture() {
   if (impl_->capturing) return FailedPrecondition("begin_capture while already capturing");
   SIESTA_RETURN_IF_ERROR(impl_->enter("begin_capture"));
   // Thread-local mode: only this thread's unsafe calls would break the capture, so the VMM
-  // backend's copies and commits on other threads carry on meanwhile.
-  SIESTA_RETURN_IF_ERROR(status_from_cuda(
+  // backend's copies and commits on other threads carry on meanwhile -- all but a context-wide
+  // synchronisation, which the gate holds off until end_capture (context_capture_gate.h).
+  impl_->capture_gate = std::unique_lock(cuda::primary_context_capture_gate());
+  Status begun = status_from_cuda(
       cudaStreamBeginCapture(impl_->stream.get(), cudaStreamCaptureModeThreadLocal),
-      "cudaStreamBeginCapture"));
+      "cudaStreamBeginCapture");
+  if (!begun.ok()) {
+    impl_->capture_gate = {};
+    return begun;
+  }
   impl_->capturing = true;
   impl_->capture_error.reset();
   impl_->captured_operations = 0;
@@ -475,6 +487,8 @@ Status CudaKernels::begin_capture() {
 Result<std::unique_ptr<KernelGraph>> CudaKernels::end_capture() {
   if (!impl_->capturing) return FailedPrecondition("end_capture without begin_capture");
   impl_->capturing = false;
+  // The capture is over once this returns, whatever it returns: the gate opens with it.
+  const std::unique_lock<std::shared_mutex> gate = std::move(impl_->capture_gate);
   SIESTA_RETURN_IF_ERROR(impl_->enter("end_capture"));
   cudaGraph_t raw_graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(impl_->stream.get(), &raw_graph);

@@ -30,11 +30,13 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backends/cuda_vmm/chunked_commit.h"
+#include "backends/cuda_vmm/context_capture_gate.h"
 #include "backends/cuda_vmm/cuda_driver_api.h"
 #include "backends/cuda_vmm/cuda_handles.h"
 #include "core/memory/range_ledger.h"
@@ -141,7 +143,10 @@ CudaVmmBackend::Impl::~Impl() {
   if (api == nullptr) return;  // create() failed before anything was made
   {
     ScopedContext scope = enter();
-    if (scope.status().ok()) api->cuCtxSynchronize();  // best effort: nothing to report to
+    if (scope.status().ok()) {
+      std::shared_lock gate(cuda::primary_context_capture_gate());
+      api->cuCtxSynchronize();  // best effort: nothing to report to
+    }
     std::lock_guard lock(mutex);
     for (DeviceRange range : ledger.reservation_ranges()) {
       release(std::move(*ledger.take_reservation(range))).ignore();
@@ -158,6 +163,7 @@ Status CudaVmmBackend::Impl::release(
     RangeLedger<cuda::AddressReservation, cuda::Allocation>::TakenReservation taken) {
   Status first;
   if (!taken.commits.empty()) {
+    std::shared_lock gate(cuda::primary_context_capture_gate());
     first = status_from_cu(*api, api->cuCtxSynchronize(), "cuCtxSynchronize(before unreserve)");
   }
   for (cuda::Allocation& allocation : taken.commits) {
@@ -187,6 +193,7 @@ Result<CopyTicket> CudaVmmBackend::Impl::record_copy(uint32_t slot) {
   if (r != CUDA_SUCCESS) {
     // The copy is enqueued but cannot be waited for by ticket: let it finish now so that no
     // untracked copy still uses the staging buffer when it is given back.
+    std::shared_lock gate(cuda::primary_context_capture_gate());
     api->cuCtxSynchronize();
     return status_from_cu(*api, r, "cuEventRecord(copy " + std::to_string(sequence) + ")");
   }
@@ -296,6 +303,7 @@ Status CudaVmmBackend::decommit(DeviceRange range) {
   SIESTA_RETURN_IF_ERROR(impl_->ledger.check_decommit(range, impl_->plan.granularity));
   // All device work, not only our copies: a kernel still reading the range would fault once
   // it is unmapped (an unmap under running kernels faults them). On failure nothing has changed.
+  std::shared_lock gate(cuda::primary_context_capture_gate());
   SIESTA_RETURN_IF_ERROR(
       status_from_cu(*impl_->api, impl_->api->cuCtxSynchronize(),
                      "cuCtxSynchronize(before decommit of " + range_string(range) + ")"));
@@ -325,6 +333,7 @@ void CudaVmmBackend::unreserve(DeviceRange range) {
 Status CudaVmmBackend::synchronize() {
   ScopedContext scope = impl_->enter();
   SIESTA_RETURN_IF_ERROR(scope.status());
+  std::shared_lock gate(cuda::primary_context_capture_gate());
   return status_from_cu(*impl_->api, impl_->api->cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
