@@ -172,7 +172,12 @@ Result<std::unique_ptr<WritableFile>> PosixFileSystem::create_exclusive(const st
   if (fd < 0) return status_from_errno(errno, "create " + path);
   UniqueFd owned(fd);
   // The umask may have cleared bits of `mode`; the mode asked for is the mode we promise.
-  if (::fchmod(fd, mode) != 0) return status_from_errno(errno, "fchmod " + path);
+  if (::fchmod(fd, mode) != 0) {
+    // A failed creation makes nothing (the caller has nothing to remove): the file goes.
+    const Status failed = status_from_errno(errno, "fchmod " + path);
+    (void)::unlink(path.c_str());
+    return failed;
+  }
   return std::unique_ptr<WritableFile>(new PosixWritableFile(std::move(owned), path));
 }
 
@@ -211,7 +216,11 @@ Status PosixFileSystem::sync_directory(const std::string& path) {
 Status PosixFileSystem::make_directory(const std::string& path, uint32_t mode) {
   if (::mkdir(path.c_str(), mode) != 0) return status_from_errno(errno, "mkdir " + path);
   // As with files: the umask must not weaken or change the mode asked for.
-  if (::chmod(path.c_str(), mode) != 0) return status_from_errno(errno, "chmod " + path);
+  if (::chmod(path.c_str(), mode) != 0) {
+    const Status failed = status_from_errno(errno, "chmod " + path);
+    (void)::rmdir(path.c_str());  // as with files: a failed creation makes nothing
+    return failed;
+  }
   return Status::Ok();
 }
 

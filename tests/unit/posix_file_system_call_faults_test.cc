@@ -384,7 +384,8 @@ TEST_F(PosixFileSystemCallFaultTest, ACloseThatFailsIsTheErrorAndTheDescriptorIs
   EXPECT_TRUE(file->close().ok()) << "nothing left to close";
 }
 
-// Guards: a file created with the umask's mode instead of the one asked for, when fchmod fails.
+// Guards: a file created with the umask's mode instead of the one asked for, when fchmod fails;
+// and a failed creation that leaves the file behind (its caller has nothing to remove).
 TEST_F(PosixFileSystemCallFaultTest, AnFchmodThatFailsIsTheErrorOfTheCreation) {
   const size_t before = open_descriptors();
   const std::string path = dir_.file("file");
@@ -395,6 +396,7 @@ TEST_F(PosixFileSystemCallFaultTest, AnFchmodThatFailsIsTheErrorOfTheCreation) {
   EXPECT_EQ(created.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(created.status().message(), AllOf(HasSubstr("fchmod"), HasSubstr(path)));
   EXPECT_EQ(open_descriptors(), before);
+  EXPECT_FALSE(std::filesystem::exists(path)) << "the failed creation left its file";
 }
 
 TEST_F(PosixFileSystemCallFaultTest, AChmodThatFailsIsTheErrorOfMakingTheDirectory) {
@@ -405,6 +407,7 @@ TEST_F(PosixFileSystemCallFaultTest, AChmodThatFailsIsTheErrorOfMakingTheDirecto
   const Status made = fs_.make_directory(path, 0700);
   EXPECT_EQ(made.code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(made.message(), AllOf(HasSubstr("chmod"), HasSubstr(path)));
+  EXPECT_FALSE(std::filesystem::exists(path)) << "the failed creation left its directory";
 }
 
 // Guards: a directory sync that fails reported as durable (a rename that may not survive).
