@@ -269,7 +269,10 @@ void decode_beside_save(benchmark::State& state, const std::string& backend) {
 int main(int argc, char** argv) {
   const std::string spec = siesta::bench::env_text("SIESTA_BENCH_MODEL", "synthetic:small");
   for (const std::string& backend : siesta::bench::engine_backends("interleave_bench")) {
-    const std::string suffix = "/" + backend + "/" + spec;
+    std::string suffix = "/";
+    suffix += backend;
+    suffix += "/";
+    suffix += spec;
     benchmark::RegisterBenchmark(("short_beside_long" + suffix).c_str(),
                                  siesta::bench::short_beside_long, backend)
         ->Iterations(1)
