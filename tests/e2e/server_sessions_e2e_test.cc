@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "tests/e2e/openai_client.h"
 #include "tests/e2e/server_args.h"
 #include "tests/e2e/server_process.h"
+#include "tests/support/spin_until.h"
 #include "tests/support/temp_dir.h"
 
 namespace siesta::testing {
@@ -59,7 +61,19 @@ TEST(ServerSessionsE2eTest, EightConversationsTakeTurnsOverTwoSessions) {
       history[c] = prompt + got->text;
     }
   }
+  // The last conversation's snapshot is written ahead in the background (the other six are on
+  // disk already): its state says "saving" until the write ends, on its own.
   Result<json> status = server->status();
+  auto nothing_saving = [&] {
+    status = server->status();
+    if (!status.ok() || !(*status)["cache"].contains("sessions")) return false;
+    for (const json& s : (*status)["cache"]["sessions"]) {
+      if (s["state"] == "saving") return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(siesta::testing::spin_until(nothing_saving, std::chrono::seconds(60)))
+      << "a write ahead never ended";
   ASSERT_TRUE(status.ok());
   const json& cache = (*status)["cache"];
   ASSERT_TRUE(cache.contains("sessions")) << cache.dump();
