@@ -35,13 +35,10 @@ Result<std::unique_ptr<Engine::Slot>> Engine::make_slot(const EngineOptions& opt
   const EngineOffload& offload = options.offload;
   OffloaderOptions offloader_options = offload.options;
   if (id != 0) offloader_options.session = std::to_string(id);
-  Executor* executor = offload.session_executors.empty()
-                           ? offload.executor
-                           : offload.session_executors[id % offload.session_executors.size()];
-  SIESTA_ASSIGN_OR_RETURN(slot->offloader,
-                          Offloader::create({*slot->session, deps.backend, deps.host, deps.fs,
-                                             deps.clock, executor, offload.store, offload.key},
-                                            std::move(offloader_options)));
+  SIESTA_ASSIGN_OR_RETURN(
+      slot->offloader, Offloader::create({*slot->session, deps.backend, deps.host, deps.fs,
+                                          deps.clock, offload.executor, offload.store, offload.key},
+                                         std::move(offloader_options)));
   return slot;
 }
 

@@ -87,10 +87,6 @@ struct EngineOffload {
   SnapshotStore* store = nullptr;
   const ProcessKey* key = nullptr;
   Executor* executor = nullptr;
-  // When not empty, session i's Offloader runs on session_executors[i % size] instead of
-  // `executor`, so that several sessions' saves (their writes ahead) run at once while each
-  // session's own tasks still run one at a time. Each must outlive the engine.
-  std::vector<Executor*> session_executors;
 };
 
 // How many conversations the engine keeps and serves at once.

@@ -1,7 +1,5 @@
 #include "runtime/engine_stack.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -34,7 +32,7 @@ EngineStack::~EngineStack() {
   // engine (and its Offloader) must be gone before the executor its timers run on and the
   // store its saves write to.
   engine_.reset();
-  own_executors_.clear();
+  own_executor_.reset();
 }
 
 Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions options,
@@ -67,17 +65,8 @@ Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions option
     stack->storage_ = std::move(storage).value();
     log_cleanup(stack->storage_->store().startup_cleanup(), log);
     if (stack->executor_ == nullptr) {
-      // With more conversations than sessions, one save per command is written ahead: a few
-      // offload threads write several sessions at once (each session stays on one of them, so
-      // its own tasks still run one at a time).
-      const bool writes_ahead = options.sessions.max_sessions > options.sessions.parallel;
-      const size_t threads =
-          writes_ahead ? std::min<size_t>(kMaxOffloadThreads, options.sessions.parallel) : 1;
-      for (size_t i = 0; i < threads; ++i) {
-        stack->own_executors_.push_back(std::make_unique<ThreadExecutor>(clock));
-        offload.session_executors.push_back(stack->own_executors_.back().get());
-      }
-      stack->executor_ = stack->own_executors_.front().get();
+      stack->own_executor_ = std::make_unique<ThreadExecutor>(clock);
+      stack->executor_ = stack->own_executor_.get();
     }
     offload.store = &stack->storage_->store();
     offload.key = &stack->storage_->key();
@@ -97,15 +86,9 @@ Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions option
 }
 
 bool EngineStack::wait_offload_idle(std::chrono::milliseconds timeout) const {
-  if (storage_ == nullptr) return true;      // offload off: nothing runs in the background
-  if (own_executors_.empty()) return false;  // lent: it runs when its owner says
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (const std::unique_ptr<ThreadExecutor>& executor : own_executors_) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (!executor->wait_idle(std::max(left, std::chrono::milliseconds(0)))) return false;
-  }
-  return true;
+  if (storage_ == nullptr) return true;        // offload off: nothing runs in the background
+  if (own_executor_ == nullptr) return false;  // lent: it runs when its owner says
+  return own_executor_->wait_idle(timeout);
 }
 
 }  // namespace siesta::runtime

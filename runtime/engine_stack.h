@@ -20,7 +20,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "backends/sim/sim_backend.h"
 #include "compute/kernels.h"
@@ -40,10 +39,6 @@
 #include "runtime/offload_storage.h"
 
 namespace siesta::runtime {
-
-// The most offload threads a stack of many conversations runs (each writes one session at a
-// time; past a few, the disk and the staging ring are the limit).
-inline constexpr size_t kMaxOffloadThreads = 4;
 
 // The part of the stack that open() could not open, so that a front end can word the error
 // with its own names for its inputs (the server names its flags).
@@ -111,13 +106,9 @@ class EngineStack {
   // Null when offload is off.
   SnapshotStore* store() const { return storage_ ? &storage_->store() : nullptr; }
   const ProcessKey* key() const { return storage_ ? &storage_->key() : nullptr; }
-  // Where the Offloaders' timers and saves run: the lent executor, else the stack's own first
-  // (sessions may be spread over several of its own); null when offload is off and none was
-  // lent.
+  // Where the Offloader's timers and saves run: the lent executor, else the stack's own; null
+  // when offload is off and none was lent.
   Executor* executor() const { return executor_; }
-  // The stack's own offload threads: 0 when the executor is lent or offload is off; 1; with
-  // more conversations than sessions, min(P, kMaxOffloadThreads).
-  size_t offload_threads() const { return own_executors_.size(); }
   const Clock& clock() const { return clock_; }
 
   // Waits until the Offloader's background work has run: the stack's own executor has no task
@@ -139,10 +130,8 @@ class EngineStack {
   PosixFileSystem posix_;
   FileSystem* fs_;                           // the lent one, else &posix_
   std::unique_ptr<OffloadStorage> storage_;  // null when offload is off
-  // The stack's own offload threads (none when one is lent): one, or with more conversations
-  // than sessions up to kMaxOffloadThreads, sessions spread over them.
-  std::vector<std::unique_ptr<ThreadExecutor>> own_executors_;
-  Executor* executor_ = nullptr;            // the lent one, else own_executors_'s first
+  std::unique_ptr<ThreadExecutor> own_executor_;
+  Executor* executor_ = nullptr;            // the lent one, else own_executor_
   std::unique_ptr<engine::Engine> engine_;  // last: destroyed first
 };
 

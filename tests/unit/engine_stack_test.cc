@@ -101,44 +101,6 @@ TEST(EngineStackTest, OffloadOnOpensTheStoreNamedByTheKeyAndAnExecutorOfItsOwn) 
   EXPECT_FALSE(std::filesystem::exists(snapshot)) << "closing removes this process's snapshot";
 }
 
-// With more conversations than sessions every command's end writes a session ahead: the stack
-// runs a few offload threads, sessions spread over them, so that writes keep up with returns.
-TEST(EngineStackTest, ManyConversationsGetSeveralOffloadThreadsAndTheirSavesComplete) {
-  siesta::testing::TempDir dir;
-  const Clock& clock = SystemClock::instance();
-  EngineStackOptions options = tiny_stack();
-  offload_to(dir.path(), options);
-  options.sessions.parallel = 2;
-  options.sessions.max_sessions = 6;
-  Result<std::unique_ptr<EngineStack>> opened = EngineStack::open(std::move(options), clock);
-  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-  EngineStack& stack = **opened;
-  EXPECT_EQ(stack.offload_threads(), 2u);
-  for (int c = 0; c < 6; ++c) {
-    engine::GenerateRequest request;
-    request.prompt = "conversation " + std::to_string(c);
-    request.max_tokens = 3;
-    request.route = engine::route_by_key("k" + std::to_string(c));
-    Result<engine::GenerateResult> got = stack.engine().generate(std::move(request)).get();
-    ASSERT_TRUE(got.ok()) << got.status().to_string();
-  }
-  ASSERT_TRUE(stack.wait_offload_idle(std::chrono::seconds(60)));
-  // Four on disk (evicted), two resident with their snapshots written ahead.
-  int resident_written = 0, on_disk = 0;
-  for (const engine::SessionStatus& s : stack.engine().sessions()) {
-    if (s.state == OffloadState::kDisk) ++on_disk;
-    if (s.state == OffloadState::kResident && s.disk_bytes > 0) ++resident_written;
-  }
-  EXPECT_EQ(on_disk, 4);
-  EXPECT_EQ(resident_written, 2);
-
-  EngineStackOptions one = tiny_stack();
-  offload_to(dir.file("single"), one);
-  Result<std::unique_ptr<EngineStack>> single = EngineStack::open(std::move(one), clock);
-  ASSERT_TRUE(single.ok()) << single.status().to_string();
-  EXPECT_EQ((*single)->offload_threads(), 1u);
-}
-
 TEST(EngineStackTest, ALentExecutorAndFileSystemAreTheOnesUsed) {
   siesta::testing::TempDir dir;
   ManualClock clock;
