@@ -67,6 +67,11 @@ class ChunkReader {
     // memory it writes.
     ChunkPipeline pipeline(std::move(sealers));
     pipeline_ = &pipeline;
+    // "While it runs": the pointer goes with the pipeline on every return.
+    struct Forget {
+      ChunkPipeline*& pipeline;
+      ~Forget() { pipeline = nullptr; }
+    } forget{pipeline_};
 
     snapshot::ChunkWalker walker(job_.header);
     ChunkSpan span;

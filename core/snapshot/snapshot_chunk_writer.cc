@@ -57,6 +57,11 @@ class ChunkWriter {
     // Declared after slots_ (a member): destroyed first, so no seal outlives its slot.
     ChunkPipeline pipeline(std::move(sealers));
     pipeline_ = &pipeline;
+    // "While it runs": the pointer goes with the pipeline on every return.
+    struct Forget {
+      ChunkPipeline*& pipeline;
+      ~Forget() { pipeline = nullptr; }
+    } forget{pipeline_};
 
     snapshot::ChunkWalker walker(job_.header);
     ChunkSpan span;
