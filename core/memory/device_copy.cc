@@ -19,6 +19,20 @@ size_t pipeline_depth(const MemoryBackend& backend) {
   return std::max<size_t>(1, backend.staging_buffer_count());
 }
 
+// A staging buffer from a ring shared with other sessions' pipelines: our own copies in flight
+// are finished first (drain_one gives one back), then, holding none, we wait for another's.
+template <class Drain>
+Result<StagingBuffer> acquire_shared(MemoryBackend& backend, const std::deque<InFlight>& in_flight,
+                                     Drain& drain_one) {
+  Result<StagingBuffer> buffer = backend.acquire_staging();
+  while (!buffer.ok() && !in_flight.empty()) {
+    SIESTA_RETURN_IF_ERROR(drain_one());
+    buffer = backend.acquire_staging();
+  }
+  if (buffer.ok()) return buffer;
+  return backend.acquire_staging_waiting(MemoryBackend::kStagingShareTimeout);
+}
+
 }  // namespace
 
 Status copy_device_to_host(MemoryBackend& backend, DeviceAddress source,
@@ -36,14 +50,7 @@ Status copy_device_to_host(MemoryBackend& backend, DeviceAddress source,
   for (size_t offset = 0; offset < destination.size(); offset += chunk) {
     if (in_flight.size() == pipeline_depth(backend)) SIESTA_RETURN_IF_ERROR(drain_one());
     InFlight next;
-    Result<StagingBuffer> buffer = backend.acquire_staging();
-    // The ring is shared with other sessions' pipelines: finish our own first, then wait.
-    while (!buffer.ok() && !in_flight.empty()) {
-      SIESTA_RETURN_IF_ERROR(drain_one());
-      buffer = backend.acquire_staging();
-    }
-    if (!buffer.ok()) buffer = backend.acquire_staging_waiting(MemoryBackend::kStagingShareTimeout);
-    SIESTA_ASSIGN_OR_RETURN(next.buffer, std::move(buffer));
+    SIESTA_ASSIGN_OR_RETURN(next.buffer, acquire_shared(backend, in_flight, drain_one));
     next.offset = offset;
     next.bytes = std::min(chunk, destination.size() - offset);
     SIESTA_ASSIGN_OR_RETURN(next.ticket,
@@ -67,14 +74,7 @@ Status copy_host_to_device(MemoryBackend& backend, std::span<const std::byte> so
   for (size_t offset = 0; offset < source.size(); offset += chunk) {
     if (in_flight.size() == pipeline_depth(backend)) SIESTA_RETURN_IF_ERROR(drain_one());
     InFlight next;
-    Result<StagingBuffer> buffer = backend.acquire_staging();
-    // The ring is shared with other sessions' pipelines: finish our own first, then wait.
-    while (!buffer.ok() && !in_flight.empty()) {
-      SIESTA_RETURN_IF_ERROR(drain_one());
-      buffer = backend.acquire_staging();
-    }
-    if (!buffer.ok()) buffer = backend.acquire_staging_waiting(MemoryBackend::kStagingShareTimeout);
-    SIESTA_ASSIGN_OR_RETURN(next.buffer, std::move(buffer));
+    SIESTA_ASSIGN_OR_RETURN(next.buffer, acquire_shared(backend, in_flight, drain_one));
     next.bytes = std::min(chunk, source.size() - offset);
     std::memcpy(next.buffer.bytes().data(), source.data() + offset, next.bytes);
     SIESTA_ASSIGN_OR_RETURN(

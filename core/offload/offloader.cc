@@ -512,14 +512,19 @@ void Offloader::Lease::release() {
   if (Impl* impl = std::exchange(impl_, nullptr)) impl->end_command();
 }
 
+Status Offloader::Impl::refuse_unless_idle() const {
+  if (!enabled()) return FailedPrecondition("idle offload is disabled");
+  if (offload::holds_command(phase())) return FailedPrecondition("a command is running");
+  if (phase() == Phase::kLost) {
+    return FailedPrecondition("the session's memory was lost: " + lost_reason);
+  }
+  return Status::Ok();
+}
+
 Status Offloader::offload_now() {
   Impl& impl = *impl_;
   MutexLock lock(impl.mu);
-  if (!impl.enabled()) return FailedPrecondition("idle offload is disabled");
-  if (offload::holds_command(impl.phase())) return FailedPrecondition("a command is running");
-  if (impl.phase() == Phase::kLost) {
-    return FailedPrecondition("the session's memory was lost: " + impl.lost_reason);
-  }
+  SIESTA_RETURN_IF_ERROR(impl.refuse_unless_idle());
   // Saving, disk or expired: nothing to do.
   if (impl.phase() != Phase::kResident && impl.phase() != Phase::kSaveTail &&
       impl.phase() != Phase::kSaved) {
@@ -533,11 +538,7 @@ Status Offloader::offload_now() {
 Status Offloader::save_ahead() {
   Impl& impl = *impl_;
   MutexLock lock(impl.mu);
-  if (!impl.enabled()) return FailedPrecondition("idle offload is disabled");
-  if (offload::holds_command(impl.phase())) return FailedPrecondition("a command is running");
-  if (impl.phase() == Phase::kLost) {
-    return FailedPrecondition("the session's memory was lost: " + impl.lost_reason);
-  }
+  SIESTA_RETURN_IF_ERROR(impl.refuse_unless_idle());
   // Saving, saved, disk or expired: there is nothing to write ahead.
   if (impl.phase() != Phase::kResident) return Status::Ok();
   impl.ahead_requested = true;

@@ -94,6 +94,8 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   void apply(offload::Event event) SIESTA_REQUIRES(mu);
 
   void log(std::string line) SIESTA_REQUIRES(mu) { outbox.push_back(std::move(line)); }
+  // offload_now()'s and save_ahead()'s refusals: offload off, a command running, memory lost.
+  Status refuse_unless_idle() const SIESTA_REQUIRES(mu);
   // Queues `line` unless the last logged event had the same `what` and status code: a failure
   // that keeps failing the same way is logged once, not once per retry (its message may still
   // differ in details such as a call count).
