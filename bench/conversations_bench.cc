@@ -41,6 +41,8 @@
 #include <vector>
 
 #include "bench/bench_engine_rig.h"
+#include "bench/bench_env.h"
+#include "bench/bench_stats.h"
 #include "bench/bench_store.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
@@ -49,23 +51,6 @@ namespace siesta::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-uint64_t env_number(const char* name, uint64_t fallback) {
-  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before threads
-  return text == nullptr ? fallback : std::strtoull(text, nullptr, 10);
-}
-
-std::string env_text(const char* name, const char* fallback) {
-  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before threads
-  return text == nullptr ? fallback : text;
-}
-
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t index = std::min(values.size() - 1, static_cast<size_t>(p * values.size()));
-  return values[index];
-}
 
 struct Turn {
   double ms = 0;

@@ -31,11 +31,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/bench_engine_rig.h"
+#include "bench/bench_env.h"
 #include "bench/bench_stats.h"
 #include "core/memory/host_vmm.h"
 #include "engine/model.h"
@@ -214,16 +214,6 @@ void decode(benchmark::State& state, std::string backend, std::string spec, uint
                          benchmark::Counter::kIsRate);
 }
 
-std::vector<std::string> list_from_env(const char* name, const std::string& fallback) {
-  const char* text = std::getenv(name);
-  std::stringstream in(text != nullptr ? text : fallback);
-  std::vector<std::string> out;
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 }  // namespace
 }  // namespace siesta::bench
 
@@ -237,12 +227,10 @@ int main(int argc, char** argv) {
   };
   const Case cases[] = {
       {"synthetic:tiny", 128, 64}, {"synthetic:small", 512, 64}, {"synthetic:medium", 256, 32}};
-  const std::vector<std::string> history_models = list_from_env(
-      "SIESTA_BENCH_HISTORY_MODELS", "synthetic:small,synthetic:medium,synthetic:large");
-  const std::vector<std::string> histories =
-      list_from_env("SIESTA_BENCH_HISTORIES", "1024,8192,32768");
-  const char* rounds_text = std::getenv("SIESTA_BENCH_ROUNDS");
-  const int rounds = rounds_text != nullptr ? std::max(1, std::atoi(rounds_text)) : 3;
+  const std::vector<std::string> history_models =
+      env_items("SIESTA_BENCH_HISTORY_MODELS", "synthetic:small,synthetic:medium,synthetic:large");
+  const std::vector<std::string> histories = env_items("SIESTA_BENCH_HISTORIES", "1024,8192,32768");
+  const auto rounds = static_cast<int>(std::max<uint64_t>(1, env_number("SIESTA_BENCH_ROUNDS", 3)));
   for (const std::string& backend : backends) {
     for (const Case& c : cases) {
       benchmark::RegisterBenchmark(("prefill/" + backend + "/" + c.spec).c_str(), prefill, backend,

@@ -52,11 +52,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/bench_engine_rig.h"
+#include "bench/bench_env.h"
 #include "bench/bench_stats.h"
 #include "bench/bench_store.h"
 #include "engine/engine.h"
@@ -315,19 +315,14 @@ void snapshot_bytes(benchmark::State& state, const std::shared_ptr<SnapshotSerie
   if (tokens >= series->last_tokens) series->rig.reset();
 }
 
-const char* env_or(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : fallback;
-}
-
 }  // namespace
 }  // namespace siesta::bench
 
 int main(int argc, char** argv) {
   using namespace siesta::bench;
   BenchConfig config;
-  config.spec = env_or("SIESTA_BENCH_MODEL", "synthetic:small");
-  const std::string ctx_text = env_or("SIESTA_BENCH_CTX", "20480");
+  config.spec = env_text("SIESTA_BENCH_MODEL", "synthetic:small");
+  const std::string ctx_text = env_text("SIESTA_BENCH_CTX", "20480");
   char* ctx_end = nullptr;
   const unsigned long ctx = std::strtoul(ctx_text.c_str(), &ctx_end, 10);
   if (ctx_end == ctx_text.c_str() || *ctx_end != '\0' || ctx == 0 || ctx > UINT32_MAX) {
@@ -345,13 +340,10 @@ int main(int argc, char** argv) {
   config.dir = bench_store_dir(bench_base_dir(), "siesta-engine-offload-bench");
 
   std::vector<uint32_t> histories;
-  {
-    std::stringstream list(env_or("SIESTA_BENCH_HISTORIES", "1024,4096,16384"));
-    for (std::string item; std::getline(list, item, ',');) {
-      if (!item.empty()) histories.push_back(static_cast<uint32_t>(std::stoul(item)));
-    }
+  for (const uint64_t history : env_numbers("SIESTA_BENCH_HISTORIES", "1024,4096,16384")) {
+    histories.push_back(static_cast<uint32_t>(history));
   }
-  const int ttft_iterations = std::atoi(env_or("SIESTA_BENCH_TTFT_ITERATIONS", "0"));
+  const auto ttft_iterations = static_cast<int>(env_number("SIESTA_BENCH_TTFT_ITERATIONS", 0));
 
   // Room for the requests that follow the fill: each iteration adds a few tokens.
   constexpr uint32_t kHeadroom = 64;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "bench/bench_engine_rig.h"
+#include "bench/bench_env.h"
 #include "bench/bench_store.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
@@ -41,16 +42,6 @@ namespace siesta::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-uint64_t env_number(const char* name, uint64_t fallback) {
-  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before threads
-  return text == nullptr ? fallback : std::strtoull(text, nullptr, 10);
-}
-
-std::string env_text(const char* name, const char* fallback) {
-  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before threads
-  return text == nullptr ? fallback : text;
-}
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();

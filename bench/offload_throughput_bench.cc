@@ -48,12 +48,12 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench/bench_backends.h"
+#include "bench/bench_env.h"
 #include "bench/bench_stats.h"
 #include "bench/bench_store.h"
 #include "bench/synthetic_session.h"
@@ -67,20 +67,6 @@ namespace siesta::bench {
 namespace {
 
 using Seconds = std::chrono::duration<double>;
-
-std::string env_or(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : fallback;
-}
-
-std::vector<uint64_t> env_list(const char* name, const char* fallback) {
-  std::vector<uint64_t> out;
-  std::stringstream in(env_or(name, fallback));
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(std::stoull(item));
-  }
-  return out;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return Seconds(std::chrono::steady_clock::now() - start).count();
@@ -102,8 +88,8 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
                 Executor& executor, Rig& rig) {
   BenchBackendOptions backend_options;
   backend_options.sim_capacity_bytes = session_bytes + (1ull << 30);
-  backend_options.staging_buffer_count = env_list("SIESTA_BENCH_STAGING_COUNT", "0").at(0);
-  backend_options.staging_buffer_bytes = env_list("SIESTA_BENCH_STAGING_MIB", "0").at(0) << 20;
+  backend_options.staging_buffer_count = env_numbers("SIESTA_BENCH_STAGING_COUNT", "0").at(0);
+  backend_options.staging_buffer_bytes = env_numbers("SIESTA_BENCH_STAGING_MIB", "0").at(0) << 20;
   SIESTA_ASSIGN_OR_RETURN(rig.backend, which.make(backend_options));
   rig.dir = bench_store_dir(bench_base_dir(), "siesta-throughput-bench");
   SIESTA_ASSIGN_OR_RETURN(rig.storage,
@@ -113,13 +99,13 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   runtime::OffloadSettings settings;
   settings.config.idle_seconds = 3600;  // never fires during a run: the bench says when to save
   settings.config.expire_seconds = 7200;
-  settings.encrypt = env_or("SIESTA_BENCH_ENCRYPT", "on") != "off";
+  settings.encrypt = env_text("SIESTA_BENCH_ENCRYPT", "on") != "off";
   // SIESTA_BENCH_LOG=1: the Offloader's own log lines (each restore's commit/read/retire
   // breakdown) on stderr.
-  const bool log = env_or("SIESTA_BENCH_LOG", "0") == "1";
+  const bool log = env_text("SIESTA_BENCH_LOG", "0") == "1";
   OffloaderOptions options = runtime::offloader_options(
       settings, log ? runtime::LogLine() : [](const std::string&) {});
-  if (const uint64_t chunk_mib = env_list("SIESTA_BENCH_CHUNK_MIB", "0").at(0); chunk_mib != 0) {
+  if (const uint64_t chunk_mib = env_numbers("SIESTA_BENCH_CHUNK_MIB", "0").at(0); chunk_mib != 0) {
     options.chunk_bytes = static_cast<uint32_t>(chunk_mib << 20);
   }
   SIESTA_ASSIGN_OR_RETURN(
@@ -348,7 +334,7 @@ void mid_save_wait(benchmark::State& state, const BenchBackend& which, uint64_t 
     }
     return true;
   };
-  const int trials = static_cast<int>(env_list("SIESTA_BENCH_TRIALS", "100").at(0));
+  const int trials = static_cast<int>(env_numbers("SIESTA_BENCH_TRIALS", "100").at(0));
   const uint64_t seed = std::random_device{}();
   std::fprintf(stderr, "mid_save_wait/%s/%llu MiB: seed %llu, %d trials\n", which.name.c_str(),
                static_cast<unsigned long long>(session_mib), static_cast<unsigned long long>(seed),
@@ -412,9 +398,9 @@ void mid_save_wait(benchmark::State& state, const BenchBackend& which, uint64_t 
 int main(int argc, char** argv) {
   using namespace siesta::bench;
   static const std::vector<BenchBackend> backends = available_backends("offload_throughput_bench");
-  const std::vector<uint64_t> sizes = env_list("SIESTA_BENCH_SIZES_MIB", "64,256,1024,4096");
-  const std::vector<uint64_t> used = env_list("SIESTA_BENCH_USED_PCT", "10,25,50,100");
-  const std::vector<uint64_t> wait_sizes = env_list("SIESTA_BENCH_WAIT_SIZES_MIB", "64,1024");
+  const std::vector<uint64_t> sizes = env_numbers("SIESTA_BENCH_SIZES_MIB", "64,256,1024,4096");
+  const std::vector<uint64_t> used = env_numbers("SIESTA_BENCH_USED_PCT", "10,25,50,100");
+  const std::vector<uint64_t> wait_sizes = env_numbers("SIESTA_BENCH_WAIT_SIZES_MIB", "64,1024");
   for (const BenchBackend& backend : backends) {
     for (uint64_t mib : sizes) {
       for (uint64_t pct : used) {

@@ -34,12 +34,12 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench/bench_backends.h"
+#include "bench/bench_env.h"
 #include "bench/bench_stats.h"
 #include "bench/bench_store.h"
 #include "bench/synthetic_session.h"
@@ -54,16 +54,6 @@ namespace siesta::bench {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-std::vector<uint64_t> env_list(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  std::stringstream in(value != nullptr && *value != '\0' ? value : fallback);
-  std::vector<uint64_t> out;
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(std::stoull(item));
-  }
-  return out;
-}
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
@@ -170,7 +160,7 @@ void status_latency(benchmark::State& state, const BenchBackend& which, uint64_t
     state.SkipWithError(made.to_string().c_str());
     return;
   }
-  const std::chrono::microseconds pause(env_list("SIESTA_BENCH_POLL_US", "20").at(0));
+  const std::chrono::microseconds pause(env_numbers("SIESTA_BENCH_POLL_US", "20").at(0));
   std::vector<double> calls[kPhases];
   std::vector<double> save_ms, release_ms;
   double baseline_s = 1.0;  // the first round's baseline; then the previous save's length
@@ -237,8 +227,8 @@ void status_latency(benchmark::State& state, const BenchBackend& which, uint64_t
 int main(int argc, char** argv) {
   using namespace siesta::bench;
   static const std::vector<BenchBackend> backends = available_backends("status_latency_bench");
-  const std::vector<uint64_t> sizes = env_list("SIESTA_BENCH_SIZES_MIB", "4096");
-  const auto rounds = static_cast<int64_t>(env_list("SIESTA_BENCH_ROUNDS", "3").at(0));
+  const std::vector<uint64_t> sizes = env_numbers("SIESTA_BENCH_SIZES_MIB", "4096");
+  const auto rounds = static_cast<int64_t>(env_numbers("SIESTA_BENCH_ROUNDS", "3").at(0));
   for (const BenchBackend& backend : backends) {
     for (uint64_t mib : sizes) {
       const std::string name =

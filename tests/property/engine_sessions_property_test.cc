@@ -1,28 +1,44 @@
 // Model-based property test of several conversations over fewer sessions (synthetic:tiny on
 // the simulator): RapidCheck generates K conversations (2..4) over P sessions (1..K-1) with N
-// = K kept, and random interleavings of their turns (each continuing its own conversation,
-// diverging inside it, or starting over), idle gaps (a ManualClock moved past the idle time
-// and the timers run), and forced offloads (POST /v1/cache/offload). The reference is one
-// engine that never offloads and keeps every conversation resident (P = N = K), each turn sent
-// to that conversation's own session, so it replays each conversation alone.
+// = K kept, and random interleavings of
+//   - turns, each continuing its own conversation, diverging inside it, or starting over;
+//   - batches: turns of 2 or 3 different conversations submitted at once, so that they wait
+//     for sessions, evict one another and take turns on the engine thread;
+//   - idle gaps (a ManualClock moved past the idle time and the timers run) and forced
+//     offloads (the engine's offload_now, as POST /v1/cache/offload);
+//   - injected faults: a file-system fault plan (FsFaultPlan::from_seed: any operation of the
+//     snapshot store, I/O error, no space or short write, once or sticky), the device taken by
+//     "another process" (SimBackend::set_external_usage), and the step that heals both.
+// The reference is one engine that never offloads and keeps every conversation resident (P =
+// N = K), each turn sent to that conversation's own session, so it replays each conversation
+// alone; where the offloading engine reports that it discarded a conversation's history (a
+// snapshot it could not read back), the reference forgets that conversation too, first.
 //
 // Invariants:
-//   - every answer is byte-identical to the reference's, and so is cached_tokens (N = K: no
-//     conversation is forgotten, so every kept history is used);
-//   - a returning conversation whose prompt extends its last turn gets its whole kept history
-//     back (cached_tokens = its history);
+//   - every answer is byte-identical to the reference's, and so is cached_tokens;
+//   - a history is discarded only while a fault is injected, and a returning conversation
+//     whose prompt extends its last turn otherwise gets its whole kept history back
+//     (cached_tokens = its history);
+//   - a turn fails only while a fault is injected, and then with Unavailable or OutOfMemory
+//     (retry later), leaving its conversation as it was: the next turn after healing gets the
+//     same answer and history as if the failed one had never been sent;
 //   - never more than P sessions committed (the backend's committed bytes after every step).
 //
 // Case count and seed: RC_PARAMS (ctest sets max_success=1000 max_size=30: a case is a few
-// dozen generations of a tiny model, and CI has 2 cores); printed at start-up.
+// dozen generations of a tiny model, and CI has 2 cores); printed at start-up. Each injected
+// fault is logged with the case (RC_LOG), and the cases are tagged by what fired.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/base/posix_file_system.h"
 #include "engine/engine.h"
+#include "testing/faulty_file_system.h"
 #include "tests/support/offload_engine_rig.h"
 #include "tests/support/rapidcheck_params.h"
 
@@ -31,13 +47,14 @@ namespace {
 
 using siesta::testing::OffloadEngineRig;
 
-enum Kind : int { kTurn, kIdle, kOffload };
+enum Kind : int { kTurn, kBatch, kIdle, kOffload, kFileFault, kMemoryTaken, kHeal };
 
 struct Step {
   int kind = kTurn;
   uint32_t conversation = 0;
   int how = 0;
   int arg = 0;
+  uint64_t seed = 0;  // a fault plan's
 };
 
 std::string word(int arg) {
@@ -45,63 +62,168 @@ std::string word(int arg) {
   return std::string(words[arg % 5]) + std::to_string(arg % 7);
 }
 
+// What the test knows of one conversation, and the faults in force.
+struct World {
+  uint32_t k = 0;
+  std::vector<std::string> history;  // what each conversation's next prompt extends
+  bool file_fault = false;           // a plan is set on the faulty file system
+  bool memory_taken = false;         // the device is full of another process's memory
+  bool faulty() const { return file_fault || memory_taken; }
+  // What happened in the case, for its tags (each once, so that the distribution stays short).
+  bool refused_for_memory = false;
+  bool refused_otherwise = false;
+  bool discarded = false;
+  bool file_fault_fired = false;
+};
+
+// One conversation's turn: the prompt and what the test expects of its answer.
+struct Turn {
+  uint32_t conversation = 0;
+  std::string prompt;
+  bool continues = false;  // the prompt extends the conversation's history
+};
+
+Turn make_turn(const World& world, uint32_t c, int how, int arg, uint32_t context) {
+  Turn turn;
+  turn.conversation = c;
+  const std::string& history = world.history[c];
+  switch (how) {
+    case 0:
+    case 1: turn.prompt = history + word(arg); break;  // continues
+    case 2:
+      turn.prompt = history.substr(0, history.size() * (arg % 10) / 10) + word(arg);
+      break;  // diverges inside it
+    default: turn.prompt = "conversation " + std::to_string(c) + word(arg); break;
+  }
+  turn.continues = how < 2 && !history.empty();
+  if (turn.prompt.size() + 8 > context) {
+    turn.prompt = word(arg);  // the context is full: start over
+    turn.continues = false;
+  }
+  return turn;
+}
+
+GenerateRequest request_for(const Turn& turn, SessionRoute route) {
+  GenerateRequest request;
+  request.prompt = turn.prompt;
+  request.max_tokens = 8;
+  request.route = route;
+  return request;
+}
+
+// Checks one answer of the offloading engine against the reference and records the turn.
+void check_answer(World& world, const Turn& turn, Result<GenerateResult> got,
+                  OffloadEngineRig& reference) {
+  const uint32_t c = turn.conversation;
+  if (!got.ok()) {
+    RC_LOG() << "conversation " << c << " refused: " << got.status().to_string() << "\n";
+    RC_ASSERT(world.faulty());
+    RC_ASSERT(got.status().code() == StatusCode::kUnavailable ||
+              got.status().code() == StatusCode::kOutOfMemory);
+    (world.memory_taken ? world.refused_for_memory : world.refused_otherwise) = true;
+    return;  // as if never sent: the reference does not see it either
+  }
+  const bool discarded = got->admission.fallback.has_value();
+  if (discarded) {
+    RC_ASSERT(world.faulty());
+    world.discarded = true;
+    RC_ASSERT(reference.engine->reset(c).get().ok());
+  }
+  Result<GenerateResult> want =
+      reference.engine->generate(request_for(turn, route_by_slot(c))).get();
+  RC_ASSERT(want.ok());
+  RC_ASSERT(got->text == want->text);
+  RC_ASSERT(got->cached_tokens == want->cached_tokens);
+  if (turn.continues && !discarded) RC_ASSERT(got->cached_tokens == world.history[c].size() - 1);
+  world.history[c] = turn.prompt + got->text;
+}
+
+SessionRoute route_of(uint32_t c) { return route_by_key("user-" + std::to_string(c)); }
+
 RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAlone, ()) {
   const uint32_t k = *rc::gen::inRange<uint32_t>(2, 5);
   const uint32_t p = *rc::gen::inRange<uint32_t>(1, k);
   const auto steps = *rc::gen::container<std::vector<Step>>(rc::gen::build<Step>(
-      rc::gen::set(&Step::kind,
-                   rc::gen::weightedElement<int>({{8, kTurn}, {1, kIdle}, {1, kOffload}})),
+      rc::gen::set(&Step::kind, rc::gen::weightedElement<int>({{8, kTurn},
+                                                               {2, kBatch},
+                                                               {1, kIdle},
+                                                               {1, kOffload},
+                                                               {2, kFileFault},
+                                                               {1, kMemoryTaken},
+                                                               {1, kHeal}})),
       rc::gen::set(&Step::conversation, rc::gen::inRange<uint32_t>(0, k)),
       rc::gen::set(&Step::how, rc::gen::inRange(0, 4)),
-      rc::gen::set(&Step::arg, rc::gen::inRange(0, 100))));
+      rc::gen::set(&Step::arg, rc::gen::inRange(0, 100)),
+      rc::gen::set(&Step::seed, rc::gen::arbitrary<uint64_t>())));
 
-  OffloadEngineRig on(siesta::testing::rig_with_sessions(p, k, /*offload=*/true));
+  PosixFileSystem posix;
+  FaultyFileSystem files(posix);
+  siesta::testing::OffloadEngineRigOptions options =
+      siesta::testing::rig_with_sessions(p, k, /*offload=*/true);
+  options.fs = &files;
+  OffloadEngineRig on(std::move(options));
   OffloadEngineRig reference(siesta::testing::rig_with_sessions(k, k, /*offload=*/false));
-  std::vector<std::string> history(k);  // what each conversation's next prompt extends
-  uint64_t one_session = 0;             // committed bytes of one session, once measured
+  World world;
+  world.k = k;
+  world.history.resize(k);
+  const uint32_t context = on.engine->config().context;
+  uint64_t one_session = 0;  // committed bytes of one session, once measured
   uint32_t created = 1;
   for (const Step& step : steps) {
-    if (step.kind == kIdle) {
-      on.clock.advance(std::chrono::seconds(OffloadEngineRig::kIdleSeconds));
-      on.executor.run_due();
-    } else if (step.kind == kOffload) {
-      RC_ASSERT(on.engine->offload_now().ok());
-      on.executor.run_due();
-    } else {
-      const uint32_t c = step.conversation;
-      std::string prompt;
-      switch (step.how) {
-        case 0:
-        case 1: prompt = history[c] + word(step.arg); break;  // continues
-        case 2:
-          prompt = history[c].substr(0, history[c].size() * (step.arg % 10) / 10) + word(step.arg);
-          break;  // diverges inside it
-        default: prompt = "conversation " + std::to_string(c) + word(step.arg); break;
+    switch (step.kind) {
+      case kIdle:
+        on.clock.advance(std::chrono::seconds(OffloadEngineRig::kIdleSeconds));
+        on.executor.run_due();
+        break;
+      case kOffload:
+        RC_ASSERT(on.engine->offload_now().ok());
+        on.executor.run_due();
+        break;
+      case kFileFault: {
+        const FsFaultPlan plan = FsFaultPlan::from_seed(step.seed, 3);
+        RC_LOG() << "injected: " << plan.describe() << "\n";
+        files.set_plan(plan);
+        world.file_fault = true;
+        break;
       }
-      bool continues = step.how < 2 && !history[c].empty();
-      if (prompt.size() + 8 > on.engine->config().context) {
-        prompt = word(step.arg);  // the context is full: start over
-        continues = false;
+      case kMemoryTaken:
+        RC_LOG() << "injected: the device taken by another process\n";
+        on.backend->set_external_usage(on.backend->stats().device_total_bytes);
+        world.memory_taken = true;
+        break;
+      case kHeal:
+        if (files.counters().faults_fired > 0) world.file_fault_fired = true;
+        files.set_plan(FsFaultPlan::none());
+        on.backend->set_external_usage(0);
+        world.file_fault = world.memory_taken = false;
+        break;
+      case kTurn: {
+        const Turn turn = make_turn(world, step.conversation, step.how, step.arg, context);
+        check_answer(world, turn,
+                     on.engine->generate(request_for(turn, route_of(turn.conversation))).get(),
+                     reference);
+        break;
       }
-      GenerateRequest request;
-      request.prompt = prompt;
-      request.max_tokens = 8;
-      request.route = route_by_key("user-" + std::to_string(c));
-      Result<GenerateResult> got = on.engine->generate(request).get();
-      request.route = route_by_slot(c);
-      Result<GenerateResult> want = reference.engine->generate(request).get();
-      RC_ASSERT(got.ok());
-      RC_ASSERT(want.ok());
-      RC_ASSERT(got->text == want->text);
-      RC_ASSERT(got->cached_tokens == want->cached_tokens);
-      if (continues) RC_ASSERT(got->cached_tokens == history[c].size() - 1);
-      history[c] = prompt + got->text;
-      const uint32_t now_created = static_cast<uint32_t>(on.engine->sessions().size());
-      if (one_session == 0 && now_created == 2 && p >= 2) {
-        one_session = on.backend->stats().committed_bytes - on.resident_committed;
+      default: {  // kBatch: 2 or 3 conversations at once, all submitted before any answer
+        const uint32_t size = std::min<uint32_t>(k, 2 + static_cast<uint32_t>(step.arg % 2));
+        std::vector<Turn> turns;
+        std::vector<std::future<Result<GenerateResult>>> answers;
+        for (uint32_t i = 0; i < size; ++i) {
+          turns.push_back(make_turn(world, (step.conversation + i) % k, (step.how + i) % 4,
+                                    step.arg + static_cast<int>(i), context));
+          answers.push_back(
+              on.engine->generate(request_for(turns.back(), route_of(turns.back().conversation))));
+        }
+        for (uint32_t i = 0; i < size; ++i)
+          check_answer(world, turns[i], answers[i].get(), reference);
+        break;
       }
-      created = now_created;
     }
+    const uint32_t now_created = static_cast<uint32_t>(on.engine->sessions().size());
+    if (one_session == 0 && now_created == 2 && p >= 2) {
+      one_session = on.backend->stats().committed_bytes - on.resident_committed;
+    }
+    created = now_created;
     // Never more than P sessions committed: the weights and session 0 are resident_committed,
     // and every other committed session adds one session's bytes. Without a measurement of
     // one session (P = 1), the committed bytes must stay at the first session's.
@@ -113,6 +235,10 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
     }
   }
   RC_ASSERT(created <= k);
+  if (world.refused_for_memory) RC_TAG("a turn refused with the device taken");
+  if (world.refused_otherwise) RC_TAG("a turn refused under a file fault");
+  if (world.discarded) RC_TAG("a history discarded under a fault");
+  if (world.file_fault_fired || files.counters().faults_fired > 0) RC_TAG("a file fault fired");
 }
 
 }  // namespace

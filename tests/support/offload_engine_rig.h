@@ -16,6 +16,7 @@
 #include "backends/sim/sim_backend.h"
 #include "core/base/clock.h"
 #include "core/base/executor.h"
+#include "core/base/file_system.h"
 #include "core/memory/host_vmm.h"
 #include "core/snapshot/snapshot_store.h"
 #include "engine/engine.h"
@@ -34,6 +35,9 @@ struct OffloadEngineRigOptions {
   size_t staging_buffer_bytes = 96u << 10;
   // Conversations kept and sessions committed at once (one of each: a single-session engine).
   engine::EngineSessions sessions;
+  // Lent to the stack for the snapshot store and the exports (a FaultyFileSystem, say); must
+  // outlive the rig. Null: the stack's own POSIX file system.
+  FileSystem* fs = nullptr;
 };
 
 // Options for `parallel` sessions over `max_sessions` conversations, offload on or off.
@@ -99,6 +103,7 @@ struct OffloadEngineRig {
       stack_options.offload.config.disk_dir = dir.path();
     }
     stack_options.sessions = options.sessions;
+    stack_options.fs = options.fs;
     stack_options.log = [](const std::string&) {};
     stack_options.executor = &executor;
     return runtime::EngineStack::open(std::move(stack_options), clock).value();
