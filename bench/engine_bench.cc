@@ -91,7 +91,8 @@ Status feed_range(engine::Session& session, std::span<const Token> tokens, uint3
   return Status::Ok();
 }
 
-void prefill(benchmark::State& state, std::string backend, std::string spec, uint32_t tokens) {
+void prefill(benchmark::State& state, const std::string& backend, const std::string& spec,
+             uint32_t tokens) {
   Rig rig;
   Result<engine::ModelConfig> config = engine::model_config_from_spec(spec);
   if (!config.ok()) return fail(state, config.status());
@@ -137,7 +138,7 @@ Result<double> timed_extension(Rig& rig, const std::vector<Token>& filled, uint3
   return tokens / seconds;
 }
 
-void prefill_history(benchmark::State& state, std::string backend, std::string spec,
+void prefill_history(benchmark::State& state, const std::string& backend, const std::string& spec,
                      uint32_t history, int rounds) {
   Result<engine::ModelConfig> named = engine::model_config_from_spec(spec, history + 1024);
   if (!named.ok()) return fail(state, named.status());
@@ -188,7 +189,8 @@ void prefill_history(benchmark::State& state, std::string backend, std::string s
   state.counters["fill_s"] = fill_s;
 }
 
-void decode(benchmark::State& state, std::string backend, std::string spec, uint32_t tokens) {
+void decode(benchmark::State& state, const std::string& backend, const std::string& spec,
+            uint32_t tokens) {
   Rig rig;
   Result<engine::ModelConfig> config = engine::model_config_from_spec(spec);
   if (!config.ok()) return fail(state, config.status());
@@ -245,9 +247,9 @@ int main(int argc, char** argv) {
     for (const std::string& model : history_models) {
       for (const std::string& history : histories) {
         const uint32_t h = static_cast<uint32_t>(std::stoul(history));
-        benchmark::RegisterBenchmark(
-            ("prefill_history/" + backend + "/" + model + "/history:" + history).c_str(),
-            prefill_history, backend, model, h, rounds)
+        std::string name = "prefill_history/";
+        name.append(backend).append("/").append(model).append("/history:").append(history);
+        benchmark::RegisterBenchmark(name.c_str(), prefill_history, backend, model, h, rounds)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime()
             ->Iterations(1);
