@@ -17,7 +17,8 @@ target_compile_definitions(siesta_e2e_server_process
   PUBLIC SIESTA_SERVER_BINARY="$<TARGET_FILE:siesta-server>")
 add_dependencies(siesta_e2e_server_process siesta-server)
 
-siesta_test_binary(e2e_tests LABELS e2e LIBS siesta_e2e_server_process)
+siesta_test_binary(e2e_tests LABELS e2e LIBS siesta_e2e_server_process
+  PCH <nlohmann/json.hpp> <httplib.h>)
 siesta_test_sources(e2e_tests LABELS e2e SOURCES
   e2e/server_flags_e2e_test.cc e2e/server_lifecycle_e2e_test.cc e2e/server_crash_e2e_test.cc
   e2e/server_race_e2e_test.cc e2e/server_api_e2e_test.cc e2e/server_files_e2e_test.cc

@@ -126,7 +126,8 @@ siesta_finish_test_binary(engine_tests)
 # (pure functions); the app, the HTTP server, its worker pool, the signal thread and the routes
 # over loopback HTTP in process (threads meet there).
 if(TARGET siesta_server_lib)
-  siesta_test_binary(server_tests LABELS unit LIBS siesta_server_lib)
+  siesta_test_binary(server_tests LABELS unit LIBS siesta_server_lib
+    PCH <nlohmann/json.hpp> <httplib.h>)
   siesta_test_sources(server_tests LABELS unit SOURCES
     unit/server_flags_test.cc unit/status_json_test.cc unit/metrics_text_test.cc
     unit/cache_dir_test.cc unit/openai_json_test.cc unit/chat_template_test.cc unit/auth_test.cc
