@@ -27,8 +27,6 @@ constexpr int64_t kMaxSessions = 4096;
 constexpr int64_t kMaxConnections = 65536;
 constexpr int64_t kMaxRequestTimeoutSeconds = 3600;
 
-std::string quoted(std::string_view text) { return quote_for_log(text); }
-
 // Strict decimal integer in [lo, hi]; see the grammar in the header.
 Result<int64_t> parse_integer(std::string_view flag, std::string_view text, int64_t lo,
                               int64_t hi) {
@@ -42,7 +40,7 @@ Result<int64_t> parse_integer(std::string_view flag, std::string_view text, int6
   const bool digits_only = error == std::errc() || error == std::errc::result_out_of_range;
   if (text.empty() || !digits_only || end != last) {
     return InvalidArgument(std::string(flag) + " must be an integer between " + range + ", got " +
-                           quoted(text));
+                           quote_for_log(text));
   }
   // From here `text` is an optional '-' and digits: safe to echo unquoted.
   if (error == std::errc::result_out_of_range || value < lo || value > hi) {
@@ -57,7 +55,7 @@ Result<int64_t> parse_integer(std::string_view flag, std::string_view text, int6
 Result<double> parse_share(std::string_view flag, std::string_view text) {
   const auto refuse = [&] {
     return InvalidArgument(std::string(flag) + " must be a number between 0 and 1, got " +
-                           quoted(text));
+                           quote_for_log(text));
   };
   if (text.empty() || text.size() > 32 || text == ".") return refuse();
   size_t points = 0;
@@ -77,7 +75,7 @@ Result<double> parse_share(std::string_view flag, std::string_view text) {
 Result<bool> parse_on_off(std::string_view flag, std::string_view text) {
   if (text == "on") return true;
   if (text == "off") return false;
-  return InvalidArgument(std::string(flag) + " must be on or off, got " + quoted(text));
+  return InvalidArgument(std::string(flag) + " must be on or off, got " + quote_for_log(text));
 }
 
 // The key travels in an HTTP header, so it must be a visible ASCII token. The messages never
@@ -126,7 +124,7 @@ const std::vector<FlagSpec>& flag_specs() {
          std::optional<runtime::BackendKind> kind = runtime::parse_backend_kind(value);
          if (!kind) {
            return InvalidArgument(std::string(flag) + " must be sim, cuda or auto, got " +
-                                  quoted(value));
+                                  quote_for_log(value));
          }
          config.backend = *kind;
          return Status::Ok();
@@ -185,7 +183,7 @@ const std::vector<FlagSpec>& flag_specs() {
          Result<KvType> type = parse_kv_type(value);
          if (!type.ok()) {
            return InvalidArgument(std::string(flag) + " must be f32, f16 or int8, got " +
-                                  quoted(value));
+                                  quote_for_log(value));
          }
          config.kv_type = *type;
          return Status::Ok();
@@ -288,7 +286,7 @@ Status validate_model_flags(const ServerConfig& config) {
   Result<engine::ModelConfig> model =
       engine::model_config_from_spec(config.model, config.context, config.kv_type);
   if (model.ok()) return Status::Ok();
-  std::string flags = "--model " + quoted(config.model);
+  std::string flags = "--model " + quote_for_log(config.model);
   if (config.context) flags += " --ctx " + std::to_string(*config.context);
   if (config.kv_type) flags += " --kv-type " + std::string(kv_type_name(*config.kv_type));
   return InvalidArgument(flags + ": " + model.status().message());
@@ -357,7 +355,7 @@ Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
     if (!arg.starts_with("-") || arg == "-" || arg == "--") {
-      return InvalidArgument("unexpected argument " + quoted(arg) +
+      return InvalidArgument("unexpected argument " + quote_for_log(arg) +
                              " (siesta-server takes only flags; see --help)");
     }
     const size_t equals = arg.find('=');
@@ -372,7 +370,7 @@ Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
     }
     const FlagSpec* spec = find_flag(name);
     if (spec == nullptr) {
-      return InvalidArgument("unknown flag " + quoted(name) + " (see --help)");
+      return InvalidArgument("unknown flag " + quote_for_log(name) + " (see --help)");
     }
     if (!value) {
       if (i + 1 == args.size() || args[i + 1].starts_with("--")) {
