@@ -6,6 +6,7 @@
 
 #include "backends/sim/sim_backend.h"
 #include "bench/bench_backends.h"
+#include "bench/bench_env.h"
 
 namespace siesta::bench {
 
@@ -50,6 +51,9 @@ Status make_engine_rig(const std::string& backend_name, const engine::ModelConfi
     options.offload.config.expire_seconds = 7200;
     options.offload.config.disk_dir = dir;
     options.offload.encrypt = encrypt;
+    // SIESTA_BENCH_DELTA_SAVES=0 measures whole saves only, as before delta saves.
+    options.offload.delta_segments = static_cast<uint32_t>(
+        env_number("SIESTA_BENCH_DELTA_SAVES", runtime::kDefaultDeltaSegments));
   }
   options.log = [](const std::string&) {};                  // fallbacks are expected here
   options.executor = background ? nullptr : &rig.executor;  // null: the stack's own thread

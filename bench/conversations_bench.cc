@@ -175,6 +175,7 @@ void conversations(benchmark::State& state, const std::string& backend) {
     state.counters["kept"] = static_cast<double>(found);
     state.counters["evictions"] = static_cast<double>(engine.status().evictions);
     state.counters["saves_ahead"] = static_cast<double>(engine.cache_status().counters.saves_ahead);
+    state.counters["delta_saves"] = static_cast<double>(engine.cache_status().counters.delta_saves);
     state.counters["committed_max_bytes"] = static_cast<double>(committed_max);
     state.counters["committed_budget_bytes"] =
         static_cast<double>(one_session + (parallel - 1) * second_session);

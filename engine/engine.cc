@@ -362,6 +362,7 @@ void add_histogram(DurationHistogram& total, const DurationHistogram& more) {
 void add_counters(OffloadCounters& total, const OffloadCounters& more) {
   total.saves += more.saves;
   total.saves_ahead += more.saves_ahead;
+  total.delta_saves += more.delta_saves;
   total.restores += more.restores;
   total.restore_hits += more.restore_hits;
   for (size_t i = 0; i < kFallbackReasonCount; ++i) total.fallbacks[i] += more.fallbacks[i];

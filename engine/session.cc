@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/memory/device_copy.h"
@@ -130,6 +131,7 @@ Result<uint32_t> Session::reuse_prefix(std::span<const Token> prompt) {
     SIESTA_RETURN_IF_ERROR(kernels_.upload({checkpoint, layout_->state_bytes}, state));
   }
   length_ = kept * interval;
+  unchanged_ = std::min(unchanged_, length_);
   write_meta(*host_, *layout_, length_, interval);
   return length_;
 }
@@ -232,9 +234,12 @@ Result<std::vector<float>> Session::next_logits() {
   return logits;
 }
 
-std::vector<SnapshotRegion> Session::snapshot_regions() const {
+std::vector<SnapshotRegion> Session::snapshot_regions() const { return snapshot_regions_after(0); }
+
+std::vector<SnapshotRegion> Session::snapshot_regions_after(uint64_t unchanged_tokens) const {
   const Layout& l = *layout_;
   const uint32_t interval = config().checkpoint_interval;
+  const uint64_t unchanged = std::min<uint64_t>(unchanged_tokens, length_);
   std::vector<SnapshotRegion> out;
   out.reserve(l.regions.size());
   for (size_t i = 0; i < l.regions.size(); ++i) {
@@ -249,21 +254,30 @@ std::vector<SnapshotRegion> Session::snapshot_regions() const {
     } else {
       region.host = host_->data() + spec.offset;
     }
-    uint64_t used = 0;  // kReinit and kDiscard regions save nothing
+    // [from, used): kReinit and kDiscard regions save nothing; rows, tokens and checkpoints
+    // grow with the history and are written once per position, so those below `unchanged`
+    // are as they were.
+    uint64_t from = 0;
+    uint64_t used = 0;
     if (i >= l.first_kv && i < l.state) {
+      from = unchanged * l.kv_row_bytes;
       used = uint64_t{length_} * l.kv_row_bytes;
     } else if (i == l.state || i == l.meta) {
-      used = spec.size;  // a fresh commit is not zero: always saved
+      used = spec.size;  // rewritten whole (and a fresh commit is not zero): always saved
     } else if (i == l.tokens) {
+      from = unchanged;
       used = length_;
     } else if (i == l.checkpoints) {
+      from = unchanged / interval * l.state_bytes;
       used = uint64_t{length_ / interval} * l.state_bytes;
     }
-    if (used > 0) region.layout.extents.push_back({0, used});
+    if (used > from) region.layout.extents.push_back({from, used - from});
     out.push_back(std::move(region));
   }
   return out;
 }
+
+uint64_t Session::take_unchanged_tokens() { return std::exchange(unchanged_, length_); }
 
 std::vector<DeviceRange> Session::device_memory() const { return {device_.range()}; }
 
@@ -291,6 +305,7 @@ Status Session::adopt_restored_state() {
       fill_rope(kernels_, c, device_.range().base + layout_->offset(layout_->rope)));
   SIESTA_RETURN_IF_ERROR(kernels_.synchronize());
   length_ = meta.length;
+  unchanged_ = length_;  // the memory is the snapshot's, as the Offloader knows it
   return Status::Ok();
 }
 
@@ -312,6 +327,7 @@ Status Session::discard_history() {
   }
   SIESTA_RETURN_IF_ERROR(backend_.synchronize());
   length_ = 0;
+  unchanged_ = 0;
   write_meta(*host_, *layout_, 0, config().checkpoint_interval);
   SIESTA_RETURN_IF_ERROR(fill_rope(kernels_, config(), base + layout_->offset(layout_->rope)));
   return kernels_.synchronize();

@@ -108,6 +108,8 @@ class Session final : public OffloadTarget {
 
   // ---- OffloadTarget ----
   std::vector<SnapshotRegion> snapshot_regions() const override;
+  std::vector<SnapshotRegion> snapshot_regions_after(uint64_t unchanged_tokens) const override;
+  uint64_t take_unchanged_tokens() override;
   std::vector<DeviceRange> device_memory() const override;
   std::vector<HostRange*> host_memory() override;
   snapshot::Fingerprint fingerprint() const override { return fingerprint_; }
@@ -136,7 +138,11 @@ class Session final : public OffloadTarget {
   std::unique_ptr<KernelGraph> decode_graph_;
   DeviceAddress graph_base_ = 0;  // device_.range().base when the graph was recorded
   snapshot::Fingerprint fingerprint_{};
-  uint32_t length_ = 0;      // mirrors session.meta, readable while the memory is released
+  uint32_t length_ = 0;  // mirrors session.meta, readable while the memory is released
+  // The lowest length_ since take_unchanged_tokens() last ran: rows, tokens and checkpoints
+  // below it have not been written since (reuse_prefix() lowers it, discard_history() zeroes
+  // it).
+  uint32_t unchanged_ = 0;
   bool next_ready_ = false;  // scratch holds the logits that follow the current history
 };
 

@@ -9,6 +9,7 @@ OffloaderOptions offloader_options(const OffloadSettings& settings, LogLine log)
   options.idle_seconds = settings.config.idle_seconds;
   options.expire_seconds = settings.config.expire_seconds;
   options.encrypt = settings.encrypt;
+  options.max_delta_segments = settings.delta_segments;
   options.on_fatal = settings.on_fatal;
   options.log = std::move(log);
   return options;

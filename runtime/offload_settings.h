@@ -15,6 +15,10 @@
 
 namespace siesta::runtime {
 
+// Delta saves by default: a base and up to 8 deltas; the deltas' half-of-a-whole rule ends
+// most chains sooner.
+inline constexpr uint32_t kDefaultDeltaSegments = 8;
+
 // One line for a log.
 using LogLine = std::function<void(const std::string&)>;
 
@@ -23,6 +27,9 @@ struct OffloadSettings {
   // off; the Offloader then reports "disabled" with these times and no directory is opened.
   OffloadConfig config;
   bool encrypt = true;  // AES-256-GCM seals; false: digests
+  // Saves that may write only what changed since the save before, before a whole one again
+  // (OffloaderOptions::max_delta_segments); 0: every save writes the whole session.
+  uint32_t delta_segments = kDefaultDeltaSegments;
   // Called once, on the engine thread, when the session's memory could not be mapped back
   // after an offload (OffloaderOptions::on_fatal). Empty: that command and every later one fail
   // with DeviceError.

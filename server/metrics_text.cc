@@ -75,7 +75,7 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
     out.sample("cache_state", "state=\"" + std::string(offload_state_name(state)) + "\"",
                uint64_t{state == cache.state ? 1u : 0u});
   }
-  out.single("cache_disk_bytes", "gauge", "Bytes of the session's snapshot file on disk.",
+  out.single("cache_disk_bytes", "gauge", "Bytes of the session's snapshot files on disk.",
              cache.disk_bytes);
   out.single("cache_released_vram_bytes", "gauge",
              "Device memory the last offload gave back, as the backend reports it.",
@@ -89,6 +89,9 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
   out.single("cache_saves_ahead_total", "counter",
              "Snapshots written ahead while the memory stayed (released later without a write).",
              counters.saves_ahead);
+  out.single("cache_delta_saves_total", "counter",
+             "Saves (of both kinds) that wrote only what changed since the save before.",
+             counters.delta_saves);
   out.single("cache_restores_total", "counter", "Restores attempted (hits and fallbacks).",
              counters.restores);
   out.single("cache_restore_hits_total", "counter", "Restores that read the history back.",

@@ -49,6 +49,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const C
     options.sessions.max_queued = kMaxQueuedPerSession * cfg.parallel;
   options.offload.config = cfg.offload;
   options.offload.encrypt = cfg.cache_encrypt;
+  options.offload.delta_segments = cfg.cache_delta_saves;
   // Losing the session's memory is the server's to handle (main: one line, exit 70).
   options.offload.on_fatal = std::move(on_session_lost);
   options.log = log;  // the device's note, the clean-up, one line per save, restore, fallback

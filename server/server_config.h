@@ -10,6 +10,7 @@
 #include "compute/kernels.h"
 #include "core/offload/offload_config.h"
 #include "runtime/backend_kind.h"
+#include "runtime/offload_settings.h"
 
 namespace siesta::server {
 
@@ -28,6 +29,8 @@ struct ServerConfig {
 
   OffloadConfig offload;      // --cache-idle-seconds, --cache-expire-seconds, --cache-disk-dir
   bool cache_encrypt = true;  // --cache-encrypt on|off (off: digests instead of AES-GCM)
+  // --cache-delta-saves N: saves that write only what changed since the one before (0..64).
+  uint32_t cache_delta_saves = runtime::kDefaultDeltaSegments;
 
   // --slot-save-path DIR: where POST /slots/0?action=save|restore|erase keep their files;
   // empty: those actions answer 400 with a message naming the flag.

@@ -10,6 +10,7 @@
 
 #include "core/base/log_text.h"
 #include "core/offload/offload_config.h"
+#include "core/offload/offloader.h"
 #include "engine/model_config.h"
 
 #ifndef SIESTA_VERSION
@@ -161,6 +162,15 @@ const std::vector<FlagSpec>& flag_specs() {
          return Status::Ok();
        },
        [](const ServerConfig& d) { return std::string(d.cache_encrypt ? "on" : "off"); }},
+      {"--cache-delta-saves", "N",
+       "after a whole snapshot, up to N saves write only what changed since the save before "
+       "(0..64; 0 = every save writes the whole session)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(int64_t deltas, parse_integer(flag, value, 0, kMaxDeltaSegments));
+         config.cache_delta_saves = static_cast<uint32_t>(deltas);
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.cache_delta_saves); }},
       {"--model", "synthetic:SIZE",
        "the reference model: synthetic:tiny, synthetic:small, synthetic:medium or "
        "synthetic:large (seeded weights, nothing downloaded)",

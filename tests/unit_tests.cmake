@@ -85,6 +85,7 @@ siesta_test_sources(offload_tests LABELS unit SOURCES
   unit/offloader_restore_rollback_test.cc unit/offloader_retry_test.cc
   unit/offloader_error_paths_test.cc unit/offloader_setup_test.cc
   unit/offloader_save_ahead_test.cc)
+siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader_delta_test.cc)
 siesta_finish_test_binary(offload_tests)
 
 # compute: the contract's number formats (KvType names, f16, int8, its exp), and HostKernels

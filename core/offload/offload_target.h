@@ -32,6 +32,24 @@ class OffloadTarget {
   // REQUIRES: the session's memory is committed (extents may be read from it).
   virtual std::vector<SnapshotRegion> snapshot_regions() const = 0;
 
+  // As snapshot_regions(), with only the bytes that can differ from what they were when the
+  // history last held `unchanged_tokens` tokens, none of them rewritten since (see
+  // take_unchanged_tokens()): restored over a snapshot taken then, these extents give the
+  // session as it is now. Rows appended since, and whatever is rewritten whole (the state),
+  // are listed; the rows before `unchanged_tokens` are not. Default: snapshot_regions().
+  // REQUIRES: as snapshot_regions(); unchanged_tokens <= history_tokens().
+  virtual std::vector<SnapshotRegion> snapshot_regions_after(uint64_t unchanged_tokens) const {
+    (void)unchanged_tokens;
+    return snapshot_regions();
+  }
+
+  // The lowest history length since the last call (or since the session was created,
+  // restored or its history discarded), and a new count from the current length: every byte
+  // of the history's first that-many tokens is as it was at the last call. The Offloader
+  // calls it at the end of each command, to know what a delta save must write. Default 0:
+  // nothing is known unchanged, so every save writes the whole session.
+  virtual uint64_t take_unchanged_tokens() { return 0; }
+
   // The device ranges to decommit on release and commit again on restore: whole ranges as
   // committed (MemoryBackend's unit of decommit), covering every device region.
   virtual std::vector<DeviceRange> device_memory() const = 0;

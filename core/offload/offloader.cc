@@ -43,6 +43,10 @@ Clock::Duration seconds(int64_t s) { return std::chrono::seconds(s); }
 
 Result<std::unique_ptr<Offloader>> Offloader::create(Deps deps, OffloaderOptions options) {
   SIESTA_RETURN_IF_ERROR(validate_offload_times(options.idle_seconds, options.expire_seconds));
+  if (options.max_delta_segments > kMaxDeltaSegments) {
+    return InvalidArgument("at most " + std::to_string(kMaxDeltaSegments) +
+                           " delta segments, got " + std::to_string(options.max_delta_segments));
+  }
   const bool enabled = offload_enabled(options.idle_seconds);
   if (enabled && (deps.store == nullptr || deps.key == nullptr || deps.executor == nullptr)) {
     return InvalidArgument("offload needs a snapshot store, a process key and an executor");
@@ -50,7 +54,11 @@ Result<std::unique_ptr<Offloader>> Offloader::create(Deps deps, OffloaderOptions
   std::unique_ptr<Offloader> offloader(new Offloader(deps, std::move(options)));
   Impl& impl = *offloader->impl_;
   if (enabled) {
-    SIESTA_ASSIGN_OR_RETURN(impl.path, deps.store->snapshot_path(impl.options.session));
+    for (uint32_t segment = 0; segment <= impl.options.max_delta_segments; ++segment) {
+      SIESTA_ASSIGN_OR_RETURN(std::string path,
+                              deps.store->snapshot_path(impl.options.session, segment));
+      impl.segment_paths.push_back(std::move(path));
+    }
   }
   impl.device_released.assign(deps.target.device_memory().size(), false);
   MutexLock lock(impl.mu);
@@ -94,6 +102,17 @@ void Offloader::Impl::apply(Event event) {
   if (!machine.apply(event, &rejected)) log(std::move(rejected));
   cancel_save = offload::cancels_save(machine.phase()) || closing;
   cv.notify_all();
+}
+
+uint64_t Offloader::Impl::chain_file_bytes() const {
+  uint64_t total = 0;
+  for (const Segment& segment : chain) total += segment.file_bytes;
+  return total;
+}
+
+void Offloader::Impl::report_chain() {
+  st.disk_bytes = chain_file_bytes();
+  st.snapshot_segments = static_cast<uint32_t>(chain.size());
 }
 
 void Offloader::Impl::log_change(const std::string& what, const Status& status, std::string line) {
@@ -211,10 +230,9 @@ Offloader::Impl::TimerAction Offloader::Impl::decide_timer(int64_t* expiry_unix,
 Status Offloader::Impl::remove_snapshot(const char* why) {
   Status removed = deps.store->remove(options.session);
   MutexLock lock(mu);
-  if (removed.ok()) {
-    st.disk_bytes = 0;
-    return removed;
-  }
+  chain.clear();
+  report_chain();
+  if (removed.ok()) return removed;
   ++st.counters.delete_failures;
   st.last_error = removed.to_string();
   log_change("delete", removed,
@@ -235,19 +253,33 @@ void Offloader::Impl::delete_expired() {
 }
 
 void Offloader::Impl::retire_snapshot(const char* why) {
-  Result<std::string> retired = deps.store->retire(options.session);
-  if (!retired.ok()) {
-    (void)remove_snapshot(why);  // NotFound included: it also clears temporaries and disk_bytes
-    return;
+  size_t segments = 1;  // segment 0 also when no save is known: a file may still be there
+  {
+    MutexLock lock(mu);
+    segments = std::max<size_t>(chain.size(), 1);
+  }
+  std::vector<std::string> retired;
+  for (size_t segment = 0; segment < segments; ++segment) {
+    Result<std::string> name = deps.store->retire(options.session, static_cast<uint32_t>(segment));
+    if (!name.ok()) {
+      // NotFound included: remove() also clears the other segments, temporaries and disk_bytes.
+      // The renamed ones are removed with the rest of this session's temporaries.
+      (void)remove_snapshot(why);
+      return;
+    }
+    retired.push_back(std::move(name).value());
   }
   {
     MutexLock lock(mu);
-    st.disk_bytes = 0;
+    chain.clear();
+    report_chain();
   }
   std::weak_ptr<Impl> weak = weak_from_this();
-  deps.executor->post([weak, name = *retired] {
-    if (std::shared_ptr<Impl> self = weak.lock()) self->remove_retired(name);
-  });
+  for (std::string& name : retired) {
+    deps.executor->post([weak, name = std::move(name)] {
+      if (std::shared_ptr<Impl> self = weak.lock()) self->remove_retired(name);
+    });
+  }
 }
 
 void Offloader::Impl::remove_retired(const std::string& retired) {
@@ -266,14 +298,54 @@ void Offloader::Impl::remove_retired(const std::string& retired) {
 
 // ---- Save (executor thread; entered in kSaveReading) ----
 
+namespace {
+
+uint64_t payload_of(const std::vector<SnapshotRegion>& regions) {
+  uint64_t total = 0;
+  for (const SnapshotRegion& region : regions) {
+    for (const snapshot::Extent& extent : region.layout.extents) total += extent.length;
+  }
+  return total;
+}
+
+}  // namespace
+
+Offloader::Impl::SavePlan Offloader::Impl::plan_save() {
+  SavePlan plan;
+  plan.tokens = deps.target.history_tokens();
+  plan.regions = deps.target.snapshot_regions();
+  plan.payload_bytes = payload_of(plan.regions);
+  size_t segments = 0;
+  uint64_t unchanged = 0;
+  uint64_t deltas_payload = 0;
+  {
+    MutexLock lock(mu);
+    segments = chain.size();
+    if (segments > 0) unchanged = std::min(unchanged_tokens, chain.back().tokens);
+    for (size_t i = 1; i < segments; ++i) deltas_payload += chain[i].payload_bytes;
+  }
+  // A delta needs a base and room for one more segment, and must leave the restore reading
+  // at most half as much again as a whole snapshot would hold.
+  if (segments == 0 || segments > options.max_delta_segments || unchanged == 0) return plan;
+  std::vector<SnapshotRegion> delta = deps.target.snapshot_regions_after(unchanged);
+  const uint64_t delta_payload = payload_of(delta);
+  if (2 * (deltas_payload + delta_payload) > plan.payload_bytes) return plan;
+  plan.segment = static_cast<uint32_t>(segments);
+  plan.regions = std::move(delta);
+  plan.payload_bytes = delta_payload;
+  return plan;
+}
+
 Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
   const Clock::Duration start = deps.clock.now();
   // Kernels and copies still queued would change the bytes under the writer.
   const Status synced = deps.backend.synchronize();
   Result<SnapshotWriteResult> written = synced;
+  SavePlan plan;
   if (synced.ok()) {
+    plan = plan_save();
     SnapshotWriteOptions write;
-    write.path = path;
+    write.path = segment_paths[plan.segment];
     write.mode = options.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
                                  : snapshot::SnapshotMode::kSessionDigest;
     write.fingerprint = deps.target.fingerprint();
@@ -287,7 +359,7 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
       apply(Event::kMemoryRead);
     };
     SnapshotWriter writer(deps.fs, deps.clock, *deps.key, &deps.backend);
-    written = writer.write(write, deps.target.snapshot_regions());
+    written = writer.write(write, plan.regions);
   }
   const Clock::Duration written_at = deps.clock.now();
 
@@ -303,9 +375,14 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
     ++st.counters.cancelled_saves;
     if (written.ok()) {
       // Complete but stale: the command changes the session. Removed before the save ends:
-      // from then on the Offloader (its store with it) may be destroyed.
+      // from then on the Offloader (its store with it) may be destroyed. A delta goes alone
+      // (the chain below it still holds what it held); a whole save replaced the chain's base.
       lock.unlock();
-      (void)remove_snapshot("cancelled");
+      if (plan.segment > 0) {
+        (void)deps.store->remove_segment(options.session, plan.segment);
+      } else {
+        (void)remove_snapshot("cancelled");
+      }
       lock.lock();
     }
     // A command let in during the save's last steps may have ended already; the timer its
@@ -324,19 +401,45 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
                "snapshot write failed (memory kept, retrying): " + st.last_error);
     apply(Event::kSaveFailed);
     arm_timer_at(retry_at);
+    if (plan.segment == 0 && !chain.empty()) {
+      // The writer leaves the final name alone on failure, except when only the directory's
+      // sync failed after the rename: then the base may be the new one. No chain is trusted
+      // over a base in doubt; the memory, kept, holds everything.
+      lock.unlock();
+      (void)remove_snapshot("superseded");
+      lock.lock();
+    }
     return written.status();
   }
 
   failures_in_a_row = 0;
-  st.disk_bytes = written->file_bytes;
+  const size_t superseded = plan.segment == 0 ? chain.size() : 0;
+  if (plan.segment == 0) chain.clear();
+  chain.push_back({generation, written->file_bytes, plan.payload_bytes, plan.tokens});
+  unchanged_tokens = plan.tokens;
+  report_chain();
+  if (plan.segment > 0) ++st.counters.delta_saves;
   st.last_save_ms = st.operation_ms = milliseconds(written_at - start);
   st.counters.save_seconds.observe(st.last_save_ms / 1000.0);
+  const std::string what =
+      std::to_string(written->file_bytes) + " bytes" +
+      (plan.segment > 0 ? " (delta " + std::to_string(plan.segment) + ")" : "");
+  if (superseded > 1) {
+    // The deltas of the chain this whole save replaced (small: cheap to unlink here).
+    lock.unlock();
+    Status removed = deps.store->remove_deltas(options.session);
+    lock.lock();
+    if (!removed.ok()) {
+      ++st.counters.delete_failures;
+      log_change("delete", removed, "could not delete superseded deltas: " + removed.to_string());
+    }
+  }
   if (keep_memory) {
     // Written ahead: the session stays usable at once, and releasing it later (the idle
     // deadline, an eviction) costs only the release.
     apply(Event::kFileKept);
     ++st.counters.saves_ahead;
-    log("offload: wrote " + std::to_string(st.disk_bytes) + " bytes ahead in " +
+    log("offload: wrote " + what + " ahead in " +
         std::to_string(static_cast<int64_t>(st.last_save_ms)) + " ms; memory kept; state resident");
     arm_timer_at(save_due());
     return Status::Ok();
@@ -344,8 +447,9 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
   // Durable: give the memory back, without the mutex. A command that arrives now waits for
   // the release to end (the phase says so) and then restores.
   apply(Event::kFileDurable);
+  const uint64_t disk_bytes = st.disk_bytes;
   lock.unlock();
-  return release_saved(written->file_bytes);
+  return release_saved(disk_bytes);
 }
 
 Status Offloader::Impl::release_saved(uint64_t file_bytes) {
@@ -463,13 +567,14 @@ Result<Admission> Offloader::Impl::admit() {
         apply(Event::kCommandArrives);
         break;
       case Phase::kSaved:
-        retire_ahead = true;
+        retire_ahead = !keeps_snapshots();
         apply(Event::kCommandArrives);
         break;
       default: apply(Event::kCommandArrives); break;
     }
   }
-  // Written ahead, and the command is about to change the memory: the file no longer holds it.
+  // Written ahead, and the command is about to change the memory: the file no longer holds it
+  // (unless it stays as the base of a delta).
   if (retire_ahead) retire_snapshot("written-ahead");
   if (restore_fresh) {
     SIESTA_ASSIGN_OR_RETURN(admission, restore(*restore_fresh, admission));
@@ -481,8 +586,18 @@ Result<Admission> Offloader::Impl::admit() {
 void Offloader::Impl::end_command() {
   // Read outside the mutex: the session is still this command's.
   const uint64_t tokens = deps.target.history_tokens();
+  const uint64_t unchanged = deps.target.take_unchanged_tokens();
   const Clock::Duration now = deps.clock.now();
   const int64_t now_unix = deps.clock.unix_seconds();
+  bool chain_useless = false;
+  {
+    MutexLock lock(mu);
+    unchanged_tokens = std::min(unchanged_tokens, unchanged);
+    // Rewritten from its start (a discarded history, another conversation): no delta can
+    // build on the snapshot, and it must not outlive the history it holds.
+    chain_useless = keeps_snapshots() && !chain.empty() && unchanged_tokens == 0;
+  }
+  if (chain_useless) retire_snapshot("rewritten");
   {
     MutexLock lock(mu);
     apply(Event::kCommandEnds);

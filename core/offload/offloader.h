@@ -5,11 +5,13 @@
 //   resident --idle timer--> saving --written+synced--> (release memory) --> disk
 //   resident --save_ahead()--> saving --written+synced--> resident, snapshot kept ("saved")
 //   saved --idle timer or evict()--> saving (release memory only) --> disk
-//   saved --command--> resident                 (the file no longer holds the memory: retired)
+//   saved --command--> resident                 (the file no longer holds the memory: retired,
+//                                                or kept as the base of a delta save)
 //   saving --command arrives--> resident        (save cancelled; memory was never released)
 //   saving --write fails--> resident            (memory kept; retried with capped backoff)
 //   disk --command--> restoring --ok--> resident
 //   restoring --missing/corrupt/truncated/foreign/expired--> resident, history discarded
+//   (a snapshot in segments -- max_delta_segments -- is read oldest first, each over the last)
 //   restoring --out of memory--> disk           (the command fails, retryable; snapshot kept)
 //   restoring --any other commit/map failure--> disk, lost (on_fatal; every command fails)
 //   disk --expiry--> expired (file deleted)  --command--> restoring --> resident, fresh
@@ -79,6 +81,8 @@ enum class FallbackReason : uint8_t {
 inline constexpr size_t kFallbackReasonCount = 7;
 std::string_view fallback_reason_name(FallbackReason reason);
 
+inline constexpr uint32_t kMaxDeltaSegments = 64;
+
 struct OffloaderOptions {
   // Seconds without a command before the save; offload_enabled() (offload_config.h) says
   // whether it is on (0: disabled). Both lie in 0..kMaxOffloadSeconds.
@@ -87,6 +91,14 @@ struct OffloaderOptions {
   bool encrypt = true;        // AES-256-GCM seals; false: digests (--cache-encrypt off)
   std::string session = "0";  // the store's session name: siesta-<nonce>-<session>.snap
   uint32_t chunk_bytes = 4u << 20;
+  // Delta saves: up to this many saves after a whole one write only what changed since the
+  // save before (the rows a conversation added, its recurrent state), each into a segment
+  // restored over the ones before it, and a snapshot stays on disk, as the base of the next
+  // delta, after the restore that read it and the command that used a snapshot written
+  // ahead. A save writes the whole session again when the deltas would hold more than half
+  // of it, or when the history was rewritten from its start. 0..kMaxDeltaSegments; 0: every
+  // save writes the whole session and a used snapshot is retired at once.
+  uint32_t max_delta_segments = 0;
   // Write failures are retried after backoff_initial, doubling up to backoff_max.
   Clock::Duration backoff_initial = std::chrono::seconds(1);
   Clock::Duration backoff_max = std::chrono::seconds(60);
@@ -124,6 +136,7 @@ struct DurationHistogram {
 struct OffloadCounters {
   uint64_t saves = 0;         // snapshots written and memory released
   uint64_t saves_ahead = 0;   // snapshots written ahead, the memory kept (save_ahead())
+  uint64_t delta_saves = 0;   // of the saves (both kinds), those that wrote a delta segment
   uint64_t restores = 0;      // restores attempted (hits + fallbacks)
   uint64_t restore_hits = 0;  // history restored from the snapshot
   uint64_t fallbacks[kFallbackReasonCount] = {};
@@ -141,7 +154,8 @@ struct OffloadStatus {
   int64_t idle_seconds = 0;
   int64_t expire_seconds = 0;
   double seconds_since_activity = 0;  // since the end of the last command
-  uint64_t disk_bytes = 0;            // size of the current snapshot file (0 when none)
+  uint64_t disk_bytes = 0;            // size of the current snapshot's files (0 when none)
+  uint32_t snapshot_segments = 0;     // its files: a whole one, then deltas (0 when none)
   uint64_t released_vram_bytes = 0;   // device memory given back by the last save, per backend
   uint64_t released_host_bytes = 0;   // host memory given back by the last save, per HostVmm
   uint64_t tokens = 0;                // history tokens at the end of the last command

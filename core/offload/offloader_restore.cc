@@ -49,6 +49,26 @@ std::string restore_breakdown(Clock::Duration commit, Clock::Duration read, uint
 
 }  // namespace
 
+Result<uint64_t> Offloader::Impl::read_chain(const std::vector<Segment>& segments,
+                                             const std::vector<SnapshotRegion>& regions) {
+  if (segments.empty()) return NotFound("no snapshot was written");
+  SnapshotReader reader(deps.fs, deps.clock, *deps.key, &deps.backend);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    SnapshotReadOptions read;
+    read.path = segment_paths[i];
+    read.mode = options.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
+                                : snapshot::SnapshotMode::kSessionDigest;
+    read.fingerprint = deps.target.fingerprint();
+    read.generation = segments[i].generation;
+    read.check_expiry = i + 1 == segments.size();
+    read.record_buffers = &record_buffers;
+    SIESTA_ASSIGN_OR_RETURN(const SnapshotReadResult result, reader.read(read, regions));
+    bytes += result.file_bytes;
+  }
+  return bytes;
+}
+
 // Commits exactly what the last save released. On failure nothing this call committed stays
 // committed, so the state is as before and a later command may try again.
 Status Offloader::Impl::commit_released_memory() {
@@ -126,22 +146,19 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
     admission.fresh_after_expiry = true;
     given_up = deps.target.discard_history();
   } else {
-    SnapshotReadOptions read;
-    read.path = path;
-    read.mode = options.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
-                                : snapshot::SnapshotMode::kSessionDigest;
-    read.fingerprint = deps.target.fingerprint();
-    read.generation = generation;
-    read.record_buffers = &record_buffers;
-    SnapshotReader reader(deps.fs, deps.clock, *deps.key, &deps.backend);
+    std::vector<Segment> segments;
+    {
+      MutexLock lock(mu);
+      segments = chain;
+    }
     const std::vector<SnapshotRegion> regions = deps.target.snapshot_regions();
-    Result<SnapshotReadResult> restored = reader.read(read, regions);
+    Result<uint64_t> restored = read_chain(segments, regions);
     if (!restored.ok() && restored.status().code() == StatusCode::kIoError) {
       // A transient read error must not cost an intact history: read once more (every saved
       // extent is written again, so a half-done first attempt leaves nothing behind).
-      restored = reader.read(read, regions);
+      restored = read_chain(segments, regions);
     }
-    if (restored.ok()) read_bytes = restored->file_bytes;
+    if (restored.ok()) read_bytes = *restored;
     Status adopted = restored.ok() ? deps.target.adopt_restored_state() : restored.status();
     if (adopted.ok()) {
       admission.restored = true;
@@ -157,11 +174,15 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
     }
   }
   const Clock::Duration read_at = deps.clock.now();
-  // Whatever happened, the file no longer describes the session: it changes from here on.
+  // Unless it stays as the base of the next delta, the file no longer describes the session:
+  // it changes from here on.
   if (fresh) {
     (void)remove_snapshot("expired");
+  } else if (admission.restored && keeps_snapshots()) {
+    MutexLock lock(mu);
+    unchanged_tokens = deps.target.history_tokens();
   } else {
-    retire_snapshot("restored");
+    retire_snapshot(admission.restored ? "restored" : "refused");
   }
   const Clock::Duration retired_at = deps.clock.now();
   const uint64_t tokens = deps.target.history_tokens();

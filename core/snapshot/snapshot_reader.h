@@ -19,7 +19,8 @@
 //                (count, names, persist kinds, sizes), or another generation than the one
 //                the caller expects (an older snapshot of the same session put back: a replay)
 //   Expired      clock.unix_seconds() >= the header's expiry (snapshot::is_expired: an
-//                export with expiry kNeverExpires never expires)
+//                export with expiry kNeverExpires never expires), unless the caller reads
+//                an older segment (SnapshotReadOptions::check_expiry)
 //   Corrupt      any chunk out of place (region, index, length) or failing its seal, or a
 //                trailer that does not match
 // The file's size is read once; a file that shrinks while being read is Truncated. Nothing
@@ -55,6 +56,10 @@ struct SnapshotReadOptions {
   // The generation the file must carry (SnapshotWriteOptions::generation): the one the caller
   // last wrote; 0 for exports, which have none.
   uint64_t generation = 0;
+  // False for an older segment of a snapshot in segments (the Offloader's delta saves): the
+  // expiry that counts is the newest segment's, which is read, and checked, last. Every other
+  // check stands.
+  bool check_expiry = true;
   // Threads that verify chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
   uint32_t threads = 0;
   // Where the chunk record buffers come from and go back to; null: allocated for this read

@@ -26,6 +26,21 @@ static_assert(kTempMarker.substr(0, kSnapSuffix.size()) == kSnapSuffix &&
               kTempMarker.substr(kSnapSuffix.size()) == kTemporarySuffix);
 constexpr size_t kNonceHexDigits = 32;
 constexpr size_t kMaxSessionName = 64;
+constexpr size_t kMaxSegmentDigits = 3;  // kMaxSnapshotSegment has three digits
+static_assert(SnapshotStore::kMaxSnapshotSegment < 1000);
+
+// "<session>" or "<session>.<segment>" with segment in 1..kMaxSnapshotSegment, written
+// without leading zeros (so every file has one name).
+bool valid_stem(std::string_view stem) {
+  const size_t dot = stem.find('.');
+  if (dot == std::string_view::npos) return SnapshotStore::valid_session_name(stem);
+  const std::string_view digits = stem.substr(dot + 1);
+  if (digits.empty() || digits.size() > kMaxSegmentDigits || digits[0] == '0') return false;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+  }
+  return SnapshotStore::valid_session_name(stem.substr(0, dot));
+}
 
 bool is_nonce(std::string_view text) {
   if (text.size() != kNonceHexDigits) return false;
@@ -53,16 +68,16 @@ std::optional<ParsedName> parse_name(std::string_view name) {
   if (!name.starts_with('-')) return std::nullopt;
   name.remove_prefix(1);
   ParsedName::Kind kind = ParsedName::Kind::kSnapshot;
-  std::string_view session;
+  std::string_view stem;
   if (const size_t temp = name.find(kTempMarker); temp != std::string_view::npos) {
     kind = ParsedName::Kind::kTemporary;
-    session = name.substr(0, temp);
+    stem = name.substr(0, temp);
   } else if (name.ends_with(kSnapSuffix)) {
-    session = name.substr(0, name.size() - kSnapSuffix.size());
+    stem = name.substr(0, name.size() - kSnapSuffix.size());
   } else {
     return std::nullopt;
   }
-  if (!SnapshotStore::valid_session_name(session)) return std::nullopt;
+  if (!valid_stem(stem)) return std::nullopt;
   return ParsedName{kind, std::move(nonce)};
 }
 
@@ -146,22 +161,27 @@ SnapshotStore::~SnapshotStore() {
   lock_.reset();
 }
 
-Result<std::string> SnapshotStore::snapshot_path(std::string_view session) const {
+Result<std::string> SnapshotStore::snapshot_path(std::string_view session, uint32_t segment) const {
   if (!valid_session_name(session)) {
     return InvalidArgument("session name " + quote_for_log(session) +
                            " must be 1 to 64 characters from [A-Za-z0-9_-]");
   }
-  return path_of(std::string(kPrefix) + nonce_ + "-" + std::string(session) +
-                 std::string(kSnapSuffix));
+  if (segment > kMaxSnapshotSegment) {
+    return InvalidArgument("snapshot segment " + std::to_string(segment) + " exceeds " +
+                           std::to_string(kMaxSnapshotSegment));
+  }
+  std::string stem(session);
+  if (segment > 0) stem += "." + std::to_string(segment);
+  return path_of(std::string(kPrefix) + nonce_ + "-" + stem + std::string(kSnapSuffix));
 }
 
-Result<std::string> SnapshotStore::temp_path(std::string_view session) const {
-  SIESTA_ASSIGN_OR_RETURN(std::string path, snapshot_path(session));
+Result<std::string> SnapshotStore::temp_path(std::string_view session, uint32_t segment) const {
+  SIESTA_ASSIGN_OR_RETURN(std::string path, snapshot_path(session, segment));
   return path + std::string(kTemporarySuffix) + std::to_string(next_temp_.fetch_add(1));
 }
 
-Result<std::string> SnapshotStore::retire(std::string_view session) {
-  SIESTA_ASSIGN_OR_RETURN(const std::string path, snapshot_path(session));
+Result<std::string> SnapshotStore::retire(std::string_view session, uint32_t segment) {
+  SIESTA_ASSIGN_OR_RETURN(const std::string path, snapshot_path(session, segment));
   SIESTA_ASSIGN_OR_RETURN(const PathInfo info, fs_.stat_no_follow(path));
   if (info.type != PathInfo::Type::kRegular) {
     // Renamed away it would only live on under a temporary name: a directory survives the
@@ -169,7 +189,7 @@ Result<std::string> SnapshotStore::retire(std::string_view session) {
     return FailedPrecondition("snapshot " + quote_for_log(path) +
                               " is not a regular file; it is removed where it is");
   }
-  SIESTA_ASSIGN_OR_RETURN(std::string retired, temp_path(session));
+  SIESTA_ASSIGN_OR_RETURN(std::string retired, temp_path(session, segment));
   SIESTA_RETURN_IF_ERROR(fs_.rename(path, retired));
   return retired;
 }
@@ -270,9 +290,30 @@ Result<std::vector<std::string>> SnapshotStore::own_file_names() const {
 
 Status SnapshotStore::remove(std::string_view session) {
   SIESTA_ASSIGN_OR_RETURN(const std::string path, snapshot_path(session));
+  // Every segment's name and its temporaries' start "siesta-<nonce>-<session>." (".snap" or
+  // ".<segment>.snap"); another session's name goes on with another character, since no
+  // session name holds a '.'.
+  const std::string stem =
+      path.substr(dir_.size() + 1, path.size() - dir_.size() - 1 - kSnapSuffix.size()) + ".";
+  return remove_own_files_where([&](const std::string& name) { return name.starts_with(stem); });
+}
+
+Status SnapshotStore::remove_deltas(std::string_view session) {
+  SIESTA_ASSIGN_OR_RETURN(const std::string path, snapshot_path(session));
+  // "siesta-<nonce>-<session>." then a digit: a delta's name or its temporary's.
+  const std::string stem =
+      path.substr(dir_.size() + 1, path.size() - dir_.size() - 1 - kSnapSuffix.size()) + ".";
+  return remove_own_files_where([&](const std::string& name) {
+    return name.size() > stem.size() && name.starts_with(stem) && name[stem.size()] >= '1' &&
+           name[stem.size()] <= '9';
+  });
+}
+
+Status SnapshotStore::remove_segment(std::string_view session, uint32_t segment) {
+  SIESTA_ASSIGN_OR_RETURN(const std::string path, snapshot_path(session, segment));
   const std::string final_name = path.substr(dir_.size() + 1);
   return remove_own_files_where([&](const std::string& name) {
-    return name == final_name || name.starts_with(final_name + ".tmp-");
+    return name == final_name || name.starts_with(final_name + std::string(kTemporarySuffix));
   });
 }
 

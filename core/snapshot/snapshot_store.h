@@ -7,8 +7,10 @@
 //
 // Naming, in one flat directory:
 //   siesta-<nonce>.lock                 the owner lock, flock'ed for the store's life
-//   siesta-<nonce>-<session>.snap       a session's snapshot
-//   siesta-<nonce>-<session>.snap.tmp-* a snapshot being written (renamed when complete), or a
+//   siesta-<nonce>-<session>.snap       a session's snapshot (segment 0: a whole one)
+//   siesta-<nonce>-<session>.<k>.snap   segment k of it, k in 1..kMaxSnapshotSegment without
+//                                       leading zeros: a delta restored over segments 0..k-1
+//   <either>.tmp-*                      a snapshot being written (renamed when complete), or a
 //                                       retired one waiting for its removal
 // <nonce> is 32 lower-case hex digits: the process key's nonce (ProcessKey::nonce(), the one
 // SnapshotWriter puts in every header), passed as Options::nonce = nonce_hex(key.nonce()),
@@ -88,12 +90,17 @@ class SnapshotStore {
   const std::string& nonce() const { return nonce_; }
   const CleanupReport& startup_cleanup() const { return cleanup_; }
 
-  // "<dir>/siesta-<nonce>-<session>.snap". Failure: InvalidArgument unless session matches
-  // [A-Za-z0-9_-]{1,64} (so no '/', no "..", no empty name).
-  Result<std::string> snapshot_path(std::string_view session) const;
-  // A fresh temporary name for the snapshot of `session`:
-  // "<snapshot_path>.tmp-<counter>". Same failures as snapshot_path().
-  Result<std::string> temp_path(std::string_view session) const;
+  // The highest segment number a session's snapshot may have (the Offloader's delta saves
+  // stay far below it).
+  static constexpr uint32_t kMaxSnapshotSegment = 255;
+
+  // "<dir>/siesta-<nonce>-<session>.snap" for segment 0, "<dir>/siesta-<nonce>-<session>.<k>.snap"
+  // for segment k. Failure: InvalidArgument unless session matches [A-Za-z0-9_-]{1,64} (so no
+  // '/', no "..", no empty name) and segment <= kMaxSnapshotSegment.
+  Result<std::string> snapshot_path(std::string_view session, uint32_t segment = 0) const;
+  // A fresh temporary name for that segment: "<snapshot_path>.tmp-<counter>". Same failures
+  // as snapshot_path().
+  Result<std::string> temp_path(std::string_view session, uint32_t segment = 0) const;
 
   // Retires the session's snapshot once it no longer describes the session (restored, or
   // refused): renames it to a fresh temporary name, which frees the snapshot's name at once
@@ -104,17 +111,22 @@ class SnapshotStore {
   // no snapshot; FailedPrecondition when the name holds anything but a regular file (a
   // directory, FIFO or symlink someone planted): it is not carried along under a temporary
   // name, and remove() takes it where it is; the rename's error.
-  Result<std::string> retire(std::string_view session);
+  Result<std::string> retire(std::string_view session, uint32_t segment = 0);
 
   // Removes a file that retire() returned. No directory sync: the name was already gone from
   // the snapshot's place. Failure: InvalidArgument for a path that is not one of this
   // store's temporaries; NotFound when it is gone already; the file system's error.
   Status remove_retired(const std::string& retired);
 
-  // Removes the session's snapshot and its temporaries (an empty directory planted under one
-  // of their names included); then syncs the directory. Success also when nothing existed. Failure:
-  // the first file system error (the other files are still tried).
+  // Removes the session's snapshot, every segment of it and their temporaries (an empty
+  // directory planted under one of their names included); then syncs the directory. Success
+  // also when nothing existed. Failure: the first file system error (the other files are
+  // still tried).
   Status remove(std::string_view session);
+  // The same for one segment and its temporaries alone (a delta that must not stay).
+  Status remove_segment(std::string_view session, uint32_t segment);
+  // The same for every segment but 0 (the deltas a new whole snapshot replaced).
+  Status remove_deltas(std::string_view session);
 
   // Removes every snapshot and temporary file of this process (not the lock: the store still
   // owns the directory), then syncs the directory. Failure: the first error; all files are

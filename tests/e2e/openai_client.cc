@@ -119,13 +119,26 @@ std::vector<std::string> list_dir(const std::string& dir) {
   return names;
 }
 
-std::vector<std::string> snapshot_files(const std::string& dir) {
-  static const std::regex kSnapshot("siesta-[0-9a-f]{32}-0\\.snap");
+namespace {
+
+std::vector<std::string> names_matching(const std::string& dir, const std::regex& pattern) {
   std::vector<std::string> names;
   for (const std::string& name : list_dir(dir)) {
-    if (std::regex_match(name, kSnapshot)) names.push_back(name);
+    if (std::regex_match(name, pattern)) names.push_back(name);
   }
   return names;
+}
+
+}  // namespace
+
+std::vector<std::string> snapshot_files(const std::string& dir) {
+  static const std::regex kSnapshot("siesta-[0-9a-f]{32}-0\\.snap");
+  return names_matching(dir, kSnapshot);
+}
+
+std::vector<std::string> snapshot_segment_files(const std::string& dir) {
+  static const std::regex kSegment("siesta-[0-9a-f]{32}-0(\\.[1-9][0-9]*)?\\.snap");
+  return names_matching(dir, kSegment);
 }
 
 int64_t cache_counter(const json& status, const std::string& name, const std::string& reason) {

@@ -46,8 +46,10 @@ Result<Completion> complete_streamed(const ServerProcess& server, nlohmann::json
 
 // The names of the files in `dir` (sorted); empty when it does not exist.
 std::vector<std::string> list_dir(const std::string& dir);
-// The names in `dir` that are snapshots "siesta-<32 hex>-0.snap".
+// The names in `dir` that are snapshots "siesta-<32 hex>-0.snap" (session 0's whole one).
 std::vector<std::string> snapshot_files(const std::string& dir);
+// The same with session 0's delta segments, "siesta-<32 hex>-0.<k>.snap" (sorted).
+std::vector<std::string> snapshot_segment_files(const std::string& dir);
 
 // A counter of /v1/status: cache.counters.<name> or, with `reason`, cache.counters.fallbacks.
 // <reason>. -1 when absent (the caller's assertion says what was expected).

@@ -78,13 +78,20 @@ uint64_t cache_number(const json& status, const std::string& key) {
   return status["cache"][key].get<uint64_t>();
 }
 
-void expect_snapshot_on_disk(const std::string& dir, const json& status) {
-  const std::vector<std::string> names = snapshot_files(dir);
-  ASSERT_THAT(names, SizeIs(1)) << "files: " << ::testing::PrintToString(list_dir(dir));
-  struct stat info {};
-  ASSERT_EQ(::stat((dir + "/" + names[0]).c_str(), &info), 0);
-  EXPECT_EQ(info.st_mode & 07777, 0600u) << names[0];
-  EXPECT_EQ(static_cast<uint64_t>(info.st_size), cache_number(status, "disk_bytes"));
+// The snapshot: a whole file, and from the second sleep on a delta over it (the restore kept
+// the first as its base); disk_bytes counts them all.
+void expect_snapshot_on_disk(const std::string& dir, const json& status, size_t segments) {
+  ASSERT_THAT(snapshot_files(dir), SizeIs(1)) << ::testing::PrintToString(list_dir(dir));
+  const std::vector<std::string> names = snapshot_segment_files(dir);
+  ASSERT_THAT(names, SizeIs(segments)) << ::testing::PrintToString(list_dir(dir));
+  uint64_t total = 0;
+  for (const std::string& name : names) {
+    struct stat info {};
+    ASSERT_EQ(::stat((dir + "/" + name).c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 07777, 0600u) << name;
+    total += static_cast<uint64_t>(info.st_size);
+  }
+  EXPECT_EQ(total, cache_number(status, "disk_bytes"));
 }
 
 void expect_clean_exit(ServerProcess& server) {
@@ -126,7 +133,7 @@ TEST(ServerLifecycleE2eTest, IdleOffloadThenRestoreGivesTheSameBytesTwice) {
     EXPECT_GT(cache_number(asleep, "released_host_bytes"), 0u) << asleep.dump();
     EXPECT_GT(cache_number(asleep, "disk_bytes"), 0u) << asleep.dump();
     EXPECT_GT(cache_number(asleep, "tokens"), 0u) << asleep.dump();
-    expect_snapshot_on_disk(dir, asleep);
+    expect_snapshot_on_disk(dir, asleep, static_cast<size_t>(cycle));
 
     // The client sends the conversation back with a new line: the history is a prefix.
     prompt += answer.text + "\nAnd then, cycle " + std::to_string(cycle) + ":";
@@ -158,7 +165,7 @@ TEST(ServerLifecycleE2eTest, ExplicitOffloadThenRestore) {
   EXPECT_TRUE(offload->status == 200 || offload->status == 202)
       << offload->status << " " << offload->body;
   const json asleep = wait_state(*servers.offload, "disk");
-  expect_snapshot_on_disk(dir, asleep);
+  expect_snapshot_on_disk(dir, asleep, 1);
 
   const Completion next =
       both(servers, completion_request(kFirst + first.text + " Next:", 16), "after offload");
@@ -252,7 +259,7 @@ TEST(ServerLifecycleE2eTest, CancelledStreamIsFollowedByOffloadAndAGoodGeneratio
 
   // The idle timer counts from the end of the cancelled generation: the session goes to disk.
   const json asleep = wait_state(*server, "disk");
-  expect_snapshot_on_disk(dir, asleep);
+  expect_snapshot_on_disk(dir, asleep, 1);
   // The disconnect stopped the generation: the history is far from prompt + 8000 tokens.
   const std::string prompt = request["prompt"];
   EXPECT_LT(cache_number(asleep, "tokens"), prompt.size() + 4000)

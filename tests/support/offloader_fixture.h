@@ -38,6 +38,7 @@ struct OffloaderSetup {
   bool encrypt = true;
   FaultPlan backend_faults = FaultPlan::none();  // on the Offloader's commits/decommits
   uint32_t chunk_bytes = 4096;                   // many chunks: many cancellation points
+  uint32_t max_delta_segments = 0;               // OffloaderOptions' (0: whole saves only)
 };
 
 class OffloaderFixture {
@@ -68,6 +69,7 @@ class OffloaderFixture {
     options.expire_seconds = setup_.expire_seconds;
     options.encrypt = setup_.encrypt;
     options.chunk_bytes = setup_.chunk_bytes;
+    options.max_delta_segments = setup_.max_delta_segments;
     options.on_fatal = [this](const Status& s) { fatal_.push_back(s); };
     options.log = [this](const std::string& line) {
       if (log_hook_) log_hook_(line);
@@ -94,8 +96,12 @@ class OffloaderFixture {
   }
 
   OffloadState state() const { return offloader_->status().state; }
-  std::string snapshot_path() const { return store_->snapshot_path("0").value(); }
-  bool snapshot_exists() const { return std::filesystem::exists(snapshot_path()); }
+  std::string snapshot_path(uint32_t segment = 0) const {
+    return store_->snapshot_path("0", segment).value();
+  }
+  bool snapshot_exists(uint32_t segment = 0) const {
+    return std::filesystem::exists(snapshot_path(segment));
+  }
 
   Setup setup_;
   siesta::testing::TempDir dir_;

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <filesystem>
 #include <future>
 #include <mutex>
@@ -254,6 +255,52 @@ TEST(EngineSessionsTest, AnIdleSessionIsWrittenAheadSoItsEvictionOnlyReleases) {
   ASSERT_TRUE(b_again.ok()) << b_again.status().to_string();
   EXPECT_TRUE(b_again->admission.restored);
   EXPECT_EQ(b_again->cached_tokens, std::string("second conversation").size() + 3);
+}
+
+TEST(EngineSessionsTest, AReturningConversationIsWrittenAgainAsADeltaOfItsTurn) {
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(1, 2));
+  OffloadEngineRig reference(siesta::testing::rig_with_sessions(2, 2, /*offload=*/false));
+  const std::string long_prompt(180, 'x');
+  std::string history_a = long_prompt;
+  Result<GenerateResult> a = rig.generate(history_a, 4, route_by_key("a"));
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  ASSERT_TRUE(reference.generate(history_a, 4, route_by_slot(0)).ok());
+  history_a += a->text;
+  ASSERT_TRUE(rig.generate("b", 4, route_by_key("b")).ok());  // a is evicted: a whole save
+  const std::string base = rig.store->snapshot_path("0").value();
+  ASSERT_TRUE(std::filesystem::exists(base));
+  const uint64_t base_bytes = std::filesystem::file_size(base);
+
+  // a returns with a short turn: restored, its snapshot kept as the base; b is evicted; a's
+  // save (ahead) writes only the turn.
+  const std::string turn = history_a + " and a few more";
+  Result<GenerateResult> again = rig.generate(turn, 4, route_by_key("a"));
+  Result<GenerateResult> want = reference.generate(turn, 4, route_by_slot(0));
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  EXPECT_TRUE(again->admission.restored);
+  EXPECT_EQ(again->text, want->text);
+  rig.executor.run_due();
+  ASSERT_TRUE(rig.generate("b again", 4, route_by_key("b")).ok());  // a is released
+  const std::string delta = rig.store->snapshot_path("0", 1).value();
+  ASSERT_TRUE(std::filesystem::exists(delta)) << "a's second save was not a delta";
+  const uint64_t delta_bytes = std::filesystem::file_size(delta);
+  // The turn is about 20 tokens over a history of about 185 (tiny's state is small).
+  EXPECT_LT(delta_bytes * 4, base_bytes) << "the delta wrote far more than a turn";
+  EXPECT_GE(rig.engine->cache_status().counters.delta_saves, 1u);
+
+  // And a comes back from base + delta with every byte of its history.
+  const std::string third = turn + again->text + " once more";
+  Result<GenerateResult> back = rig.generate(third, 4, route_by_key("a"));
+  Result<GenerateResult> want_back = reference.generate(third, 4, route_by_slot(0));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  ASSERT_TRUE(want_back.ok());
+  EXPECT_TRUE(back->admission.restored);
+  EXPECT_EQ(back->text, want_back->text);
+  EXPECT_EQ(back->cached_tokens, want_back->cached_tokens);
+  std::printf("whole snapshot %llu bytes, delta of a turn %llu bytes\n",
+              static_cast<unsigned long long>(base_bytes),
+              static_cast<unsigned long long>(delta_bytes));
 }
 
 }  // namespace

@@ -47,6 +47,7 @@ StatusSnapshot busy_snapshot() {
   cache.tokens = 42;
   cache.counters.saves = 3;
   cache.counters.saves_ahead = 8;
+  cache.counters.delta_saves = 6;
   cache.counters.restores = 2;
   cache.counters.restore_hits = 1;
   cache.counters.fallbacks[static_cast<size_t>(FallbackReason::kCorrupt)] = 1;
@@ -82,6 +83,7 @@ TEST(MetricsTextTest, EveryFamilyHasHelpAndTypeOnce) {
       {"cache_tokens", "gauge"},
       {"cache_saves_total", "counter"},
       {"cache_saves_ahead_total", "counter"},
+      {"cache_delta_saves_total", "counter"},
       {"cache_restores_total", "counter"},
       {"cache_restore_hits_total", "counter"},
       {"cache_fallbacks_total", "counter"},
@@ -127,6 +129,7 @@ TEST(MetricsTextTest, GaugesAndCountersCarryTheSnapshot) {
       {"siesta_cache_tokens", "42"},
       {"siesta_cache_saves_total", "3"},
       {"siesta_cache_saves_ahead_total", "8"},
+      {"siesta_cache_delta_saves_total", "6"},
       {"siesta_cache_restores_total", "2"},
       {"siesta_cache_restore_hits_total", "1"},
       {"siesta_cache_fallbacks_total{reason=\"corrupt\"}", "1"},

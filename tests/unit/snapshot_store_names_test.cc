@@ -40,11 +40,17 @@ class SnapshotStoreNameTest : public ::testing::Test {
 TEST_F(SnapshotStoreNameTest, NamesThatOnlyLookLikeTheStoresAreLeftAlone) {
   ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
   const std::vector<std::string> lookalikes = {
-      "siesta-g0000000000000000000000000000000-s.snap",   // 'g' is no hex digit
-      "siesta-00000000000000000000000000000000s.snap",    // no '-' after the nonce
-      "siesta-00000000000000000000000000000000-s!.snap",  // a session name it refuses
-      "siesta-00000000000000000000000000000000-.snap",    // an empty session name
-      "siesta-0000000000000000000000000000000.lock",      // 31 digits
+      "siesta-g0000000000000000000000000000000-s.snap",       // 'g' is no hex digit
+      "siesta-00000000000000000000000000000000s.snap",        // no '-' after the nonce
+      "siesta-00000000000000000000000000000000-s!.snap",      // a session name it refuses
+      "siesta-00000000000000000000000000000000-.snap",        // an empty session name
+      "siesta-0000000000000000000000000000000.lock",          // 31 digits
+      "siesta-00000000000000000000000000000000-s.0.snap",     // segment 0 has no number
+      "siesta-00000000000000000000000000000000-s.01.snap",    // a leading zero
+      "siesta-00000000000000000000000000000000-s.1000.snap",  // four digits
+      "siesta-00000000000000000000000000000000-s..snap",      // no digits
+      "siesta-00000000000000000000000000000000-s.1x.snap",    // not all digits
+      "siesta-00000000000000000000000000000000-s!.1.snap",    // a session name it refuses
   };
   for (const std::string& name : lookalikes) write_plain(dir_ + "/" + name, "not ours");
   std::unique_ptr<SnapshotStore> store = open();
@@ -64,6 +70,51 @@ TEST_F(SnapshotStoreNameTest, RemovingASessionLeavesOneWhoseNameBeginsTheSame) {
   EXPECT_FALSE(exists(store->snapshot_path("a").value()));
   EXPECT_TRUE(exists(store->snapshot_path("ab").value()));
   EXPECT_EQ(store->disk_bytes().value(), 2u + 12u) << "both of ab's files are left";
+}
+
+// Guards: a delta segment's name not taken for the store's (left behind by a dead owner, or
+// by remove()), or a segment's removal reaching the base or another session.
+TEST_F(SnapshotStoreNameTest, SegmentsAreNamedAfterTheirSessionAndRemovedWithIt) {
+  std::unique_ptr<SnapshotStore> store = open();
+  const std::string prefix = dir_ + "/siesta-" + store->nonce() + "-";
+  EXPECT_EQ(store->snapshot_path("a", 0).value(), prefix + "a.snap");
+  EXPECT_EQ(store->snapshot_path("a", 7).value(), prefix + "a.7.snap");
+  EXPECT_EQ(store->snapshot_path("a", SnapshotStore::kMaxSnapshotSegment).value(),
+            prefix + "a.255.snap");
+  EXPECT_EQ(store->snapshot_path("a", SnapshotStore::kMaxSnapshotSegment + 1).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(store->temp_path("a", 7).value().starts_with(prefix + "a.7.snap.tmp-"));
+  for (uint32_t segment : {0u, 1u, 2u}) {
+    write_plain(store->snapshot_path("a", segment).value(), "a");
+    write_plain(store->temp_path("a", segment).value(), "a temporary");
+    write_plain(store->snapshot_path("ab", segment).value(), "ab");
+  }
+  EXPECT_EQ(store->disk_bytes().value(), 3 * (1u + 11u + 2u)) << "every segment is the store's";
+  ASSERT_TRUE(store->remove_segment("a", 2).ok());
+  EXPECT_FALSE(exists(store->snapshot_path("a", 2).value()));
+  EXPECT_TRUE(exists(store->snapshot_path("a", 1).value()));
+  EXPECT_EQ(store->disk_bytes().value(), 2 * (1u + 11u) + 3 * 2u) << "its temporary went too";
+  ASSERT_TRUE(store->remove_deltas("a").ok());
+  EXPECT_TRUE(exists(store->snapshot_path("a", 0).value()));
+  EXPECT_FALSE(exists(store->snapshot_path("a", 1).value()));
+  EXPECT_EQ(store->disk_bytes().value(), 1u + 11u + 3 * 2u);
+  ASSERT_TRUE(store->remove("a").ok());
+  EXPECT_EQ(store->disk_bytes().value(), 3 * 2u) << "only ab's files are left";
+  for (uint32_t segment : {0u, 1u, 2u}) {
+    EXPECT_TRUE(exists(store->snapshot_path("ab", segment).value()));
+  }
+}
+
+TEST_F(SnapshotStoreNameTest, ADeadOwnersSegmentsGoAtStartUp) {
+  ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
+  const std::string dead = dir_ + "/siesta-00000000000000000000000000000000-s";
+  write_plain(dead + ".snap", "base");
+  write_plain(dead + ".3.snap", "delta");
+  write_plain(dead + ".3.snap.tmp-1", "delta being written");
+  std::unique_ptr<SnapshotStore> store = open();
+  EXPECT_EQ(store->startup_cleanup().removed_dead_owner_files, 4u);  // 3 and the lock probed
+  EXPECT_FALSE(exists(dead + ".3.snap"));
+  EXPECT_FALSE(exists(dead + ".3.snap.tmp-1"));
 }
 
 // Guards: a directory under one of the store's names counted as bytes on disk.

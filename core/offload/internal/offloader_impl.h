@@ -38,12 +38,13 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   // ---- Set once by create() ----
   const Deps deps;
   const OffloaderOptions options;
-  std::string path;  // the snapshot file
+  // The snapshot's files: segment 0 (a whole save), then 1..max_delta_segments (deltas).
+  std::vector<std::string> segment_paths;
 
   // ---- Owned by the phase ----
-  // The generation of the last save started (written by the save's phase before it can reach
-  // the disk phase, under which alone a restore reads it): a restore accepts only the file
-  // with this one, so an older snapshot put back in place is refused (Foreign).
+  // The generation of the last save started: every save writes a new one, and a restore
+  // accepts each segment only with the one its save wrote (Segment::generation), so an older
+  // snapshot put back in place is refused (Foreign). Written by save phases alone.
   uint64_t generation = 0;
   // Every save's and restore's chunk record buffers (core/snapshot/record_buffer_pool.h): kept
   // between them, so that no restore pays to fault fresh pages in. Save phases and restoring
@@ -55,6 +56,18 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
 
   // ---- Shared, under mu ----
   mutable Mutex mu;
+  // The files that hold the session's snapshot, oldest first (store segment i is chain[i]):
+  // a whole save, then the deltas written over it. Empty when there is no snapshot.
+  struct Segment {
+    uint64_t generation = 0;  // the reader expects it (a replay is Foreign)
+    uint64_t file_bytes = 0;
+    uint64_t payload_bytes = 0;
+    uint64_t tokens = 0;  // history tokens when it was written
+  };
+  std::vector<Segment> chain SIESTA_GUARDED_BY(mu);
+  // While the chain is kept: how many of the history's tokens are, in memory, what the chain
+  // restores (lowered at each command's end by what it rewrote).
+  uint64_t unchanged_tokens SIESTA_GUARDED_BY(mu) = 0;
   // Notified on every phase change and when an executor task ends.
   mutable std::condition_variable cv;
   offload::OffloadMachine machine SIESTA_GUARDED_BY(mu);
@@ -87,6 +100,11 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   std::mutex log_writer;
 
   bool enabled() const { return offload_enabled(options.idle_seconds); }
+  // A snapshot stays after it was used, as the base of a delta save.
+  bool keeps_snapshots() const { return options.max_delta_segments > 0; }
+  uint64_t chain_file_bytes() const SIESTA_REQUIRES(mu);
+  // Sets the reported disk_bytes and segments from the chain.
+  void report_chain() SIESTA_REQUIRES(mu);
   offload::Phase phase() const SIESTA_REQUIRES(mu) { return machine.phase(); }
 
   // The one place the phase changes: applies `event` (an illegal one is logged and the phase
@@ -119,6 +137,15 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   // What a timer must do now, its phase change applied; for kSave, the file's expiry.
   // For kRelease, the size of the file written ahead.
   TimerAction decide_timer(int64_t* expiry_unix, uint64_t* file_bytes) SIESTA_REQUIRES(mu);
+  // What a save writes: a whole snapshot (segment 0, replacing the chain) or a delta over it.
+  struct SavePlan {
+    uint32_t segment = 0;
+    std::vector<SnapshotRegion> regions;
+    uint64_t payload_bytes = 0;
+    uint64_t tokens = 0;
+  };
+  // REQUIRES: a save phase entered by this task (the target's memory is the save's to read).
+  SavePlan plan_save() SIESTA_EXCLUDES(mu);
   // REQUIRES: the phase is kSaveReading, entered by this task (or by evict()).
   // `keep_memory` (save_ahead()): once the file is durable the memory stays (kSaved).
   // Returns OK when the memory was released (or kept, as asked); the write's or release's
@@ -149,13 +176,19 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   Result<Admission> restore(bool fresh, Admission admission) SIESTA_EXCLUDES(mu);
   Status commit_released_memory() SIESTA_EXCLUDES(mu);
 
-  // Removes the snapshot (the store's remove: slow on a large file) and records a failure.
+  // Reads the chain's segments, oldest first, each over the ones before (the expiry is the
+  // newest one's). Returns the bytes read, or the first segment's failure.
+  Result<uint64_t> read_chain(const std::vector<Segment>& segments,
+                              const std::vector<SnapshotRegion>& regions) SIESTA_EXCLUDES(mu);
+
+  // Removes the snapshot, every segment of it (the store's remove: slow on a large file), and
+  // records a failure. The chain is forgotten either way.
   Status remove_snapshot(const char* why) SIESTA_EXCLUDES(mu);
   // After a restore (or a fallback) the file no longer describes the session. Unlinking a
   // large cached file frees its pages and extents, which costs ~0.2 s per GiB -- too much for
   // the command that is waiting for its first token -- so the file is renamed to a temporary
   // name of the store (cheap; the snapshot's name is free at once) and removed on the
-  // executor. Falls back to remove_snapshot() when the rename fails.
+  // executor; every segment alike. Falls back to remove_snapshot() when a rename fails.
   void retire_snapshot(const char* why) SIESTA_EXCLUDES(mu);
 };
 

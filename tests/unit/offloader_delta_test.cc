@@ -1,0 +1,311 @@
+// Delta saves (OffloaderOptions::max_delta_segments): after a whole snapshot, a save writes only
+// what changed since the save before into the next segment, and a restore reads the segments
+// oldest first, each over the ones before. What must hold: every restore gives back every
+// byte (verify()), rows cut by a rewind are never brought back from an older segment, a
+// history rewritten from its start leaves no snapshot behind, the deltas never grow past half
+// of a whole snapshot, only the newest segment's expiry counts, and a damaged or replayed
+// segment costs the history, never a wrong byte. On the simulator with a ManualClock and a
+// ManualExecutor, the FakeOffloadTarget's epochs telling a stale row from a fresh one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/offload/offloader.h"
+#include "tests/support/offloader_fixture.h"
+#include "tests/support/spin_until.h"
+
+namespace siesta {
+namespace {
+
+using test_util::FakeOffloadTarget;
+using test_util::OffloaderFixture;
+using test_util::OffloaderSetup;
+
+OffloaderSetup with_deltas(uint32_t segments = 8) {
+  OffloaderSetup setup;
+  setup.max_delta_segments = segments;
+  return setup;
+}
+
+// A command that cuts the history to `keep` positions, then appends `add`.
+Result<Admission> rewind_command(OffloaderFixture& f, uint32_t keep, uint32_t add) {
+  Result<Offloader::Lease> lease = f.offloader_->acquire();
+  if (!lease.ok()) return lease.status();
+  f.target_->rewind(keep);
+  f.target_->advance(add);
+  return lease->admission();
+}
+
+// Idle long enough to save and release; then a command that restores and appends `add`.
+// Returns the admission of that command.
+Admission offload_then_return(OffloaderFixture& f, uint32_t add) {
+  f.pass(OffloaderFixture::kIdle);
+  EXPECT_EQ(f.state(), OffloadState::kDisk);
+  Result<Admission> admitted = f.command(add);
+  EXPECT_TRUE(admitted.ok()) << admitted.status().to_string();
+  return admitted.ok() ? *admitted : Admission{};
+}
+
+uint64_t file_size(const std::string& path) { return std::filesystem::file_size(path); }
+
+TEST(OffloaderDeltaTest, ASaveAfterARestoreWritesOnlyWhatTheCommandAdded) {
+  OffloaderFixture f(with_deltas());
+  ASSERT_TRUE(f.command(100).ok());
+  EXPECT_TRUE(offload_then_return(f, 5).restored);
+  // The restore kept the snapshot: it is the base of the next save.
+  EXPECT_TRUE(f.snapshot_exists(0));
+  f.pass(OffloaderFixture::kIdle);
+  ASSERT_EQ(f.state(), OffloadState::kDisk);
+  OffloadStatus status = f.offloader_->status();
+  EXPECT_EQ(status.counters.delta_saves, 1u);
+  EXPECT_EQ(status.snapshot_segments, 2u);
+  ASSERT_TRUE(f.snapshot_exists(1));
+  const uint64_t base = file_size(f.snapshot_path(0));
+  const uint64_t delta = file_size(f.snapshot_path(1));
+  EXPECT_EQ(status.disk_bytes, base + delta);
+  // Five rows and their history bytes, the 16-byte meta, and the format's framing.
+  EXPECT_LT(delta, 5 * FakeOffloadTarget::kRowBytes + 1024) << "the delta wrote more than 5 rows";
+  EXPECT_GT(base, 100 * FakeOffloadTarget::kRowBytes);
+
+  Result<Admission> back = f.command(0);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(back->restored);
+  EXPECT_EQ(f.target_->length(), 105u);
+  EXPECT_EQ(f.target_->verify(), "");
+  std::printf("base %llu bytes, delta of 5 rows %llu bytes\n",
+              static_cast<unsigned long long>(base), static_cast<unsigned long long>(delta));
+}
+
+TEST(OffloaderDeltaTest, RowsCutByARewindAreWrittenAgainNotRestoredFromTheBase) {
+  OffloaderFixture f(with_deltas());
+  ASSERT_TRUE(f.command(100).ok());
+  f.pass(OffloaderFixture::kIdle);
+  // The conversation diverges at 40: rows 40..69 are written again, with other bytes.
+  Result<Admission> diverged = rewind_command(f, 40, 30);
+  ASSERT_TRUE(diverged.ok());
+  EXPECT_TRUE(diverged->restored);
+  f.pass(OffloaderFixture::kIdle);
+  ASSERT_EQ(f.offloader_->status().counters.delta_saves, 1u);
+  ASSERT_TRUE(f.command(0).ok());
+  EXPECT_EQ(f.target_->length(), 70u);
+  EXPECT_EQ(f.target_->verify(), "") << "a row from before the rewind came back";
+}
+
+TEST(OffloaderDeltaTest, ASaveAheadIsTheBaseOfTheNextDelta) {
+  OffloaderFixture f(with_deltas());
+  ASSERT_TRUE(f.command(60).ok());
+  ASSERT_TRUE(f.offloader_->save_ahead().ok());
+  f.executor_.run_due();
+  ASSERT_TRUE(f.command(3).ok());  // uses the memory: the file stays, as a base
+  EXPECT_TRUE(f.snapshot_exists(0));
+  ASSERT_TRUE(f.offloader_->evict().ok());
+  const OffloadStatus status = f.offloader_->status();
+  EXPECT_EQ(status.counters.delta_saves, 1u);
+  EXPECT_EQ(status.snapshot_segments, 2u);
+  ASSERT_TRUE(f.command(0).ok());
+  EXPECT_EQ(f.target_->length(), 63u);
+  EXPECT_EQ(f.target_->verify(), "");
+}
+
+TEST(OffloaderDeltaTest, AHistoryRewrittenFromItsStartLeavesNoSnapshot) {
+  OffloaderFixture f(with_deltas());
+  ASSERT_TRUE(f.command(50).ok());
+  f.pass(OffloaderFixture::kIdle);
+  ASSERT_TRUE(rewind_command(f, 0, 20).ok());  // another conversation: nothing kept
+  f.executor_.run_due();                       // the retired files' removal
+  EXPECT_FALSE(f.snapshot_exists(0)) << "the old conversation's snapshot outlived it";
+  EXPECT_EQ(f.offloader_->status().disk_bytes, 0u);
+  f.pass(OffloaderFixture::kIdle);
+  const OffloadStatus status = f.offloader_->status();
+  EXPECT_EQ(status.counters.delta_saves, 0u) << "nothing to build a delta on";
+  EXPECT_EQ(status.snapshot_segments, 1u);
+  ASSERT_TRUE(f.command(0).ok());
+  EXPECT_EQ(f.target_->length(), 20u);
+  EXPECT_EQ(f.target_->verify(), "");
+}
+
+TEST(OffloaderDeltaTest, DeltasPastHalfOfAWholeSnapshotStartANewBase) {
+  OffloaderFixture f(with_deltas());
+  ASSERT_TRUE(f.command(100).ok());
+  // Each return adds 30 rows. Whole payload at L rows: 1025 L + 16; a delta of 30: 30766.
+  // Deltas of 1, 2, 3 returns stay within half of a whole one (61532 <= 133266, 123064 <=
+  // 164016, 184596 <= 194766); a fourth would not (246128 > 225516).
+  std::vector<uint32_t> segments;
+  for (int turn = 0; turn < 5; ++turn) {
+    offload_then_return(f, 30);
+    f.pass(OffloaderFixture::kIdle);
+    segments.push_back(f.offloader_->status().snapshot_segments);
+  }
+  EXPECT_EQ(segments, (std::vector<uint32_t>{2, 3, 4, 1, 2}));
+  f.executor_.run_due();
+  EXPECT_TRUE(f.snapshot_exists(1));
+  EXPECT_FALSE(f.snapshot_exists(2)) << "a superseded delta stayed on disk";
+  EXPECT_FALSE(f.snapshot_exists(3));
+  ASSERT_TRUE(f.command(0).ok());
+  EXPECT_EQ(f.target_->length(), 250u);
+  EXPECT_EQ(f.target_->verify(), "");
+}
+
+TEST(OffloaderDeltaTest, TheSegmentLimitStartsANewBase) {
+  OffloaderFixture f(with_deltas(2));
+  ASSERT_TRUE(f.command(200).ok());
+  std::vector<uint32_t> segments;
+  for (int turn = 0; turn < 4; ++turn) {
+    offload_then_return(f, 1);
+    f.pass(OffloaderFixture::kIdle);
+    segments.push_back(f.offloader_->status().snapshot_segments);
+  }
+  EXPECT_EQ(segments, (std::vector<uint32_t>{2, 3, 1, 2}));
+  ASSERT_TRUE(f.command(0).ok());
+  EXPECT_EQ(f.target_->length(), 204u);
+  EXPECT_EQ(f.target_->verify(), "");
+}
+
+TEST(OffloaderDeltaTest, OnlyTheNewestSegmentsExpiryCounts) {
+  OffloaderFixture f(with_deltas());  // idle 60 s, expiry 600 s
+  ASSERT_TRUE(f.command(80).ok());
+  f.pass(OffloaderFixture::kIdle);  // the base: expires 600 s after that command
+  // Returns every 400 s: each save is a delta, and by the last return the base's own expiry
+  // is long past while the newest delta's is not.
+  for (int turn = 0; turn < 3; ++turn) {
+    Result<Admission> back = f.command(1);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_TRUE(back->restored) << "turn " << turn << ": " << f.offloader_->status().last_error;
+    f.pass(400);
+  }
+  EXPECT_EQ(f.offloader_->status().counters.delta_saves, 3u);
+  Result<Admission> back = f.command(0);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->restored) << f.offloader_->status().last_error;
+  EXPECT_EQ(f.target_->verify(), "");
+  // And past the newest one's expiry the snapshot goes, every segment of it.
+  f.pass(OffloaderFixture::kIdle);
+  f.pass(OffloaderFixture::kExpire);
+  EXPECT_EQ(f.state(), OffloadState::kExpired);
+  for (uint32_t segment = 0; segment <= 4; ++segment) {
+    EXPECT_FALSE(f.snapshot_exists(segment)) << "segment " << segment;
+  }
+}
+
+TEST(OffloaderDeltaTest, ADamagedDeltaCostsTheHistoryAndEverySegment) {
+  OffloaderFixture f(with_deltas());
+  ASSERT_TRUE(f.command(64).ok());
+  offload_then_return(f, 4);
+  f.pass(OffloaderFixture::kIdle);
+  ASSERT_TRUE(f.snapshot_exists(1));
+  {
+    // Fault injected: one byte of the delta's last chunk payload flipped on disk.
+    std::fstream file(f.snapshot_path(1), std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(-60, std::ios::end);
+    char byte = 0;
+    file.read(&byte, 1);
+    file.seekp(-60, std::ios::end);
+    byte = static_cast<char>(byte ^ 0x40);
+    file.write(&byte, 1);
+  }
+  Result<Admission> back = f.command(0);
+  ASSERT_TRUE(back.ok());
+  ASSERT_TRUE(back->fallback.has_value());
+  EXPECT_EQ(*back->fallback, FallbackReason::kCorrupt);
+  EXPECT_EQ(f.target_->length(), 0u);
+  f.executor_.run_due();
+  EXPECT_FALSE(f.snapshot_exists(0));
+  EXPECT_FALSE(f.snapshot_exists(1));
+}
+
+TEST(OffloaderDeltaTest, AnOlderDeltaPutBackIsForeign) {
+  OffloaderFixture f(with_deltas());
+  ASSERT_TRUE(f.command(64).ok());
+  offload_then_return(f, 4);
+  f.pass(OffloaderFixture::kIdle);
+  const std::string aside = f.dir_.path() + "/aside";
+  std::filesystem::copy_file(f.snapshot_path(1), aside);
+  // A new conversation on the session (a new base), then a delta 1 of its own.
+  ASSERT_TRUE(rewind_command(f, 0, 64).ok());
+  offload_then_return(f, 4);
+  f.pass(OffloaderFixture::kIdle);
+  ASSERT_TRUE(f.snapshot_exists(1));
+  // Fault injected: the first conversation's delta 1 put back in place of the second's.
+  std::filesystem::rename(aside, f.snapshot_path(1));
+  Result<Admission> back = f.command(0);
+  ASSERT_TRUE(back.ok());
+  ASSERT_TRUE(back->fallback.has_value());
+  EXPECT_EQ(*back->fallback, FallbackReason::kForeign);
+  EXPECT_NE(f.offloader_->status().last_error.find("generation"), std::string::npos)
+      << f.offloader_->status().last_error;
+}
+
+TEST(OffloaderDeltaTest, WithoutDeltasAUsedSnapshotIsRetiredAsBefore) {
+  OffloaderFixture f;  // max_delta_segments 0
+  ASSERT_TRUE(f.command(30).ok());
+  EXPECT_TRUE(offload_then_return(f, 2).restored);
+  f.executor_.run_due();
+  EXPECT_FALSE(f.snapshot_exists(0));
+  f.pass(OffloaderFixture::kIdle);
+  EXPECT_EQ(f.offloader_->status().counters.delta_saves, 0u);
+  EXPECT_FALSE(f.snapshot_exists(1));
+}
+
+// The file-system calls of one delta save, counted on a clean run.
+std::vector<std::pair<FsOp, uint64_t>> steps_of_one_delta_save() {
+  OffloaderFixture f(with_deltas());
+  std::vector<std::pair<FsOp, uint64_t>> steps;
+  EXPECT_TRUE(f.command(40).ok());
+  offload_then_return(f, 8);
+  f.fs_.set_call_hook([&](FsOp op, uint64_t call) { steps.emplace_back(op, call); });
+  f.pass(OffloaderFixture::kIdle);
+  f.fs_.set_call_hook({});
+  EXPECT_EQ(f.offloader_->status().counters.delta_saves, 1u);
+  return steps;
+}
+
+TEST(OffloaderDeltaTest, ACommandArrivingAtEveryStepOfADeltaSaveKeepsTheBase) {
+  const auto steps = steps_of_one_delta_save();
+  ASSERT_GT(steps.size(), 5u);
+  for (const auto& [step_op, step_call] : steps) {
+    SCOPED_TRACE(std::string("command arrives at ") + std::string(fs_op_name(step_op)) + " call " +
+                 std::to_string(step_call));
+    OffloaderFixture f(with_deltas());
+    ASSERT_TRUE(f.command(40).ok());
+    offload_then_return(f, 8);
+    std::thread command;
+    std::atomic<bool> let_in{false};
+    f.fs_.set_call_hook([&, op = step_op, nth = step_call](FsOp o, uint64_t call) {
+      if (o != op || call != nth || command.joinable()) return;
+      command = std::thread([&] {
+        Result<Offloader::Lease> lease = f.offloader_->acquire();
+        let_in = true;
+        if (lease.ok()) f.target_->advance(1);
+      });
+      EXPECT_TRUE(siesta::testing::spin_until(
+          [&] { return f.offloader_->status().command_waiting || let_in.load(); },
+          std::chrono::seconds(30)));
+    });
+    f.pass(OffloaderFixture::kIdle);  // the delta save runs here, on this thread
+    command.join();
+    f.fs_.set_call_hook({});
+    const OffloadStatus status = f.offloader_->status();
+    EXPECT_EQ(status.counters.cancelled_saves, 1u);
+    EXPECT_EQ(status.counters.delta_saves, 0u);
+    EXPECT_EQ(status.snapshot_segments, 1u) << "the cancelled delta must not join the chain";
+    EXPECT_TRUE(f.snapshot_exists(0)) << "a cancelled delta took the base with it";
+    EXPECT_FALSE(f.snapshot_exists(1)) << "a cancelled delta stayed on disk";
+    EXPECT_EQ(f.target_->verify(), "");
+    // The next save builds on the base, and the restore returns every byte.
+    f.pass(OffloaderFixture::kIdle);
+    EXPECT_EQ(f.offloader_->status().counters.delta_saves, 1u);
+    ASSERT_TRUE(f.command(0).ok());
+    EXPECT_EQ(f.target_->length(), 49u);
+    EXPECT_EQ(f.target_->verify(), "");
+  }
+}
+
+}  // namespace
+}  // namespace siesta
