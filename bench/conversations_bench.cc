@@ -168,6 +168,20 @@ void conversations(benchmark::State& state, const std::string& backend) {
     state.SetIterationTime(p99 / 1000);
     state.counters["ttft_p50_ms"] = p50;
     state.counters["ttft_p99_ms"] = p99;
+    state.counters["ttft_p90_ms"] = percentile(ttft, 0.90);
+    // Where the slowest returns fell: right after the fill (its writes ahead still queued) or
+    // in the steady state.
+    const auto slowest = std::max_element(ttft.begin(), ttft.end());
+    state.counters["ttft_max_ms"] = slowest != ttft.end() ? *slowest : 0;
+    state.counters["slowest_return"] =
+        static_cast<double>(slowest != ttft.end() ? slowest - ttft.begin() : 0);
+    double first_half = 0;
+    for (size_t i = 0; i < ttft.size() / 2; ++i) first_half = std::max(first_half, ttft[i]);
+    state.counters["ttft_max_first_half_ms"] = first_half;
+    state.counters["ttft_p99_second_half_ms"] =
+        percentile(std::vector<double>(ttft.begin() + static_cast<std::ptrdiff_t>(ttft.size() / 2),
+                                       ttft.end()),
+                   0.99);
     state.counters["restore_ms"] = restore;
     state.counters["recompute_ms"] = recompute;
     state.counters["p99_over_restore"] = restore > 0 ? p99 / restore : 0;
