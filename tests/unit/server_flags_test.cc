@@ -290,6 +290,14 @@ TEST(ServerFlagsTest, CacheEncrypt) {
   EXPECT_EQ(error_of({"--cache-encrypt", "yes"}), "--cache-encrypt must be on or off, got \"yes\"");
 }
 
+TEST(ServerFlagsTest, CacheDeltaSaves) {
+  EXPECT_EQ(ServerConfig{}.cache_delta_saves, 8u);
+  EXPECT_EQ(run_config({"--cache-delta-saves", "0"}).cache_delta_saves, 0u);
+  EXPECT_EQ(run_config({"--cache-delta-saves=64"}).cache_delta_saves, 64u);
+  EXPECT_THAT(error_of({"--cache-delta-saves", "65"}), HasSubstr("--cache-delta-saves"));
+  EXPECT_THAT(error_of({"--cache-delta-saves", "-1"}), HasSubstr("(-1) must be between"));
+}
+
 TEST(ServerFlagsTest, SlotSavePath) {
   EXPECT_EQ(run_config({"--slot-save-path", "/s"}).slot_save_path, "/s");
   EXPECT_EQ(error_of({"--slot-save-path="}), "--slot-save-path must not be empty");
@@ -420,7 +428,7 @@ TEST(ServerFlagsTest, HelpListsTheNewFlags) {
   for (const char* flag :
        {"--model synthetic:SIZE", "--ctx N", "--kv-type f32|f16|int8", "--cache-encrypt on|off",
         "--slot-save-path DIR", "--api-key KEY", "--max-body-bytes N", "--parallel N",
-        "--devices N", "--max-sessions N", "--session-match F"}) {
+        "--devices N", "--max-sessions N", "--session-match F", "--cache-delta-saves N"}) {
     EXPECT_THAT(help, HasSubstr(flag));
   }
   EXPECT_THAT(help, HasSubstr("(default: synthetic:small)"));
