@@ -1,5 +1,6 @@
-// Offloader's internals, shared by offloader.cc (admission, deadlines, save, release) and
-// offloader_restore.cc (restore). Not part of the interface: include only from those two.
+// Offloader's internals, shared by offloader.cc (admission, deadlines, commands),
+// offloader_save.cc (save, release) and offloader_restore.cc (restore). Not part of the
+// interface: include only from those three.
 //
 // Locking: `mu` guards the phase and everything the threads share (SIESTA_GUARDED_BY); it is
 // held only to read or change them, never across a call into the file system, the backend,
@@ -10,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <memory>
@@ -25,6 +27,11 @@
 #include "core/snapshot/snapshot_writer.h"
 
 namespace siesta {
+
+// A duration in milliseconds, as the status and the log lines give them.
+inline double milliseconds(Clock::Duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 // Everything lives here, owned through a shared_ptr: timer tasks hold a weak_ptr, so a timer
 // that fires after the Offloader is gone finds nothing to run.
