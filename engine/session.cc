@@ -23,7 +23,7 @@ namespace {
 
 std::string hex_address(DeviceAddress address) {
   char text[32];
-  std::snprintf(text, sizeof(text), "0x%" PRIx64, address);
+  (void)std::snprintf(text, sizeof(text), "0x%" PRIx64, address);
   return text;
 }
 

@@ -41,8 +41,8 @@ std::string restore_breakdown(Clock::Duration commit, Clock::Duration read, uint
                               Clock::Duration retire) {
   const double read_s = std::chrono::duration<double>(read).count();
   char rate[32];
-  std::snprintf(rate, sizeof rate, "%.2f",
-                read_s > 0 ? static_cast<double>(read_bytes) / read_s / 1e9 : 0.0);
+  (void)std::snprintf(rate, sizeof rate, "%.2f",
+                      read_s > 0 ? static_cast<double>(read_bytes) / read_s / 1e9 : 0.0);
   return "commit " + ms_text(commit) + " ms, read " + ms_text(read) + " ms at " + rate +
          " GB/s, retire " + ms_text(retire) + " ms";
 }
