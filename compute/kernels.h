@@ -104,6 +104,20 @@ class KernelGraph {
   virtual size_t operation_count() const = 0;
 };
 
+// A point in a Kernels object's queue (Kernels::fence()): wait() returns once every operation
+// enqueued before the fence was made has run. What another thread enqueues after it is not
+// waited for: a background save waits for its own session's work, not for another session's
+// decode step queued meanwhile.
+// Thread rule: wait() from any thread, at any time, however often (it never calls the Kernels
+// object); destroyed before the Kernels that made it.
+class KernelFence {
+ public:
+  virtual ~KernelFence() = default;
+  // Failure: the device's error (DeviceError); an error of an earlier operation may be
+  // reported here or only by the Kernels object's own calls.
+  virtual Status wait() = 0;
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -222,6 +236,10 @@ class Kernels {
 
   // Waits for all enqueued work; returns its first error.
   virtual Status synchronize() = 0;
+
+  // A fence after every operation enqueued so far (KernelFence). Costs no wait.
+  // Failure: FailedPrecondition while capturing; the device's error.
+  virtual Result<std::unique_ptr<KernelFence>> fence() = 0;
 
   // ---- Graphs ----
 

@@ -111,6 +111,7 @@ class KernelsWrapper : public Kernels {
     return target_->download(source, destination);
   }
   Status synchronize() override { return target_->synchronize(); }
+  Result<std::unique_ptr<KernelFence>> fence() override { return target_->fence(); }
 
   Status begin_capture() override { return target_->begin_capture(); }
   Result<std::unique_ptr<KernelGraph>> end_capture() override { return target_->end_capture(); }

@@ -279,6 +279,17 @@ std::vector<SnapshotRegion> Session::snapshot_regions_after(uint64_t unchanged_t
 
 uint64_t Session::take_unchanged_tokens() { return std::exchange(unchanged_, length_); }
 
+void Session::mark_device_work() {
+  Result<std::unique_ptr<KernelFence>> made = kernels_.fence();
+  fence_ = made.ok() ? std::move(made).value() : nullptr;
+}
+
+Result<bool> Session::wait_for_marked_work() {
+  if (fence_ == nullptr) return false;
+  SIESTA_RETURN_IF_ERROR(fence_->wait());
+  return true;
+}
+
 std::vector<DeviceRange> Session::device_memory() const { return {device_.range()}; }
 
 std::vector<HostRange*> Session::host_memory() { return {host_.get()}; }

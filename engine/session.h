@@ -110,6 +110,8 @@ class Session final : public OffloadTarget {
   std::vector<SnapshotRegion> snapshot_regions() const override;
   std::vector<SnapshotRegion> snapshot_regions_after(uint64_t unchanged_tokens) const override;
   uint64_t take_unchanged_tokens() override;
+  void mark_device_work() override;
+  Result<bool> wait_for_marked_work() override;
   std::vector<DeviceRange> device_memory() const override;
   std::vector<HostRange*> host_memory() override;
   snapshot::Fingerprint fingerprint() const override { return fingerprint_; }
@@ -143,6 +145,9 @@ class Session final : public OffloadTarget {
   // below it have not been written since (reuse_prefix() lowers it, discard_history() zeroes
   // it).
   uint32_t unchanged_ = 0;
+  // The kernels' fence at the end of the last command (mark_device_work()); null before the
+  // first, or when none could be made (a save then synchronizes the device).
+  std::unique_ptr<KernelFence> fence_;
   bool next_ready_ = false;  // scratch holds the logits that follow the current history
 };
 

@@ -462,6 +462,44 @@ Status CudaKernels::synchronize() {
   return Status::Ok();
 }
 
+namespace {
+
+// An event recorded on the kernels' stream; waiting for it waits for that stream's work up to
+// the record, not for later work on it or for other streams.
+class StreamEventFence final : public KernelFence {
+ public:
+  StreamEventFence(int device, cuda_rt::Event event) : device_(device), event_(std::move(event)) {}
+
+  Status wait() override {
+    Status entered = status_from_cuda(cudaSetDevice(device_), "cudaSetDevice before a fence");
+    if (!entered.ok()) return entered;
+    // Held shared like every context-level wait (context_capture_gate.h), although an event
+    // recorded before a capture began is not the capturing stream: waits and captures never
+    // overlap, whatever the driver allows.
+    std::shared_lock gate(cuda::primary_context_capture_gate());
+    return status_from_cuda(cudaEventSynchronize(event_.get()), "cudaEventSynchronize");
+  }
+
+ private:
+  const int device_;
+  cuda_rt::Event event_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KernelFence>> CudaKernels::fence() {
+  SIESTA_RETURN_IF_ERROR(impl_->refuse_while_capturing("fence"));
+  SIESTA_RETURN_IF_ERROR(impl_->enter("fence"));
+  cudaEvent_t event = nullptr;
+  SIESTA_RETURN_IF_ERROR(status_from_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                                          "cudaEventCreateWithFlags"));
+  cuda_rt::Event owned(event);
+  SIESTA_RETURN_IF_ERROR(
+      status_from_cuda(cudaEventRecord(owned.get(), impl_->stream.get()), "cudaEventRecord"));
+  return std::unique_ptr<KernelFence>(
+      std::make_unique<StreamEventFence>(impl_->device, std::move(owned)));
+}
+
 // ---- Graphs ----------------------------------------------------------------------------------
 
 Status CudaKernels::begin_capture() {

@@ -632,6 +632,28 @@ Status HostKernels::synchronize() {
   return backend_.synchronize();
 }
 
+namespace {
+
+// An empty job on the work stream: every job before it has run once it has.
+class WorkStreamFence final : public KernelFence {
+ public:
+  WorkStreamFence(SimBackend& backend, CopyTicket ticket) : backend_(backend), ticket_(ticket) {}
+  Status wait() override { return backend_.wait_work(ticket_); }
+
+ private:
+  SimBackend& backend_;
+  const CopyTicket ticket_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KernelFence>> HostKernels::fence() {
+  SIESTA_RETURN_IF_ERROR(refuse_while_capturing("fence"));
+  SIESTA_ASSIGN_OR_RETURN(const CopyTicket ticket,
+                          backend_.enqueue_work([] { return Status::Ok(); }));
+  return std::unique_ptr<KernelFence>(std::make_unique<WorkStreamFence>(backend_, ticket));
+}
+
 // ---- Graphs ----
 
 Status HostKernels::begin_capture() {

@@ -104,6 +104,7 @@ class HostKernels final : public Kernels {
   Status upload(std::span<const std::byte> source, DeviceAddress destination) override;
   Status download(DeviceAddress source, std::span<std::byte> destination) override;
   Status synchronize() override;
+  Result<std::unique_ptr<KernelFence>> fence() override;
 
   Status begin_capture() override;
   Result<std::unique_ptr<KernelGraph>> end_capture() override;

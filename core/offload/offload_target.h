@@ -50,6 +50,17 @@ class OffloadTarget {
   // nothing is known unchanged, so every save writes the whole session.
   virtual uint64_t take_unchanged_tokens() { return 0; }
 
+  // Marks where the device work the session's commands have queued ends (the Offloader calls
+  // it at the end of each command, on the command's thread). Default: no mark.
+  virtual void mark_device_work() {}
+
+  // Waits until the work queued up to the last mark has run: the session's own, not what
+  // other sessions queued since (a save does not wait for another session's decode). Returns
+  // true; false when there is no mark to wait for, and the caller must synchronize the whole
+  // device instead (the default). Failure: the device's error.
+  // Thread rule: any thread, while no command of the session runs.
+  virtual Result<bool> wait_for_marked_work() { return false; }
+
   // The device ranges to decommit on release and commit again on restore: whole ranges as
   // committed (MemoryBackend's unit of decommit), covering every device region.
   virtual std::vector<DeviceRange> device_memory() const = 0;

@@ -364,6 +364,7 @@ void Offloader::Impl::end_command() {
   // Read outside the mutex: the session is still this command's.
   const uint64_t tokens = deps.target.history_tokens();
   const uint64_t unchanged = deps.target.take_unchanged_tokens();
+  deps.target.mark_device_work();
   const Clock::Duration now = deps.clock.now();
   const int64_t now_unix = deps.clock.unix_seconds();
   bool chain_useless = false;

@@ -32,9 +32,11 @@
 //     fdatasync, or deletes it once made); a command that arrives while the memory is being
 //     released waits for the release to end, then restores. The Offloader's destructor waits
 //     for every such tail.
-//   - Before a save reads a byte, MemoryBackend::synchronize() waits for pending device work
-//     (kernels included). The memory is released only after the file is durable (synced,
-//     renamed, directory synced).
+//   - Before a save reads a byte it waits for the session's pending device work: up to the
+//     mark its last command left (OffloadTarget::wait_for_marked_work(): the session's own
+//     work, not another session's queued since), or without one MemoryBackend::synchronize().
+//     The memory is released only after the file is durable (synced, renamed, directory
+//     synced).
 //   - The idle and expiry deadlines count from the end of the last command, however it ended.
 //   - status() never wakes the session.
 //   - Released bytes are what the backend and HostVmm report as given back (their stats

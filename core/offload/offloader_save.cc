@@ -57,8 +57,12 @@ Offloader::Impl::SavePlan Offloader::Impl::plan_save() {
 
 Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
   const Clock::Duration start = deps.clock.now();
-  // Kernels and copies still queued would change the bytes under the writer.
-  const Status synced = deps.backend.synchronize();
+  // Kernels still queued would change the bytes under the writer: wait for the session's own
+  // (up to the mark its last command left), or, without a mark, for the whole device.
+  Result<bool> waited = deps.target.wait_for_marked_work();
+  const Status synced = !waited.ok() ? waited.status()
+                        : *waited    ? Status::Ok()
+                                     : deps.backend.synchronize();
   Result<SnapshotWriteResult> written = synced;
   SavePlan plan;
   if (synced.ok()) {

@@ -10,9 +10,11 @@
 #include <memory>
 #include <ostream>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "backends/cuda_vmm/cuda_kernels.h"
+#include "core/memory/device_copy.h"
 #include "tests/gpu/cuda_kernels_fixture.h"
 
 namespace siesta {
@@ -175,6 +177,35 @@ TEST_F(CudaKernelsTest, LargeReductionsAreBitIdenticalAcrossRuns) {
   }
 }
 
+// Guards: a fence whose wait returns before the work queued ahead of it has run (a background
+// save would copy a session's memory under its last kernels). The wait runs on another thread,
+// as a save does, and the result is read through the backend's copy stream, which nothing
+// orders with the kernels' stream but the fence.
+TEST_F(CudaKernelsTest, AFenceWaitsForTheWorkBeforeIt) {
+  const uint32_t rows = 4096, cols = 4096;
+  const DeviceAddress w = put(random_floats(size_t{rows} * cols, 1)),
+                      x = put(random_floats(cols, 2)), out = alloc(rows * 4);
+  ASSERT_TRUE(kernels_->synchronize().ok());
+  std::vector<std::byte> expected;
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_TRUE(backend_->zero({out, rows * 4}).ok());
+    ASSERT_TRUE(backend_->synchronize().ok());
+    ASSERT_TRUE(kernels_->matmul(w, x, rows, cols, out).ok());
+    auto fence = kernels_->fence();
+    ASSERT_TRUE(fence.ok()) << fence.status().to_string();
+    Status waited = Internal("not waited");
+    std::thread saver([&] { waited = (*fence)->wait(); });
+    saver.join();
+    ASSERT_TRUE(waited.ok()) << waited.to_string();
+    std::vector<std::byte> seen(rows * 4);
+    ASSERT_TRUE(copy_device_to_host(*backend_, out, seen).ok());
+    if (run == 0) {
+      expected = get<std::byte>(out, rows * 4);
+    }
+    EXPECT_TRUE(SameBits(expected, seen)) << "run " << run << ": the fence returned early";
+  }
+}
+
 TEST_F(CudaKernelsTest, CaptureMisuseIsRefused) {
   const DeviceAddress a = alloc(1024), b = alloc(1024);
   const std::vector<std::byte> bytes(16);
@@ -186,6 +217,7 @@ TEST_F(CudaKernelsTest, CaptureMisuseIsRefused) {
   EXPECT_EQ(kernels_->upload(bytes, a).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(kernels_->download(a, out).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(kernels_->synchronize().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(kernels_->fence().status().code(), StatusCode::kFailedPrecondition);
   EXPECT_TRUE(kernels_->add(a, 16, b).ok());
   auto graph = kernels_->end_capture();
   ASSERT_TRUE(graph.ok()) << graph.status().to_string();

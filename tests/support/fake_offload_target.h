@@ -93,12 +93,23 @@ class FakeOffloadTarget final : public OffloadTarget {
   uint32_t length() const { return length_; }
   uint64_t committed_device_bytes() const { return device_.range().size; }
   uint64_t adopted = 0, discarded = 0;  // calls, for tests
+  // With marks on, mark_device_work() counts a mark and wait_for_marked_work() answers that
+  // the session's work is done (as a session whose every operation finished would) instead
+  // of letting the Offloader synchronize the device.
+  bool marks = false;
+  uint64_t marks_made = 0, marked_waits = 0;
 
   // ---- OffloadTarget ----
   std::vector<SnapshotRegion> snapshot_regions() const override {
     return snapshot_regions_after(0);
   }
   uint64_t take_unchanged_tokens() override { return std::exchange(unchanged_, length_); }
+  void mark_device_work() override { marks_made += marks ? 1 : 0; }
+  Result<bool> wait_for_marked_work() override {
+    if (!marks || marks_made == 0) return false;
+    ++marked_waits;
+    return true;
+  }
   std::vector<SnapshotRegion> snapshot_regions_after(uint64_t unchanged_tokens) const override {
     const uint64_t from = std::min<uint64_t>(unchanged_tokens, length_);
     using snapshot::PersistKind;

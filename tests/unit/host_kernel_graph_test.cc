@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/sim/host_kernels.h"
@@ -57,12 +58,38 @@ TEST_F(HostKernelsTest, TransfersAndNestedCaptureAreRefusedWhileCapturing) {
   SIESTA_EXPECT_CODE(kernels_->upload(as_bytes_of(buffer), a), misuse);
   SIESTA_EXPECT_CODE(kernels_->download(a, std::as_writable_bytes(std::span(buffer))), misuse);
   SIESTA_EXPECT_CODE(kernels_->synchronize(), misuse);
+  SIESTA_EXPECT_CODE(kernels_->fence(), misuse);
   SIESTA_EXPECT_CODE(kernels_->begin_capture(), misuse);
   SIESTA_ASSERT_OK_AND_ASSIGN(std::unique_ptr<KernelGraph> graph, kernels_->end_capture());
   EXPECT_EQ(graph->operation_count(), 0u);  // the refused transfers did not poison it
   SIESTA_ASSERT_OK(kernels_->begin_capture());
   SIESTA_EXPECT_CODE(kernels_->replay(*graph), misuse);
   SIESTA_ASSERT_OK(kernels_->end_capture());
+}
+
+// Guards: a fence that waits for nothing (a save would copy bytes a queued kernel is still to
+// write) or for everything (a save would wait for another session's decode queued after the
+// mark). The simulator runs work only when something waits for it, so what the fence ran is
+// exactly what it waited for. Waited for on another thread, as a background save does.
+TEST_F(HostKernelsTest, AFenceWaitsForTheWorkBeforeItAndNotForWorkAfterIt) {
+  const uint32_t n = 16;
+  const std::vector<float> x(n, 1.5f), y(n, 10.0f), z(n, 20.0f);
+  const DeviceAddress xa = put(x), ya = put(y), za = put(z);
+  SIESTA_ASSERT_OK(kernels_->add(xa, n, ya));
+  SIESTA_ASSERT_OK_AND_ASSIGN(std::unique_ptr<KernelFence> fence, kernels_->fence());
+  SIESTA_ASSERT_OK(kernels_->add(xa, n, za));  // queued after the fence
+  Status waited = Internal("not waited");
+  std::thread saver([&] { waited = fence->wait(); });
+  saver.join();
+  SIESTA_ASSERT_OK(waited);
+  // The simulator's device addresses are host pointers: read without waiting for anything.
+  const auto* y_now = reinterpret_cast<const float*>(ya);  // NOLINT(performance-no-int-to-ptr)
+  const auto* z_now = reinterpret_cast<const float*>(za);  // NOLINT(performance-no-int-to-ptr)
+  expect_same_bits(std::vector<float>(y_now, y_now + n), std::vector<float>(n, 11.5f),
+                   "the add before the fence");
+  expect_same_bits(std::vector<float>(z_now, z_now + n), z, "the add after the fence");
+  SIESTA_ASSERT_OK(fence->wait());  // again: at once
+  expect_same_bits(get(za, n), std::vector<float>(n, 21.5f), "once synchronized");
 }
 
 TEST_F(HostKernelsTest, EndCaptureWithoutBeginIsFailedPrecondition) {

@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "core/offload/offloader.h"
@@ -85,6 +89,41 @@ TEST(OffloaderSaveSyncTest, ASynchronizeThatFailsKeepsTheMemoryAndIsRetried) {
   Result<Offloader::Lease> lease = f.offloader_->acquire();
   ASSERT_TRUE(lease.ok()) << lease.status().to_string();
   EXPECT_TRUE(lease->admission().restored);
+  EXPECT_EQ(f.target_->verify(), "");
+}
+
+// Guards: a save of a session that marks its work (Session: a kernels fence at each command's
+// end) waiting for the whole device anyway -- for another session's decode step queued after
+// the mark. That work here is a job that does not finish until the test lets it (or 30 s
+// pass): a save that synchronized the device would return only after it.
+TEST(OffloaderSaveSyncTest, WithAMarkTheSaveWaitsForTheSessionsWorkNotTheDevices) {
+  OffloaderFixture f;
+  f.target_->marks = true;
+  ASSERT_TRUE(f.command(10).ok());
+  ASSERT_EQ(f.target_->marks_made, 1u);
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool let_go = false;
+  std::atomic<bool> finished{false};
+  Result<CopyTicket> other = f.sim_->enqueue_work([&] {
+    std::unique_lock lock(mutex);
+    cv.wait_for(lock, std::chrono::seconds(30), [&] { return let_go; });
+    finished = true;
+    return Status::Ok();
+  });
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(f.offloader_->save_ahead().ok());
+  f.executor_.run_due();  // the save, on this thread
+  const OffloadStatus status = f.offloader_->status();
+  EXPECT_EQ(status.counters.saves_ahead, 1u) << status.last_error;
+  EXPECT_EQ(f.target_->marked_waits, 1u);
+  EXPECT_FALSE(finished) << "the save waited for work queued after the session's mark";
+  {
+    std::lock_guard lock(mutex);
+    let_go = true;
+  }
+  cv.notify_all();
+  EXPECT_TRUE(f.sim_->wait_work(*other).ok());
   EXPECT_EQ(f.target_->verify(), "");
 }
 
