@@ -99,14 +99,9 @@ void Offloader::Impl::apply(Event event) {
   cv.notify_all();
 }
 
-uint64_t Offloader::Impl::chain_file_bytes() const {
-  uint64_t total = 0;
-  for (const Segment& segment : chain) total += segment.file_bytes;
-  return total;
-}
-
 void Offloader::Impl::report_chain() {
-  st.disk_bytes = chain_file_bytes();
+  st.disk_bytes = 0;
+  for (const Segment& segment : chain) st.disk_bytes += segment.file_bytes;
   st.snapshot_segments = static_cast<uint32_t>(chain.size());
 }
 
@@ -364,7 +359,7 @@ void Offloader::Impl::end_command() {
   // Read outside the mutex: the session is still this command's.
   const uint64_t tokens = deps.target.history_tokens();
   const uint64_t unchanged = deps.target.take_unchanged_tokens();
-  deps.target.mark_device_work();
+  if (enabled()) deps.target.mark_device_work();  // only a save waits for it
   const Clock::Duration now = deps.clock.now();
   const int64_t now_unix = deps.clock.unix_seconds();
   bool chain_useless = false;

@@ -124,10 +124,11 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
                "snapshot write failed (memory kept, retrying): " + st.last_error);
     apply(Event::kSaveFailed);
     arm_timer_at(retry_at);
-    if (plan.segment == 0 && !chain.empty()) {
+    if (synced.ok() && plan.segment == 0 && !chain.empty()) {
       // The writer leaves the final name alone on failure, except when only the directory's
       // sync failed after the rename: then the base may be the new one. No chain is trusted
-      // over a base in doubt; the memory, kept, holds everything.
+      // over a base in doubt; the memory, kept, holds everything. (A failed wait for the
+      // device wrote nothing: the chain stands.)
       lock.unlock();
       (void)remove_snapshot("superseded");
       lock.lock();

@@ -161,18 +161,22 @@ SnapshotStore::~SnapshotStore() {
   lock_.reset();
 }
 
-Result<std::string> SnapshotStore::snapshot_path(std::string_view session, uint32_t segment) const {
+Result<std::string> SnapshotStore::session_stem(std::string_view session) const {
   if (!valid_session_name(session)) {
     return InvalidArgument("session name " + quote_for_log(session) +
                            " must be 1 to 64 characters from [A-Za-z0-9_-]");
   }
+  return std::string(kPrefix) + nonce_ + "-" + std::string(session);
+}
+
+Result<std::string> SnapshotStore::snapshot_path(std::string_view session, uint32_t segment) const {
+  SIESTA_ASSIGN_OR_RETURN(std::string stem, session_stem(session));
   if (segment > kMaxSnapshotSegment) {
     return InvalidArgument("snapshot segment " + std::to_string(segment) + " exceeds " +
                            std::to_string(kMaxSnapshotSegment));
   }
-  std::string stem(session);
   if (segment > 0) stem += "." + std::to_string(segment);
-  return path_of(std::string(kPrefix) + nonce_ + "-" + stem + std::string(kSnapSuffix));
+  return path_of(stem + std::string(kSnapSuffix));
 }
 
 Result<std::string> SnapshotStore::temp_path(std::string_view session, uint32_t segment) const {
@@ -289,20 +293,18 @@ Result<std::vector<std::string>> SnapshotStore::own_file_names() const {
 }
 
 Status SnapshotStore::remove(std::string_view session) {
-  SIESTA_ASSIGN_OR_RETURN(const std::string path, snapshot_path(session));
   // Every segment's name and its temporaries' start "siesta-<nonce>-<session>." (".snap" or
   // ".<segment>.snap"); another session's name goes on with another character, since no
   // session name holds a '.'.
-  const std::string stem =
-      path.substr(dir_.size() + 1, path.size() - dir_.size() - 1 - kSnapSuffix.size()) + ".";
+  SIESTA_ASSIGN_OR_RETURN(std::string stem, session_stem(session));
+  stem += ".";
   return remove_own_files_where([&](const std::string& name) { return name.starts_with(stem); });
 }
 
 Status SnapshotStore::remove_deltas(std::string_view session) {
-  SIESTA_ASSIGN_OR_RETURN(const std::string path, snapshot_path(session));
   // "siesta-<nonce>-<session>." then a digit: a delta's name or its temporary's.
-  const std::string stem =
-      path.substr(dir_.size() + 1, path.size() - dir_.size() - 1 - kSnapSuffix.size()) + ".";
+  SIESTA_ASSIGN_OR_RETURN(std::string stem, session_stem(session));
+  stem += ".";
   return remove_own_files_where([&](const std::string& name) {
     return name.size() > stem.size() && name.starts_with(stem) && name[stem.size()] >= '1' &&
            name[stem.size()] <= '9';

@@ -151,6 +151,9 @@ class SnapshotStore {
   Result<int64_t> read_expiry(const std::string& path) const;
   // Names in the directory that belong to this process's snapshots (not its lock).
   Result<std::vector<std::string>> own_file_names() const;
+  // "siesta-<nonce>-<session>", the start of every name of the session's files.
+  // Failure: InvalidArgument for a bad session name.
+  Result<std::string> session_stem(std::string_view session) const;
   // Removes this process's files whose names `selected` accepts (every one is tried), then
   // syncs the directory if any went. Failure: the first error.
   Status remove_own_files_where(const std::function<bool(const std::string& name)>& selected);

@@ -242,6 +242,28 @@ TEST(OffloaderDeltaTest, AnOlderDeltaPutBackIsForeign) {
       << f.offloader_->status().last_error;
 }
 
+// Guards: a save that failed before writing anything (its wait for the device failed) taken
+// for a whole save that may have replaced the base, and the chain thrown away for it.
+TEST(OffloaderDeltaTest, AFailedWaitForTheDeviceKeepsTheChain) {
+  OffloaderFixture f(with_deltas());
+  ASSERT_TRUE(f.command(64).ok());
+  offload_then_return(f, 4);
+  // Injected: the device work queued before the save fails, so its wait fails.
+  ASSERT_TRUE(f.sim_->enqueue_work([] { return DeviceError("injected kernel failure"); }).ok());
+  f.pass(OffloaderFixture::kIdle);
+  OffloadStatus status = f.offloader_->status();
+  ASSERT_EQ(status.counters.write_failures, 1u) << status.last_error;
+  EXPECT_EQ(status.snapshot_segments, 1u) << "the base was dropped for a save that wrote nothing";
+  EXPECT_TRUE(f.snapshot_exists(0));
+  f.pass(1);  // the retry: a delta over the base kept
+  status = f.offloader_->status();
+  EXPECT_EQ(status.state, OffloadState::kDisk);
+  EXPECT_EQ(status.counters.delta_saves, 1u);
+  ASSERT_TRUE(f.command(0).ok());
+  EXPECT_EQ(f.target_->length(), 68u);
+  EXPECT_EQ(f.target_->verify(), "");
+}
+
 TEST(OffloaderDeltaTest, WithoutDeltasAUsedSnapshotIsRetiredAsBefore) {
   OffloaderFixture f;  // max_delta_segments 0
   ASSERT_TRUE(f.command(30).ok());

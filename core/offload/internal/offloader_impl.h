@@ -109,7 +109,6 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   bool enabled() const { return offload_enabled(options.idle_seconds); }
   // A snapshot stays after it was used, as the base of a delta save.
   bool keeps_snapshots() const { return options.max_delta_segments > 0; }
-  uint64_t chain_file_bytes() const SIESTA_REQUIRES(mu);
   // Sets the reported disk_bytes and segments from the chain.
   void report_chain() SIESTA_REQUIRES(mu);
   offload::Phase phase() const SIESTA_REQUIRES(mu) { return machine.phase(); }
