@@ -54,8 +54,13 @@ bool overlaps(DeviceAddress a, size_t a_bytes, DeviceAddress b, size_t b_bytes) 
 
 // ---- The kernels' bodies (run on the stream; raw pointers into committed memory) ----
 
-float* f32(DeviceAddress address) { return reinterpret_cast<float*>(address); }
-std::byte* bytes(DeviceAddress address) { return reinterpret_cast<std::byte*>(address); }
+// The simulator's device addresses are host addresses.
+float* f32(DeviceAddress address) {
+  return reinterpret_cast<float*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
+std::byte* bytes(DeviceAddress address) {
+  return reinterpret_cast<std::byte*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
 StepParams step(DeviceAddress params) {
   StepParams p;
   std::memcpy(&p, bytes(params), sizeof p);
@@ -165,7 +170,7 @@ void rope_row(float* v, uint32_t heads, uint32_t head_dim, const float* table, s
   const float* cs = table + position * half * 2;
   for (uint32_t h = 0; h < heads; ++h) {
     float* x = v + size_t{h} * head_dim;
-    for (uint32_t i = 0; i < half; ++i) {
+    for (size_t i = 0; i < half; ++i) {
       const float c = cs[2 * i];
       const float s = cs[2 * i + 1];
       const float x0 = x[2 * i];

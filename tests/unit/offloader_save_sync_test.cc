@@ -28,8 +28,10 @@ constexpr std::byte kKernelByte{0xa5};
 // not `value`.
 size_t row_bytes_other_than(const OffloaderFixture& f, uint32_t row, std::byte value) {
   const SnapshotRegion rows = f.target_->snapshot_regions()[0];
+  // The simulator's device addresses are host addresses.
   const auto* at =
-      reinterpret_cast<const std::byte*>(rows.device) + size_t{row} * FakeOffloadTarget::kRowBytes;
+      reinterpret_cast<const std::byte*>(rows.device) +  // NOLINT(performance-no-int-to-ptr)
+      size_t{row} * FakeOffloadTarget::kRowBytes;
   return static_cast<size_t>(std::count_if(at, at + FakeOffloadTarget::kRowBytes,
                                            [value](std::byte b) { return b != value; }));
 }
@@ -44,7 +46,8 @@ TEST(OffloaderSaveSyncTest, ASaveWaitsForDeviceWorkQueuedBeforeIt) {
   const DeviceAddress rows = f.target_->snapshot_regions()[0].device;
   ASSERT_TRUE(f.sim_
                   ->enqueue_work([rows] {
-                    std::memset(reinterpret_cast<void*>(rows + 3 * FakeOffloadTarget::kRowBytes),
+                    std::memset(reinterpret_cast<void*>(  // NOLINT(performance-no-int-to-ptr)
+                                    rows + 3 * FakeOffloadTarget::kRowBytes),
                                 static_cast<int>(kKernelByte), FakeOffloadTarget::kRowBytes);
                     return Status::Ok();
                   })
