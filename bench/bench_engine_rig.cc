@@ -50,10 +50,13 @@ Status make_engine_rig(const std::string& backend_name, const engine::ModelConfi
     options.offload.config.idle_seconds = 3600;
     options.offload.config.expire_seconds = 7200;
     options.offload.config.disk_dir = dir;
-    options.offload.encrypt = encrypt;
+    options.offload.config.encrypt = encrypt;
     // SIESTA_BENCH_DELTA_SAVES=0 measures whole saves only, as before delta saves.
-    options.offload.delta_segments = static_cast<uint32_t>(
-        env_number("SIESTA_BENCH_DELTA_SAVES", runtime::kDefaultDeltaSegments));
+    options.offload.config.delta_segments =
+        static_cast<uint32_t>(env_number("SIESTA_BENCH_DELTA_SAVES", kDefaultDeltaSegments));
+    // SIESTA_BENCH_RAM_MIB=N keeps snapshots in a RAM tier of N MiB (default 0: on disk).
+    options.offload.config.ram_bytes = static_cast<uint64_t>(env_number("SIESTA_BENCH_RAM_MIB", 0))
+                                       << 20;
   }
   options.log = [](const std::string&) {};                  // fallbacks are expected here
   options.executor = background ? nullptr : &rig.executor;  // null: the stack's own thread
@@ -78,7 +81,8 @@ Result<OffloadStatus> save_now(EngineRig& rig) {
   SIESTA_RETURN_IF_ERROR(rig.engine().offload_now());
   rig.executor.run_due();  // the save offload_now() posted: write, sync, rename, release
   OffloadStatus slept = rig.engine().cache_status();
-  if (slept.state != OffloadState::kDisk) {
+  // On disk, or in the RAM tier with SIESTA_BENCH_RAM_MIB.
+  if (slept.state != OffloadState::kDisk && slept.state != OffloadState::kRam) {
     return Internal("not saved (state " + std::string(offload_state_name(slept.state)) +
                     "): " + slept.last_error);
   }

@@ -99,7 +99,7 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   runtime::OffloadSettings settings;
   settings.config.idle_seconds = 3600;  // never fires during a run: the bench says when to save
   settings.config.expire_seconds = 7200;
-  settings.encrypt = env_text("SIESTA_BENCH_ENCRYPT", "on") != "off";
+  settings.config.encrypt = env_text("SIESTA_BENCH_ENCRYPT", "on") != "off";
   // SIESTA_BENCH_LOG=1: the Offloader's own log lines (each restore's commit/read/retire
   // breakdown) on stderr.
   const bool log = env_text("SIESTA_BENCH_LOG", "0") == "1";

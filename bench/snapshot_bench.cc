@@ -25,8 +25,8 @@
 #include "bench/bench_store.h"
 #include "core/base/clock.h"
 #include "core/base/posix_file_system.h"
-#include "core/snapshot/internal/chunk_pipeline.h"
 #include "core/snapshot/snapshot_reader.h"
+#include "core/snapshot/snapshot_threads.h"
 #include "core/snapshot/snapshot_writer.h"
 
 namespace siesta {

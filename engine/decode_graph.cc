@@ -62,6 +62,7 @@ Result<std::unique_ptr<KernelGraph>> record_decode_graph(Kernels& kernels, const
   // end_capture() always runs, so a failed recording never leaves the kernels capturing.
   Result<std::unique_ptr<KernelGraph>> graph = kernels.end_capture();
   if (!recorded.ok()) return recorded.with_context("recording the decode step");
+  if (!graph.ok()) return graph.status().with_context("recording the decode step");
   return graph;
 }
 

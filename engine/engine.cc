@@ -25,23 +25,6 @@ bool import_left_session_untouched(StatusCode code) {
 
 }  // namespace
 
-Result<std::unique_ptr<Engine::Slot>> Engine::make_slot(const EngineOptions& options, Deps deps,
-                                                        const Model& model, Kernels& kernels,
-                                                        uint32_t id) {
-  auto slot = std::make_unique<Slot>();
-  SIESTA_ASSIGN_OR_RETURN(slot->session, Session::create(model, deps.backend, kernels, deps.host));
-  // Always an Offloader: with offload off it reports "disabled" and admits every command at
-  // once, so that there is one way to be disabled (offload_enabled()).
-  const EngineOffload& offload = options.offload;
-  OffloaderOptions offloader_options = offload.options;
-  if (id != 0) offloader_options.session = std::to_string(id);
-  SIESTA_ASSIGN_OR_RETURN(
-      slot->offloader, Offloader::create({*slot->session, deps.backend, deps.host, deps.fs,
-                                          deps.clock, offload.executor, offload.store, offload.key},
-                                         std::move(offloader_options)));
-  return slot;
-}
-
 Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options, MemoryBackend& backend,
                                               Kernels& kernels, HostVmm& host, FileSystem& fs,
                                               const Clock& clock) {
@@ -56,7 +39,7 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options, Memo
         std::to_string(kMaxSessions) + ", got " + std::to_string(options.sessions.max_sessions));
   }
   if (options.sessions.max_sessions > options.sessions.parallel &&
-      !offload_enabled(options.offload.options.idle_seconds)) {
+      !options.offload.options.config.enabled()) {
     return InvalidArgument(
         "keeping more conversations than sessions committed at once needs idle offload");
   }
@@ -72,14 +55,16 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options, Memo
                             SnapshotExporter::open(fs, clock, &backend, options.export_dir,
                                                    SnapshotExporter::Options()));
   }
-  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Slot> first,
-                          make_slot(options, deps, *model, kernels, 0));
+  SIESTA_ASSIGN_OR_RETURN(
+      std::unique_ptr<SessionPool> pool,
+      SessionPool::create({backend, host, fs, clock, *model, kernels}, options.offload,
+                          options.sessions.max_sessions, options.sessions.parallel));
   return std::unique_ptr<Engine>(
-      new Engine(options, deps, std::move(model), std::move(first), std::move(exporter), kernels));
+      new Engine(options, deps, std::move(model), std::move(pool), std::move(exporter), kernels));
 }
 
 Engine::Engine(const EngineOptions& options, Deps deps, std::unique_ptr<Model> model,
-               std::unique_ptr<Slot> first, std::unique_ptr<SnapshotExporter> exporter,
+               std::unique_ptr<SessionPool> pool, std::unique_ptr<SnapshotExporter> exporter,
                Kernels& kernels)
     : options_(options),
       deps_(deps),
@@ -87,17 +72,14 @@ Engine::Engine(const EngineOptions& options, Deps deps, std::unique_ptr<Model> m
       exporter_(std::move(exporter)),
       kernels_(kernels),
       table_({options.sessions.max_sessions, options.sessions.match}),
-      history_tokens_(first->session->history_tokens()),
-      thread_([this] { thread_main(); }) {
-  MutexLock lock(slots_mu_);
-  slots_.resize(options.sessions.max_sessions);
-  slots_[0] = std::move(first);
-}
+      pool_(std::move(pool)),
+      history_tokens_(pool_->session(0).history_tokens()),
+      thread_([this] { thread_main(); }) {}
 
 Engine::~Engine() {
   std::deque<Command> abandoned;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
     abandoned.swap(queue_);
   }
@@ -107,14 +89,13 @@ Engine::~Engine() {
     command.fail(Cancelled(std::string(command.name) + " was not run: the engine shut down"));
   }
   thread_.join();  // after the running command, if any, has finished
-  // Each slot's Offloader goes before its Session (Slot's member order).
-  MutexLock lock(slots_mu_);
-  slots_.clear();
+  pool_.reset();   // each Offloader before its Session, before the model and the exporter
 }
 
 template <class R>
-std::future<R> Engine::submit(std::string_view name, SessionRoute route, std::string prompt,
-                              std::function<std::optional<R>(Session&, const Admission&)> step) {
+std::future<R> Engine::submit(
+    std::string_view name, SessionRoute route, std::string prompt,
+    std::function<std::optional<R>(uint32_t, Session&, const Admission&)> step) {
   auto promise = std::make_shared<std::promise<R>>();
   std::future<R> future = promise->get_future();
   auto outcome = std::make_shared<std::optional<R>>();
@@ -123,12 +104,12 @@ std::future<R> Engine::submit(std::string_view name, SessionRoute route, std::st
   command.route = route;
   command.prompt = std::move(prompt);
   command.submitted = deps_.clock.now();
-  command.step = [step = std::move(step), outcome, name](Session& session,
+  command.step = [step = std::move(step), outcome, name](uint32_t id, Session& session,
                                                          const Admission& admission) {
     // Exceptions do not cross module boundaries (a throwing on_text, bad_alloc): the caller
     // gets a Status instead of a broken promise.
     try {
-      std::optional<R> done = step(session, admission);
+      std::optional<R> done = step(id, session, admission);
       if (!done) return false;
       outcome->emplace(std::move(*done));
     } catch (...) {
@@ -138,41 +119,46 @@ std::future<R> Engine::submit(std::string_view name, SessionRoute route, std::st
   };
   command.deliver = [promise, outcome] { promise->set_value(std::move(**outcome)); };
   command.fail = [promise](Status status) { promise->set_value(R(std::move(status))); };
+  enqueue(std::move(command));
+  return future;
+}
+
+void Engine::enqueue(Command command) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const size_t queued = queue_.size() + waiting_count_;
     if (!stopping_ && options_.sessions.max_queued != 0 && queued >= options_.sessions.max_queued) {
       ++refused_busy_;
       command.fail(
           Unavailable(std::to_string(queued) + " requests are waiting already; retry later"));
-      return future;
+      return;
     }
     if (!stopping_) {
       queue_.push_back(std::move(command));
       wake_.notify_one();
       changed_.notify_all();
-      return future;
+      return;
     }
   }
-  command.fail(Cancelled(std::string(name) + " was not run: the engine is shutting down"));
-  return future;
+  command.fail(Cancelled(std::string(command.name) + " was not run: the engine is shutting down"));
 }
 
 template <class R>
 std::future<R> Engine::submit_once(std::string_view name, SessionRoute route,
                                    std::function<R(Session&)> body) {
-  return submit<R>(name, route, "", [body = std::move(body)](Session& session, const Admission&) {
-    return std::optional<R>(body(session));
-  });
+  return submit<R>(name, route, "",
+                   [body = std::move(body)](uint32_t, Session& session, const Admission&) {
+                     return std::optional<R>(body(session));
+                   });
 }
 
 void Engine::thread_main() {
   for (;;) {
     bool stopping = false;
     {
-      std::unique_lock lock(mutex_);
+      MutexLock lock(mutex_);
       // Nothing runs: every waiting command can start (none has a busy conversation).
-      wake_.wait(lock, [this] {
+      lock.wait(wake_, [this]() SIESTA_REQUIRES(mutex_) {
         return stopping_ || !queue_.empty() || !running_.empty() || !waiting_.empty();
       });
       stopping = stopping_;
@@ -189,7 +175,7 @@ void Engine::thread_main() {
       }
       waiting_.clear();
       {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         waiting_count_ = 0;
       }
       if (running_.empty()) return;
@@ -200,62 +186,8 @@ void Engine::thread_main() {
   }
 }
 
-bool Engine::holds_memory(uint32_t id) const {
-  const Slot* slot = slots_[id].get();
-  if (slot == nullptr) return false;
-  const OffloadStatus status = slot->offloader->status();
-  if (status.memory_lost) return false;
-  switch (status.state) {
-    case OffloadState::kDisabled:
-    case OffloadState::kResident:
-    case OffloadState::kSaving: return true;
-    default: return false;
-  }
-}
-
-Status Engine::make_room(uint32_t id) {
-  for (;;) {
-    uint32_t committed = 0;
-    for (uint32_t other = 0; other < slots_.size(); ++other) {
-      if (other != id && holds_memory(other)) ++committed;
-    }
-    if (committed < options_.sessions.parallel) return Status::Ok();
-    std::optional<uint32_t> victim = table_.least_recent_idle(
-        [&](uint32_t other) { return other != id && holds_memory(other); });
-    if (!victim) {
-      return Unavailable("all " + std::to_string(options_.sessions.parallel) +
-                         " sessions on the device are busy; retry later");
-    }
-    Status evicted = slots_[*victim]->offloader->evict();
-    if (!evicted.ok()) {
-      return Unavailable("no device room for this conversation now: offloading session " +
-                         std::to_string(*victim) + " failed: " + evicted.to_string());
-    }
-    evictions_.fetch_add(1);
-  }
-}
-
-Status Engine::prepare_slot(const RouteChoice& choice) {
-  const uint32_t id = choice.id;
-  if (slots_[id] == nullptr) {
-    SIESTA_RETURN_IF_ERROR(make_room(id));
-    SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Slot> made,
-                            make_slot(options_, deps_, *model_, kernels_, id));
-    MutexLock lock(slots_mu_);
-    slots_[id] = std::move(made);
-    return Status::Ok();
-  }
-  if (choice.forget) {
-    // A snapshot on disk is deleted now; a resident history is discarded under the lease. A
-    // failed deletion is retried by the offloader, and the next restore is fresh anyway.
-    (void)slots_[id]->offloader->forget();
-  }
-  if (!holds_memory(id)) SIESTA_RETURN_IF_ERROR(make_room(id));
-  return Status::Ok();
-}
-
 void Engine::count_finished() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ++commands_run_;
   busy_ = !running_.empty();
   changed_.notify_all();
@@ -265,10 +197,13 @@ void Engine::start_waiting() {
   for (auto it = waiting_.begin();
        it != waiting_.end() && running_.size() < options_.sessions.parallel;) {
     Command& command = *it;
-    Result<RouteChoice> routed = table_.route(
-        command.route,
-        std::span(reinterpret_cast<const Token*>(command.prompt.data()), command.prompt.size()),
-        deps_.clock.now());
+    Result<RouteChoice> routed =
+        command.forget
+            ? table_.find(command.route, deps_.clock.now())
+            : table_.route(command.route,
+                           std::span(reinterpret_cast<const Token*>(command.prompt.data()),
+                                     command.prompt.size()),
+                           deps_.clock.now());
     if (routed.ok() && routed->wait) {
       ++it;  // its conversation runs a command: it starts after that one ends
       continue;
@@ -276,7 +211,7 @@ void Engine::start_waiting() {
     Command started = std::move(command);
     it = waiting_.erase(it);
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       waiting_count_ = waiting_.size();
       busy_ = true;
       wait_seconds_.observe(
@@ -290,19 +225,25 @@ void Engine::start_waiting() {
       continue;
     }
     const uint32_t id = routed->id;
+    if (started.forget) {  // no lease: an offloaded conversation is not restored to forget it
+      Status forgotten = forget_conversation(id);
+      count_finished();
+      started.fail(std::move(forgotten));  // its outcome, OK included
+      continue;
+    }
     // The session's memory first: room made, restored, or its unusable history discarded. A
     // restore refused for memory (or a lost session) fails the command before it touches
     // anything.
-    Status prepared = prepare_slot(*routed);
+    Status prepared = pool_->prepare(*routed, table_);
     Result<Offloader::Lease> leased =
-        prepared.ok() ? slots_[id]->offloader->acquire() : Result<Offloader::Lease>(prepared);
+        prepared.ok() ? pool_->offloader(id).acquire() : Result<Offloader::Lease>(prepared);
     if (!leased.ok()) {
       table_.end(id, std::nullopt, deps_.clock.now());
       count_finished();
       started.fail(leased.status());
       continue;
     }
-    Session& session = *slots_[id]->session;
+    Session& session = pool_->session(id);
     Status discarded =
         routed->forget && session.history_tokens() != 0 ? session.discard_history() : Status::Ok();
     if (!discarded.ok()) {
@@ -322,8 +263,8 @@ void Engine::step_running() {
   // Each running command's turn, in the order they started; one that ends leaves the list.
   for (size_t i = 0; i < running_.size();) {
     Running& running = running_[i];
-    Session& session = *slots_[running.id]->session;
-    if (!running.command.step(session, running.lease.admission())) {
+    Session& session = pool_->session(running.id);
+    if (!running.command.step(running.id, session, running.lease.admission())) {
       ++i;
       continue;
     }
@@ -335,7 +276,7 @@ void Engine::step_running() {
 
 void Engine::end_running(Running& running) {
   const uint32_t id = running.id;
-  Session& session = *slots_[id]->session;
+  Session& session = pool_->session(id);
   publish_history(session);
   table_.end(id, session.history(), deps_.clock.now());
   running.lease.release();  // the idle timer counts from now
@@ -343,125 +284,28 @@ void Engine::end_running(Running& running) {
   // least recently used goes first. Written now, in the background, its eviction later only
   // releases the memory, instead of a save on the returning conversation's time.
   if (table_.conversations() > options_.sessions.parallel) {
-    slots_[id]->offloader->save_ahead().ignore();  // refused only when it cannot matter
+    pool_->offloader(id).save_ahead().ignore();  // refused only when it cannot matter
   }
   count_finished();
   // Delivered last, so that a caller who has the result sees it counted in status().
   running.command.deliver();
 }
 
-namespace {
-
-void add_histogram(DurationHistogram& total, const DurationHistogram& more) {
-  for (size_t i = 0; i < DurationHistogram::kBuckets; ++i)
-    total.cumulative[i] += more.cumulative[i];
-  total.count += more.count;
-  total.sum_seconds += more.sum_seconds;
-}
-
-void add_counters(OffloadCounters& total, const OffloadCounters& more) {
-  total.saves += more.saves;
-  total.saves_ahead += more.saves_ahead;
-  total.delta_saves += more.delta_saves;
-  total.restores += more.restores;
-  total.restore_hits += more.restore_hits;
-  for (size_t i = 0; i < kFallbackReasonCount; ++i) total.fallbacks[i] += more.fallbacks[i];
-  total.expirations += more.expirations;
-  total.write_failures += more.write_failures;
-  total.cancelled_saves += more.cancelled_saves;
-  total.out_of_memory_retries += more.out_of_memory_retries;
-  total.delete_failures += more.delete_failures;
-  add_histogram(total.save_seconds, more.save_seconds);
-  add_histogram(total.restore_seconds, more.restore_seconds);
-}
-
-}  // namespace
-
 OffloadStatus Engine::cache_status() const {
   uint32_t last = 0;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     last = last_used_;
   }
-  MutexLock lock(slots_mu_);
-  if (slots_.size() == 1) return slots_[0]->offloader->status();
-  // Totals over every conversation, the state and times of the one used last.
-  OffloadStatus total;
-  bool first = true;
-  for (uint32_t id = 0; id < slots_.size(); ++id) {
-    if (slots_[id] == nullptr) continue;
-    const OffloadStatus one = slots_[id]->offloader->status();
-    if (first || id == last) {
-      OffloadStatus kept = total;
-      total = one;
-      if (!first) {
-        total.disk_bytes = kept.disk_bytes + one.disk_bytes;
-        total.released_vram_bytes = kept.released_vram_bytes + one.released_vram_bytes;
-        total.released_host_bytes = kept.released_host_bytes + one.released_host_bytes;
-        total.tokens = kept.tokens + one.tokens;
-        total.counters = kept.counters;
-        add_counters(total.counters, one.counters);
-        total.command_waiting = kept.command_waiting || one.command_waiting;
-        total.memory_lost = kept.memory_lost || one.memory_lost;
-        if (total.last_error.empty()) total.last_error = kept.last_error;
-      }
-      first = false;
-      continue;
-    }
-    total.disk_bytes += one.disk_bytes;
-    total.released_vram_bytes += one.released_vram_bytes;
-    total.released_host_bytes += one.released_host_bytes;
-    total.tokens += one.tokens;
-    add_counters(total.counters, one.counters);
-    total.command_waiting = total.command_waiting || one.command_waiting;
-    total.memory_lost = total.memory_lost || one.memory_lost;
-    if (total.last_error.empty()) total.last_error = one.last_error;
-  }
-  return total;
+  return pool_->cache_status(last);
 }
 
-std::vector<SessionStatus> Engine::sessions() const {
-  const std::vector<TableEntry> entries = table_.entries();
-  std::vector<SessionStatus> out;
-  MutexLock lock(slots_mu_);
-  for (uint32_t id = 0; id < slots_.size(); ++id) {
-    if (slots_[id] == nullptr) continue;
-    const OffloadStatus one = slots_[id]->offloader->status();
-    SessionStatus s;
-    s.id = id;
-    s.state = one.state;
-    s.tokens = one.tokens;
-    s.disk_bytes = one.disk_bytes;
-    s.seconds_idle = one.seconds_since_activity;
-    s.restores = one.counters.restores;
-    for (uint64_t n : one.counters.fallbacks) s.fallbacks += n;
-    for (const TableEntry& entry : entries) {
-      if (entry.id != id) continue;
-      s.tokens = entry.history_tokens;
-      s.busy = entry.busy;
-      s.keyed = entry.keyed;
-      s.commands = entry.commands;
-    }
-    out.push_back(s);
-  }
-  return out;
-}
+std::vector<SessionStatus> Engine::sessions() const { return pool_->sessions(table_.entries()); }
 
-Status Engine::offload_now() {
-  MutexLock lock(slots_mu_);
-  if (slots_.size() == 1) return slots_[0]->offloader->offload_now();
-  if (!offload_enabled(options_.offload.options.idle_seconds)) {
-    return FailedPrecondition("idle offload is disabled");
-  }
-  // Every idle conversation; one running a command is left to its idle timer.
-  for (const std::unique_ptr<Slot>& slot : slots_) {
-    if (slot != nullptr) slot->offloader->offload_now().ignore();
-  }
-  return Status::Ok();
-}
+Status Engine::offload_now() { return pool_->offload_now(); }
 
 EngineStatus Engine::status() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return status_locked();
 }
 
@@ -476,7 +320,7 @@ EngineStatus Engine::status_locked() const {
   s.queued_commands = queue_.size() + waiting_count_;
   s.commands_run = commands_run_;
   s.refused_busy = refused_busy_;
-  s.evictions = evictions_.load();
+  s.evictions = pool_->evictions();
   s.forgotten = table_.counters().forgotten;
   s.wait_seconds = wait_seconds_;
   return s;
@@ -484,8 +328,9 @@ EngineStatus Engine::status_locked() const {
 
 bool Engine::wait_for_status(const std::function<bool(const EngineStatus&)>& done,
                              std::chrono::milliseconds timeout) const {
-  std::unique_lock lock(mutex_);
-  return changed_.wait_for(lock, timeout, [&] { return done(status_locked()); });
+  MutexLock lock(mutex_);
+  return lock.wait_for(changed_, timeout,
+                       [&]() SIESTA_REQUIRES(mutex_) { return done(status_locked()); });
 }
 
 std::future<Result<GenerateResult>> Engine::generate(GenerateRequest request) {
@@ -496,32 +341,53 @@ std::future<Result<GenerateResult>> Engine::generate(GenerateRequest request) {
   std::shared_ptr<Generation> generation;
   return submit<Result<GenerateResult>>(
       "generate", route, std::move(prompt),
-      [this, owned, generation](Session& session, const Admission& admission) mutable
+      [this, owned, generation](uint32_t id, Session& session, const Admission& admission) mutable
       -> std::optional<Result<GenerateResult>> {
         if (!generation) {
-          generation =
-              std::make_shared<Generation>(*owned, session, kernels_, model_->config(), admission,
-                                           [this, &session] { publish_history(session); });
+          generation = std::make_shared<Generation>(*owned, session, kernels_, model_->config(),
+                                                    admission, id, prefill_speed_,
+                                                    [this, &session] { publish_history(session); });
         }
         if (!generation->step()) return std::nullopt;
         return generation->take_result();
       });
 }
 
+std::future<Status> Engine::forget(SessionRoute route) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  std::future<Status> future = promise->get_future();
+  Command command;
+  command.name = "forget";
+  command.route = route;
+  command.submitted = deps_.clock.now();
+  command.fail = [promise](Status status) { promise->set_value(std::move(status)); };
+  command.forget = true;
+  enqueue(std::move(command));
+  return future;
+}
+
+Status Engine::forget_conversation(uint32_t id) {
+  Status forgotten = pool_->forget(id);
+  table_.forget(id);
+  if (pool_->made(id)) publish_history(pool_->session(id));
+  table_.end(id, std::nullopt, deps_.clock.now());
+  return forgotten;
+}
+
 std::future<Status> Engine::reset(uint32_t slot) {
-  return submit_once<Status>("reset", route_by_slot(slot),
+  return submit_once<Status>("reset", operator_route_to_slot(slot),
                              [this](Session& session) { return do_reset(session); });
 }
 
 std::future<Result<ExportResult>> Engine::export_conversation(std::string name, uint32_t slot) {
   return submit_once<Result<ExportResult>>(
-      "export", route_by_slot(slot),
+      "export", operator_route_to_slot(slot),
       [this, name = std::move(name)](Session& session) { return do_export(session, name); });
 }
 
 std::future<Result<ImportResult>> Engine::import_conversation(std::string name, uint32_t slot) {
   return submit_once<Result<ImportResult>>(
-      "import", route_by_slot(slot),
+      "import", operator_route_to_slot(slot),
       [this, name = std::move(name)](Session& session) { return do_import(session, name); });
 }
 

@@ -26,7 +26,7 @@
 //
 // Idle offload (EngineOptions::offload): the engine owns the session's Offloader, also when
 // offload is off (it then reports "disabled"). Every command runs through one private
-// function, run_command(), which holds an Offloader::Lease while the command runs: acquiring
+// path, start_waiting() to end_running(), holding an Offloader::Lease while it runs: acquiring
 // it restores the session (or discards an unusable snapshot's history), giving it back arms
 // the idle timer. A restore refused for lack of memory fails the command with OutOfMemory
 // (retry later; the snapshot stays) before the command touches anything. Status and
@@ -66,6 +66,7 @@
 #include "core/base/file_system.h"
 #include "core/base/mutex.h"
 #include "core/base/status.h"
+#include "core/base/thread_annotations.h"
 #include "core/memory/host_vmm.h"
 #include "core/memory/memory_backend.h"
 #include "core/offload/offloader.h"
@@ -75,19 +76,12 @@
 #include "engine/generate_request.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
+#include "engine/prefill_pacer.h"
 #include "engine/session.h"
+#include "engine/session_pool.h"
 #include "engine/session_table.h"
 
 namespace siesta::engine {
-
-// Idle offload of the engine's session. The store, key and executor must outlive the engine;
-// they are needed only when offload is on (offload_enabled(options.idle_seconds)).
-struct EngineOffload {
-  OffloaderOptions options;  // idle_seconds 0 (the default): the offloader reports "disabled"
-  SnapshotStore* store = nullptr;
-  const ProcessKey* key = nullptr;
-  Executor* executor = nullptr;
-};
 
 // How many conversations the engine keeps and serves at once.
 struct EngineSessions {
@@ -96,7 +90,7 @@ struct EngineSessions {
   uint32_t parallel = 1;
   uint32_t max_sessions = 1;
   // The share of a kept history a prompt must repeat to continue that conversation (0..1).
-  double match = 0.5;
+  double match = kDefaultSessionMatch;
   // Commands waiting to start at once; one more is refused with Unavailable (busy now: retry
   // later; 503 + Retry-After). 0: no bound.
   size_t max_queued = 0;
@@ -138,20 +132,6 @@ struct EngineStatus {
   DurationHistogram wait_seconds;  // from submission to the command's start
 };
 
-// One conversation, as /v1/status and GET /slots show it: never a prompt or a key.
-struct SessionStatus {
-  uint32_t id = 0;
-  OffloadState state = OffloadState::kDisabled;
-  uint64_t tokens = 0;  // history tokens, as kept for routing
-  uint64_t disk_bytes = 0;
-  double seconds_idle = 0;
-  uint64_t restores = 0;
-  uint64_t fallbacks = 0;  // all reasons
-  bool busy = false;
-  bool keyed = false;  // opened with a prompt_cache_key
-  uint64_t commands = 0;
-};
-
 class Engine {
  public:
   // Loads the model, creates the session (history empty) and its Offloader, opens the
@@ -174,17 +154,36 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Continues the conversation with `request.prompt` (reusing the longest prefix of the
-  // history the prompt extends) and generates up to max_tokens tokens.
-  // Success: the text and usage; the history then holds the prompt and every generated token
-  // but the last (its KV is computed when a later prompt containing it is fed).
-  // Failure: InvalidArgument for an empty prompt, max_tokens 0, prompt + max_tokens beyond
-  // the context, bad stop strings or temperature (checked before the session is touched: it
-  // is unchanged); the kernels' errors mid-generation (history discarded).
+  // history the prompt extends, or the whole prompt when it was the last one asked: the
+  // session's prompt-end checkpoint) and generates up to max_tokens tokens (0: until a stop
+  // string or the full context).
+  // Success: the text, the token ids (and log probabilities when asked), usage and the
+  // conversation's number (GenerateResult::session, also told to request.on_start); the
+  // history then holds the prompt and every generated token but the last (its KV is computed
+  // when a later prompt containing it is fed).
+  // Failure: InvalidArgument for an empty prompt, prompt + max_tokens beyond the context (a
+  // prompt that fills it, for max_tokens 0), bad stop strings, temperature, top_p, min_p,
+  // logit_bias or logprobs (validate_request(), checked before the session is touched: it is
+  // unchanged); the kernels' errors mid-generation (history discarded).
   std::future<Result<GenerateResult>> generate(GenerateRequest request);
 
   // Forgets the history of session `slot`. Failure: InvalidArgument for a slot out of range;
   // the kernels' errors.
   std::future<Status> reset(uint32_t slot = 0);
+
+  // Forgets the conversation `route` names (OpenAI's Responses API DELETE): its history is
+  // discarded, its snapshot deleted, and its key dropped from the table, so that the key then
+  // opens a fresh conversation. Runs on the engine thread like every command, after the
+  // conversation's running command (if any) ends. An offloaded conversation is not restored
+  // to be forgotten: its snapshot is deleted (a deletion the store refuses is retried by its
+  // Offloader; the next use starts fresh all the same), and its memory stays released; a
+  // resident one has its history discarded (Session::discard_history()).
+  // Failure: NotFound when the route names no conversation (a key never seen, or forgotten
+  // since; a slot never used); InvalidArgument for a route with neither key nor slot, or a
+  // slot out of range; FailedPrecondition for a client's slot that holds a keyed
+  // conversation; the kernels' errors of the discard, or a lost session's DeviceError /
+  // FailedPrecondition (the table forgets the conversation all the same).
+  std::future<Status> forget(SessionRoute route);
 
   // Writes the conversation as the durable export `name` in the export directory.
   // Failure: FailedPrecondition without an export directory; InvalidArgument for a bad name
@@ -241,7 +240,8 @@ class Engine {
   const ModelConfig& config() const { return model_->config(); }
 
  private:
-  // A queued command: step() runs its work on the session it was given, one step at a time,
+  // A queued command: step() runs its work on the session it was given (with the number of
+  // its conversation), one step at a time,
   // and returns true once the outcome is ready; deliver() then makes its future ready. fail()
   // makes the future ready with an error instead. Most commands take one step; generate takes
   // one per prefill block and one per token (engine/generation.h).
@@ -250,20 +250,19 @@ class Engine {
     SessionRoute route;
     std::string prompt;  // for routing by prefix; empty for commands without one
     Clock::Duration submitted{0};
-    std::function<bool(Session&, const Admission&)> step;
+    std::function<bool(uint32_t id, Session&, const Admission&)> step;
     std::function<void()> deliver;
     std::function<void(Status)> fail;
+    // Engine::forget(): routed only to an existing conversation (SessionTable::find()) and
+    // run in start_waiting() without a lease (forget_conversation()); `fail` delivers its
+    // Status, OK included, and `step` and `deliver` are unused.
+    bool forget = false;
   };
   // A command that has started: its conversation's session is leased to it until it ends.
   struct Running {
     Command command;
     uint32_t id = 0;
     Offloader::Lease lease;
-  };
-  // One conversation's session and its offloader, created once and kept for the engine's life.
-  struct Slot {
-    std::unique_ptr<Session> session;
-    std::unique_ptr<Offloader> offloader;  // declared after session_: destroyed first
   };
   struct Deps {
     MemoryBackend& backend;
@@ -273,24 +272,18 @@ class Engine {
   };
 
   Engine(const EngineOptions& options, Deps deps, std::unique_ptr<Model> model,
-         std::unique_ptr<Slot> first, std::unique_ptr<SnapshotExporter> exporter, Kernels& kernels);
+         std::unique_ptr<SessionPool> pool, std::unique_ptr<SnapshotExporter> exporter,
+         Kernels& kernels);
 
-  // Session `id` and its Offloader (session name "<id>" in the store).
-  static Result<std::unique_ptr<Slot>> make_slot(const EngineOptions& options, Deps deps,
-                                                 const Model& model, Kernels& kernels, uint32_t id);
-  // Before a command on `choice.id`: its session exists, what it forgot is dropped, and its
-  // memory fits in the budget of P committed sessions (the least recently used idle ones
-  // offloaded first). Failure: Unavailable when no room can be made now (every committed
-  // session busy, or an eviction's save failed); make_slot()'s errors. Engine thread.
-  Status prepare_slot(const RouteChoice& choice);
-  Status make_room(uint32_t id);
-  bool holds_memory(uint32_t id) const;  // engine thread
-
-  // `step(session, admission)` returns the outcome once the command's work is done, nullopt
-  // while it goes on (it is called again at the command's next turn).
+  // `step(id, session, admission)` returns the outcome once the command's work is done, nullopt
+  // while it goes on (it is called again at the command's next turn). `id` is the number of
+  // the conversation `session` holds.
   template <class R>
   std::future<R> submit(std::string_view name, SessionRoute route, std::string prompt,
-                        std::function<std::optional<R>(Session&, const Admission&)> step);
+                        std::function<std::optional<R>(uint32_t, Session&, const Admission&)> step);
+  // Queues `command`, or fails it (Unavailable when max_queued wait already, Cancelled when
+  // the engine is stopping). Any thread.
+  void enqueue(Command command);
   // A command done in one step.
   template <class R>
   std::future<R> submit_once(std::string_view name, SessionRoute route,
@@ -307,10 +300,13 @@ class Engine {
   // The command ended before it started: counted, its conversation untouched.
   void count_finished();
   void publish_history(const Session& session) { history_tokens_.store(session.history_tokens()); }
-  // status() but for the fields under mutex_. REQUIRES: mutex_ held.
-  EngineStatus status_locked() const;
+  // status() but for the fields under mutex_.
+  EngineStatus status_locked() const SIESTA_REQUIRES(mutex_);
 
   Status do_reset(Session& session);
+  // Engine::forget()'s work on conversation `id` (routed, marked busy in the table): the
+  // memory part by the pool, the table part by the table, the conversation ended. Engine thread.
+  Status forget_conversation(uint32_t id);
   Result<ExportResult> do_export(Session& session, const std::string& name);
   Result<ImportResult> do_import(Session& session, const std::string& name);
   // A device error left the session's state unspecified: start over, keep the first error.
@@ -323,33 +319,33 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<SnapshotExporter> exporter_;  // null without an export directory
   Kernels& kernels_;
+  // The device's prefill speed, learned by every prefill's pacer and kept for the next one
+  // (engine/prefill_pacer.h). Engine thread only.
+  PrefillSpeed prefill_speed_;
   SessionTable table_;
-  // Every conversation's session, by id; null until first routed to. Entries are set only by
-  // the engine thread, under slots_mu_; the engine thread reads them freely, other threads
-  // (status) under slots_mu_. Each Offloader's status() is itself thread-safe.
-  mutable Mutex slots_mu_;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  // Every conversation's session and offloader, and the device budget over them.
+  std::unique_ptr<SessionPool> pool_;
   // Engine thread only: the commands started (at most P, each on its own conversation), and
   // those taken from the queue that wait for their conversation, in the order they came.
   std::vector<Running> running_;
   std::deque<Command> waiting_;
-  std::atomic<uint64_t> evictions_{0};
 
   // Published for status().
   std::atomic<uint64_t> history_tokens_{0};
 
-  // The queue; never held while a command runs.
-  mutable std::mutex mutex_;
+  // The queue and what status() reports of it; never held while a command runs.
+  mutable Mutex mutex_;
   std::condition_variable wake_;
   mutable std::condition_variable changed_;  // the queue, busy_ or commands_run_ changed
-  std::deque<Command> queue_;
-  size_t waiting_count_ = 0;  // waiting_.size(), for status and the queue's bound
-  bool busy_ = false;         // a command runs
-  uint64_t commands_run_ = 0;
-  uint64_t refused_busy_ = 0;
-  DurationHistogram wait_seconds_;
-  uint32_t last_used_ = 0;  // the most recently started command's session
-  bool stopping_ = false;
+  std::deque<Command> queue_ SIESTA_GUARDED_BY(mutex_);
+  // waiting_.size(), for status and the queue's bound (which counts it with queue_).
+  size_t waiting_count_ SIESTA_GUARDED_BY(mutex_) = 0;
+  bool busy_ SIESTA_GUARDED_BY(mutex_) = false;  // a command runs
+  uint64_t commands_run_ SIESTA_GUARDED_BY(mutex_) = 0;
+  uint64_t refused_busy_ SIESTA_GUARDED_BY(mutex_) = 0;
+  DurationHistogram wait_seconds_ SIESTA_GUARDED_BY(mutex_);
+  uint32_t last_used_ SIESTA_GUARDED_BY(mutex_) = 0;  // the last started command's session
+  bool stopping_ SIESTA_GUARDED_BY(mutex_) = false;
 
   std::thread thread_;  // last: started when everything above exists
 };

@@ -40,10 +40,14 @@ Status discard_history_after(Session& session, Status error);
 
 class Generation {
  public:
-  // `session`, `kernels` and `request` must outlive the generation; `on_progress` is called
-  // after every step that changed the session's history (the engine publishes its length).
+  // `session`, `kernels`, `request` and `prefill_speed` (the device's, shared by the engine's
+  // generations: engine/prefill_pacer.h) must outlive the generation; `session_id` is the
+  // number of the conversation `session` holds (GenerateResult::session); `on_progress` is
+  // called after every step that changed the session's history (the engine publishes its
+  // length).
   Generation(const GenerateRequest& request, Session& session, Kernels& kernels,
-             const ModelConfig& config, Admission admission, std::function<void()> on_progress);
+             const ModelConfig& config, Admission admission, uint32_t session_id,
+             PrefillSpeed& prefill_speed, std::function<void()> on_progress);
 
   // Runs the next step. Returns true once the generation has ended (successfully, cancelled or
   // failed); take_result() then gives its outcome. REQUIRES: not ended.
@@ -59,6 +63,9 @@ class Generation {
   bool end(Result<GenerateResult> outcome);
   bool start();
   bool prefill_block();
+  // The prompt is fed: keeps the session's prompt-end checkpoint and moves on to decoding.
+  // Returns false when that failed (the generation has ended with the error).
+  bool end_prefill();
   bool decode_token();
   void emit(const std::string& piece);
 
@@ -66,11 +73,13 @@ class Generation {
   Session& session_;
   Kernels& kernels_;
   const ModelConfig& config_;
+  PrefillSpeed& prefill_speed_;
   std::function<void()> on_progress_;
   Phase phase_ = Phase::kStart;
   std::vector<Token> prompt_;
-  size_t fed_ = 0;  // prompt tokens whose KV is computed
-  std::optional<Sampler> sampler_;
+  size_t fed_ = 0;      // prompt tokens whose KV is computed
+  uint32_t limit_ = 0;  // tokens to generate at most (max_tokens, or what the context holds)
+  std::optional<Sampler> sampler_;  // temperature > 0 or a logit bias: chosen on the host
   std::optional<PrefillPacer> pacer_;
   StopMatcher matcher_;
   GenerateResult result_;

@@ -18,12 +18,13 @@
 // Exact figures (recurrent_after = layers / 2; weight_seed = FNV-1a 64 of the name; "KV/token"
 // is every layer's K and V row; "device" is the session's device reservation before rounding
 // to the backend's granularity: RoPE table + scratch + KV + recurrent state; "host" is the
-// session.meta + session.tokens + recurrent.checkpoints range before page rounding):
+// session.meta + session.tokens + recurrent.checkpoints + recurrent.prompt_end range before
+// page rounding):
 //   size    layers dim  heads ffn  ctx   kv  interval KV/token KV@ctx  device B   host B weights B
-//   tiny    2      64   4     128  256   f32 16       1024 B   256 KiB 710912     4608   509440
-//   small   4      128  4     256  2048  f16 64       2048 B   4 MiB   5384704    18688  3085312
-//   medium  8      512  8     1024 8192  f32 256      32 KiB   256 MiB 275845120  73984  88117248
-//   large   16     1024 16    2048 32768 f32 1024     128 KiB  4 GiB   4326955008 164096 685907968
+//   tiny    2      64   4     128  256   f32 16       1024 B   256 KiB 710912     6144   509440
+//   small   4      128  4     256  2048  f16 64       2048 B   4 MiB   5384704    20480  3085312
+//   medium  8      512  8     1024 8192  f32 256      32 KiB   256 MiB 275845120  77312  88117248
+//   large   16     1024 16    2048 32768 f32 1024     128 KiB  4 GiB   4326955008 169472 685907968
 // model_config_table() lists them; docs/IDLE_SESSION.md repeats it.
 //
 // Thread rule: plain values and pure functions.

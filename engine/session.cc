@@ -39,8 +39,8 @@ std::byte* host_region(const HostRange& host, const SessionLayout& layout, size_
 }
 
 void write_meta(const HostRange& host, const SessionLayout& layout, uint32_t length,
-                uint32_t interval) {
-  const SessionMeta meta{kSessionMetaMagic, length, length / interval};
+                uint32_t interval, uint32_t prompt_end) {
+  const SessionMeta meta{kSessionMetaMagic, length, length / interval, prompt_end, 0};
   std::memcpy(host_region(host, layout, layout.meta), &meta, sizeof(meta));
 }
 
@@ -87,7 +87,7 @@ Result<std::unique_ptr<Session>> Session::create(const Model& model, MemoryBacke
   SIESTA_RETURN_IF_ERROR(
       zero_device(kernels, base + layout.offset(layout.state), layout.state_bytes));
   SIESTA_RETURN_IF_ERROR(fill_rope(kernels, c, base + layout.offset(layout.rope)));
-  write_meta(*s->host_, layout, 0, c.checkpoint_interval);
+  write_meta(*s->host_, layout, 0, c.checkpoint_interval, 0);
   SIESTA_ASSIGN_OR_RETURN(s->decode_graph_, record_decode_graph(kernels, model, layout, base));
   s->graph_base_ = base;
   SIESTA_RETURN_IF_ERROR(kernels.synchronize());
@@ -111,29 +111,79 @@ Result<uint32_t> Session::reuse_prefix(std::span<const Token> prompt) {
   }
   SIESTA_RETURN_IF_ERROR(require_committed(*host_, "reuse_prefix"));
   const std::span<const Token> cached = history();
-  // At least one prompt token is fed again: its logits are what the caller needs.
-  const size_t limit = std::min(cached.size(), prompt.size() - 1);
+  const size_t limit = std::min(cached.size(), prompt.size());
   size_t common = 0;
   while (common < limit && cached[common] == prompt[common]) ++common;
-  if (common == length_) return length_;
+  // The prompt extends the whole history: nothing to undo, at least one token to feed.
+  if (common == length_ && length_ < prompt.size()) return length_;
 
-  // The recurrent state cannot be truncated: go back to the newest checkpoint at or before
-  // the divergence. KV rows past it are overwritten by the next feeds.
+  // The recurrent state cannot be truncated: go back to the newest point at or before the
+  // divergence where it is known. An interval checkpoint must leave at least one prompt token
+  // to feed (its logits are what the caller needs); the prompt-end checkpoint brings its
+  // logits back, so it may cover the whole prompt. KV rows past the point are overwritten by
+  // the next feeds.
   const uint32_t interval = c.checkpoint_interval;
-  const uint32_t kept = static_cast<uint32_t>(common) / interval;
+  const auto feedable = static_cast<uint32_t>(std::min(common, prompt.size() - 1));
+  const uint32_t kept = feedable / interval;
+  const bool to_prompt_end =
+      prompt_end_ != 0 && prompt_end_ <= common && prompt_end_ > kept * interval;
   next_ready_ = false;
-  const DeviceAddress state = device_.range().base + layout_->offset(layout_->state);
-  if (kept == 0) {
-    SIESTA_RETURN_IF_ERROR(zero_device(kernels_, state, layout_->state_bytes));
+  const DeviceAddress base = device_.range().base;
+  const DeviceAddress state = base + layout_->offset(layout_->state);
+  if (to_prompt_end) {
+    const std::byte* saved = host_region(*host_, *layout_, layout_->prompt_end);
+    PromptEndHeader header;
+    std::memcpy(&header, saved, sizeof(header));
+    SIESTA_RETURN_IF_ERROR(
+        kernels_.upload({saved + kPromptEndHeaderBytes, layout_->state_bytes}, state));
+    SIESTA_RETURN_IF_ERROR(kernels_.upload({saved + kPromptEndHeaderBytes + layout_->state_bytes,
+                                            uint64_t{kVocabSize} * sizeof(float)},
+                                           base + layout_->buffers.logits));
+    SIESTA_RETURN_IF_ERROR(
+        kernels_.upload(std::as_bytes(std::span(&header.next, 1)), base + layout_->buffers.next));
+    length_ = prompt_end_;
   } else {
-    const std::byte* checkpoint = host_region(*host_, *layout_, layout_->checkpoints) +
-                                  uint64_t{kept - 1} * layout_->state_bytes;
-    SIESTA_RETURN_IF_ERROR(kernels_.upload({checkpoint, layout_->state_bytes}, state));
+    if (kept == 0) {
+      SIESTA_RETURN_IF_ERROR(zero_device(kernels_, state, layout_->state_bytes));
+    } else {
+      const std::byte* checkpoint = host_region(*host_, *layout_, layout_->checkpoints) +
+                                    uint64_t{kept - 1} * layout_->state_bytes;
+      SIESTA_RETURN_IF_ERROR(kernels_.upload({checkpoint, layout_->state_bytes}, state));
+    }
+    length_ = kept * interval;
+    // Tokens before it may now be replaced: the prompt-end checkpoint no longer describes them.
+    if (prompt_end_ > length_) prompt_end_ = 0;
   }
-  length_ = kept * interval;
   unchanged_ = std::min(unchanged_, length_);
-  write_meta(*host_, *layout_, length_, interval);
+  write_meta(*host_, *layout_, length_, interval, prompt_end_);
+  next_ready_ = to_prompt_end;  // the logits that follow the prompt's end are in scratch again
   return length_;
+}
+
+Status Session::checkpoint_prompt_end() {
+  if (!next_ready_) {
+    return FailedPrecondition("checkpoint_prompt_end: no token fed since the last reset");
+  }
+  SIESTA_RETURN_IF_ERROR(require_committed(*host_, "checkpoint_prompt_end"));
+  if (prompt_end_ == length_) return Status::Ok();
+  const ModelConfig& c = config();
+  const DeviceAddress base = device_.range().base;
+  std::byte* saved = host_region(*host_, *layout_, layout_->prompt_end);
+  // Dropped first: a failed download leaves no checkpoint half written.
+  prompt_end_ = 0;
+  write_meta(*host_, *layout_, length_, c.checkpoint_interval, 0);
+  PromptEndHeader header{length_, 0};
+  SIESTA_RETURN_IF_ERROR(kernels_.download(base + layout_->buffers.next,
+                                           std::as_writable_bytes(std::span(&header.next, 1))));
+  SIESTA_RETURN_IF_ERROR(kernels_.download(base + layout_->offset(layout_->state),
+                                           {saved + kPromptEndHeaderBytes, layout_->state_bytes}));
+  SIESTA_RETURN_IF_ERROR(kernels_.download(base + layout_->buffers.logits,
+                                           {saved + kPromptEndHeaderBytes + layout_->state_bytes,
+                                            uint64_t{kVocabSize} * sizeof(float)}));
+  std::memcpy(saved, &header, sizeof(header));
+  prompt_end_ = length_;
+  write_meta(*host_, *layout_, length_, c.checkpoint_interval, prompt_end_);
+  return Status::Ok();
 }
 
 Status Session::check_can_feed(std::string_view what) const {
@@ -168,7 +218,7 @@ Status Session::feed(Token token) {
     SIESTA_RETURN_IF_ERROR(kernels_.download(base + layout_->offset(layout_->state),
                                              {checkpoint, layout_->state_bytes}));
   }
-  write_meta(*host_, *layout_, length_, c.checkpoint_interval);
+  write_meta(*host_, *layout_, length_, c.checkpoint_interval, prompt_end_);
   next_ready_ = true;
   return Status::Ok();
 }
@@ -208,7 +258,7 @@ Result<uint32_t> Session::feed_block(std::span<const Token> tokens) {
         base + layout_->buffers.states + uint64_t{at - 1 - position} * layout_->state_bytes;
     SIESTA_RETURN_IF_ERROR(kernels_.download(row, {checkpoint, layout_->state_bytes}));
   }
-  write_meta(*host_, *layout_, length_, interval);
+  write_meta(*host_, *layout_, length_, interval, prompt_end_);
   next_ready_ = true;
   return count;
 }
@@ -270,6 +320,8 @@ std::vector<SnapshotRegion> Session::snapshot_regions_after(uint64_t unchanged_t
     } else if (i == l.checkpoints) {
       from = unchanged / interval * l.state_bytes;
       used = uint64_t{length_ / interval} * l.state_bytes;
+    } else if (i == l.prompt_end) {
+      used = prompt_end_ != 0 ? spec.size : 0;  // rewritten whole when taken: saved whole
     }
     if (used > from) region.layout.extents.push_back({from, used - from});
     out.push_back(std::move(region));
@@ -312,11 +364,30 @@ Status Session::adopt_restored_state() {
                    " checkpoints for a length of " + std::to_string(meta.length) +
                    " at an interval of " + std::to_string(c.checkpoint_interval));
   }
+  if (meta.prompt_end > meta.length || meta.reserved != 0) {
+    return Corrupt("session.meta: a prompt-end checkpoint at " + std::to_string(meta.prompt_end) +
+                   " for a length of " + std::to_string(meta.length) + " (reserved " +
+                   std::to_string(meta.reserved) + ")");
+  }
+  if (meta.prompt_end != 0) {
+    PromptEndHeader header;
+    std::memcpy(&header, host_region(*host_, *layout_, layout_->prompt_end), sizeof(header));
+    if (header.length != meta.prompt_end || header.next < static_cast<int32_t>(kFirstPrintable) ||
+        header.next > static_cast<int32_t>(kLastPrintable)) {
+      return Corrupt("recurrent.prompt_end: taken at " + std::to_string(header.length) +
+                     " with next token " + std::to_string(header.next) +
+                     ", but session.meta says " + std::to_string(meta.prompt_end));
+    }
+  }
   SIESTA_RETURN_IF_ERROR(
       fill_rope(kernels_, c, device_.range().base + layout_->offset(layout_->rope)));
   SIESTA_RETURN_IF_ERROR(kernels_.synchronize());
   length_ = meta.length;
-  unchanged_ = length_;  // the memory is the snapshot's, as the Offloader knows it
+  prompt_end_ = meta.prompt_end;
+  // Replaced: nothing of what was there before is known unchanged (an import must not be
+  // saved as a delta over the snapshot of the conversation it replaced). The Offloader starts
+  // a new count after restoring its own snapshot.
+  unchanged_ = 0;
   return Status::Ok();
 }
 
@@ -339,7 +410,8 @@ Status Session::discard_history() {
   SIESTA_RETURN_IF_ERROR(backend_.synchronize());
   length_ = 0;
   unchanged_ = 0;
-  write_meta(*host_, *layout_, 0, config().checkpoint_interval);
+  prompt_end_ = 0;
+  write_meta(*host_, *layout_, 0, config().checkpoint_interval, 0);
   SIESTA_RETURN_IF_ERROR(fill_rope(kernels_, config(), base + layout_->offset(layout_->rope)));
   return kernels_.synchronize();
 }

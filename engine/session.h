@@ -10,10 +10,14 @@
 //     "layer.<i>.k"/".v"    kContents one KV row per position; used extent: rows [0, length)
 //     "recurrent.state"     kContents dim floats; always saved (a fresh commit is not zero)
 //   host, one HostVmm range (host_memory() returns it), committed whole:
-//     "session.meta"        kContents magic, length, checkpoint count (16 bytes, always saved)
+//     "session.meta"        kContents magic, length, checkpoint count, prompt-end length
+//                           (24 bytes, always saved)
 //     "session.tokens"      kContents the history, one byte per token; used: [0, length)
 //     "recurrent.checkpoints" kContents the recurrent state after every checkpoint_interval
 //                           tokens; used: the checkpoints taken so far
+//     "recurrent.prompt_end" kContents the recurrent state where the last prompt fed ended,
+//                           with the logits and greedy choice that follow it
+//                           (checkpoint_prompt_end()); used: all of it when taken, else none
 //
 // Computation: the decode step (embed, every block, final norm, logits, greedy argmax over
 // the printable tokens) is recorded once as a KernelGraph when the session is created and
@@ -28,8 +32,10 @@
 //
 // Invariants between calls: length <= context; checkpoint count == length /
 // checkpoint_interval; checkpoint c holds the recurrent state after (c+1) *
-// checkpoint_interval tokens; after feed(), the logits of the token following the history are
-// in scratch (until a restore, a discard or a rollback: see greedy_next()).
+// checkpoint_interval tokens; prompt_end() <= length, and when it is not 0 the prompt-end
+// checkpoint holds the recurrent state, the next logits and the greedy choice after the
+// history's first prompt_end() tokens; after feed(), the logits of the token following the
+// history are in scratch (until a restore, a discard or a rollback: see greedy_next()).
 //
 // Thread rule: one thread at a time (the engine thread). Every method but history_tokens(),
 // fingerprint(), device_memory() and host_memory() REQUIRES the memory committed.
@@ -69,14 +75,36 @@ class Session final : public OffloadTarget {
   std::span<const Token> history() const;
 
   // Prepares the session for `prompt`: keeps the longest prefix of the history that `prompt`
-  // extends, leaving at least one prompt token to feed (its logits are needed). When that
-  // prefix is the whole history nothing changes; otherwise the session rolls back to the
-  // newest checkpoint at or before the divergence (KV rows beyond it are simply overwritten
-  // later; the recurrent state is copied back from the host checkpoint, or zeroed).
-  // Returns the tokens reused (the new length()); prompt[result..] remain to be fed.
+  // extends. When `prompt` extends the whole history (and is longer) nothing changes.
+  // Otherwise the session rolls back to the newest point at or before the divergence where
+  // the recurrent state is known (KV rows beyond it are simply overwritten later; the state is
+  // copied back from the host, or zeroed): an interval checkpoint that leaves at least one
+  // prompt token to feed (its logits are needed), or the prompt-end checkpoint
+  // (checkpoint_prompt_end()) when the history up to it is a prefix of `prompt` -- which
+  // brings the next logits back too, so it may cover the whole prompt (the same prompt asked
+  // again: a regenerate). The choice depends only on the history, the prompt and the
+  // checkpoints (never on what scratch holds), so a restored session chooses as the one that
+  // was never offloaded. Rolling back before the prompt-end checkpoint drops it.
+  // Returns the tokens reused (the new length()); prompt[result..] remain to be fed. When
+  // the result is prompt.size() nothing remains, and the next token's logits are in scratch
+  // (greedy_next(), next_logits()).
   // Failure: InvalidArgument for an empty prompt or one longer than the context (session
   // unchanged); the kernels' errors.
   Result<uint32_t> reuse_prefix(std::span<const Token> prompt);
+
+  // Keeps a checkpoint where the history ends now: the recurrent state, the next token's
+  // logits and its greedy choice, copied into the host region "recurrent.prompt_end" (the one
+  // kept before is replaced; nothing is done when it is already at this length). Generation
+  // calls it when a prompt is fully fed, so that asking the same prompt again, or a prompt
+  // that edits what followed it, reuses the whole prompt (reuse_prefix()).
+  // Cost: waits for the device (the prefill's end, which the first token waits for anyway)
+  // and downloads dim + kVocabSize floats; saves that many bytes more per snapshot.
+  // REQUIRES: the logits that follow the history are in scratch (a feed since the last
+  // restore, discard or rollback: else FailedPrecondition, nothing changed).
+  // Failure: the kernels' errors (the checkpoint is dropped; discard_history() as for feed()).
+  Status checkpoint_prompt_end();
+  // The length where the prompt-end checkpoint was taken; 0 when there is none.
+  uint32_t prompt_end() const { return prompt_end_; }
 
   // Feeds one token at position length(): replays the decode graph, appends the token to the
   // history, takes a host checkpoint when the new length is a multiple of the interval.
@@ -140,10 +168,11 @@ class Session final : public OffloadTarget {
   std::unique_ptr<KernelGraph> decode_graph_;
   DeviceAddress graph_base_ = 0;  // device_.range().base when the graph was recorded
   snapshot::Fingerprint fingerprint_{};
-  uint32_t length_ = 0;  // mirrors session.meta, readable while the memory is released
+  uint32_t length_ = 0;      // mirrors session.meta, readable while the memory is released
+  uint32_t prompt_end_ = 0;  // mirrors session.meta's prompt_end
   // The lowest length_ since take_unchanged_tokens() last ran: rows, tokens and checkpoints
-  // below it have not been written since (reuse_prefix() lowers it, discard_history() zeroes
-  // it).
+  // below it have not been written since (reuse_prefix() lowers it, discard_history() and
+  // adopt_restored_state() zero it).
   uint32_t unchanged_ = 0;
   // The kernels' fence at the end of the last command (mark_device_work()); null before the
   // first, or when none could be made (a save then synchronizes the device).

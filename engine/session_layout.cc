@@ -113,6 +113,10 @@ SessionLayout SessionLayout::compute(const ModelConfig& c) {
   layout.tokens = host.add("session.tokens", PersistKind::kContents, c.context);
   layout.checkpoints = host.add("recurrent.checkpoints", PersistKind::kContents,
                                 uint64_t{layout.max_checkpoints} * layout.state_bytes);
+  layout.prompt_end_bytes =
+      kPromptEndHeaderBytes + layout.state_bytes + uint64_t{kVocabSize} * sizeof(float);
+  layout.prompt_end =
+      host.add("recurrent.prompt_end", PersistKind::kContents, layout.prompt_end_bytes);
   layout.host_bytes = host.end();
   return layout;
 }

@@ -31,15 +31,30 @@ struct RegionSpec {
   uint64_t size = 0;
 };
 
-// The 16 bytes of "session.meta" (host memory, native byte order: it never leaves the process
+// The 24 bytes of "session.meta" (host memory, native byte order: it never leaves the process
 // except inside this process's snapshot, whose fingerprint pins the layout).
 struct SessionMeta {
   uint64_t magic = 0;
   uint32_t length = 0;
-  uint32_t checkpoints = 0;
+  uint32_t checkpoints = 0;  // length / checkpoint_interval
+  // The length at which "recurrent.prompt_end" was taken (the end of the last prompt fed);
+  // 0: none. At most `length`.
+  uint32_t prompt_end = 0;
+  uint32_t reserved = 0;  // 0
 };
-static_assert(sizeof(SessionMeta) == 16);
-inline constexpr uint64_t kSessionMetaMagic = 0x3174656d53455353ull;  // "SSESmet1"
+static_assert(sizeof(SessionMeta) == 24);
+inline constexpr uint64_t kSessionMetaMagic = 0x3274656d53455353ull;  // "SSESmet2"
+
+// "recurrent.prompt_end" (host memory): the state where the last prompt fed ended, and what
+// follows it, so that the session can return there without reading the prompt again. The
+// header, then the recurrent state (dim floats), then the logits of the next token
+// (kVocabSize floats): kPromptEndHeaderBytes + state_bytes + kVocabSize * 4 bytes.
+struct PromptEndHeader {
+  uint32_t length = 0;  // equals SessionMeta::prompt_end while that is not 0
+  int32_t next = 0;     // the greedy choice the logits give (the device's argmax)
+};
+static_assert(sizeof(PromptEndHeader) == 8);
+inline constexpr uint64_t kPromptEndHeaderBytes = sizeof(PromptEndHeader);
 
 // Offsets of the scratch buffers, inside the device reservation (already include the scratch
 // region's own offset). The activations hold `rows` tokens (a prefill block); the decode step
@@ -59,15 +74,16 @@ struct ScratchOffsets {
 struct SessionLayout {
   // Regions in snapshot order: constants.rope, scratch, layer.<i>.k, layer.<i>.v (i
   // ascending, k before v), recurrent.state, then the host ones: session.meta,
-  // session.tokens, recurrent.checkpoints.
+  // session.tokens, recurrent.checkpoints, recurrent.prompt_end.
   std::vector<RegionSpec> regions;
   size_t rope = 0, scratch = 0, first_kv = 0, state = 0;  // indices into `regions`
-  size_t meta = 0, tokens = 0, checkpoints = 0;
+  size_t meta = 0, tokens = 0, checkpoints = 0, prompt_end = 0;
   ScratchOffsets buffers{};
   uint64_t kv_row_bytes = 0;
-  uint64_t state_bytes = 0;      // dim floats
-  uint32_t max_checkpoints = 0;  // context / checkpoint_interval
-  uint64_t device_bytes = 0;     // before the backend rounds up to its granularity
+  uint64_t state_bytes = 0;       // dim floats
+  uint64_t prompt_end_bytes = 0;  // the header, the state and the logits
+  uint32_t max_checkpoints = 0;   // context / checkpoint_interval
+  uint64_t device_bytes = 0;      // before the backend rounds up to its granularity
   uint64_t host_bytes = 0;
 
   // REQUIRES: validate(config) is OK.

@@ -30,6 +30,12 @@ SessionRoute route_by_slot(uint32_t slot) {
   return route;
 }
 
+SessionRoute operator_route_to_slot(uint32_t slot) {
+  SessionRoute route = route_by_slot(slot);
+  route.operator_tool = true;
+  return route;
+}
+
 SessionTable::SessionTable(SessionTableOptions options)
     : options_{std::clamp<uint32_t>(options.max_sessions, 1, kMaxSessions),
                std::clamp(options.match, 0.0, 1.0)} {
@@ -120,12 +126,17 @@ Result<RouteChoice> SessionTable::route(const SessionRoute& route, std::span<con
                              std::to_string(slots_.size()) + " conversations (0.." +
                              std::to_string(slots_.size() - 1) + ")");
     }
+    if (slots_[*route.slot].key && !route.operator_tool) {
+      return FailedPrecondition("id_slot " + std::to_string(*route.slot) +
+                                " holds a conversation opened with a prompt_cache_key: only "
+                                "that key continues it");
+    }
     choice.id = *route.slot;
     choice.rule = RouteRule::kSlot;
     take_locked(choice, now);
     return choice;
   }
-  if (slots_.size() == 1) {
+  if (slots_.size() == 1 && !slots_[0].key) {
     choice.id = 0;
     choice.rule = RouteRule::kSingle;
     take_locked(choice, now);
@@ -162,6 +173,50 @@ Result<RouteChoice> SessionTable::route(const SessionRoute& route, std::span<con
   choice = *fresh;
   take_locked(choice, now);
   return choice;
+}
+
+Result<RouteChoice> SessionTable::find(const SessionRoute& route, Clock::Duration now) {
+  MutexLock lock(mu_);
+  RouteChoice choice;
+  if (route.key) {
+    for (uint32_t id = 0; id < slots_.size(); ++id) {
+      if (slots_[id].used && slots_[id].key == route.key) {
+        choice.id = id;
+        choice.rule = RouteRule::kKey;
+        take_locked(choice, now);
+        return choice;
+      }
+    }
+    return NotFound("no conversation was opened with this prompt_cache_key");
+  }
+  if (!route.slot) {
+    return InvalidArgument("a conversation is named by a prompt_cache_key or a slot");
+  }
+  if (*route.slot >= slots_.size()) {
+    return InvalidArgument("id_slot " + std::to_string(*route.slot) +
+                           " is out of range: this server keeps " + std::to_string(slots_.size()) +
+                           " conversations (0.." + std::to_string(slots_.size() - 1) + ")");
+  }
+  const Slot& slot = slots_[*route.slot];
+  if (!slot.used) {
+    return NotFound("id_slot " + std::to_string(*route.slot) + " holds no conversation");
+  }
+  if (slot.key && !route.operator_tool) {
+    return FailedPrecondition("id_slot " + std::to_string(*route.slot) +
+                              " holds a conversation opened with a prompt_cache_key: only "
+                              "that key reaches it");
+  }
+  choice.id = *route.slot;
+  choice.rule = RouteRule::kSlot;
+  take_locked(choice, now);
+  return choice;
+}
+
+void SessionTable::forget(uint32_t id) {
+  MutexLock lock(mu_);
+  if (id >= slots_.size()) return;
+  slots_[id].key.reset();
+  slots_[id].history.clear();
 }
 
 void SessionTable::end(uint32_t id, std::optional<std::span<const uint8_t>> history,

@@ -11,9 +11,11 @@
 //
 // Routing, in order (route()):
 //   1. a key: the conversation opened with that key; a key not seen yet opens a fresh one;
-//   2. a slot number: that conversation (created when it does not exist yet);
+//   2. a slot number: that conversation (created when it does not exist yet), unless it was
+//      opened with a key: then only the key reaches it (FailedPrecondition), except for an
+//      operator's route (SessionRoute::operator_tool: the server's /slots, behind its API key);
 //   3. with max_sessions 1: the one conversation, whatever its history (the prompt keeps what
-//      it shares with it, as a single-session engine does);
+//      it shares with it, as a single-session engine does), unless it was opened with a key;
 //   4. the keyless conversation whose history shares the longest prefix with the prompt,
 //      when that prefix is at least `match` x its history's length (history not empty; ties:
 //      the most recently used);
@@ -21,6 +23,10 @@
 //      conversation number not used yet, else the least recently used conversation without a
 //      command, forgotten (its history and key dropped here; the engine deletes its snapshot
 //      or discards its memory's history).
+// So a conversation opened with a key is continued by that key alone: no id_slot, no prefix
+// and no single-conversation rule reaches it, and how much of a prompt is reused
+// (cached_tokens, the time to the first token) never tells a client whether its guess matches
+// another user's keyed history.
 //
 // Thread rule: every method from any thread; each takes the mutex only to read or change the
 // table, and calls nothing outside it while holding it but the `eligible` predicate.
@@ -49,15 +55,24 @@ SessionKey session_key_of(std::string_view key);
 struct SessionRoute {
   std::optional<SessionKey> key;
   std::optional<uint32_t> slot;
+  // The slot is reached by an operator's tool (the server's /slots save, restore and erase),
+  // which may reach a conversation opened with a key; a client's id_slot may not.
+  bool operator_tool = false;
 };
 
-// The route of a prompt_cache_key (hashed here) and of a slot number.
+// The route of a prompt_cache_key (hashed here), of a client's slot number (id_slot), and of
+// an operator's command on a slot.
 SessionRoute route_by_key(std::string_view key);
 SessionRoute route_by_slot(uint32_t slot);
+SessionRoute operator_route_to_slot(uint32_t slot);
+
+// The share of a kept history a prompt must repeat to continue that conversation, by default
+// (--session-match).
+inline constexpr double kDefaultSessionMatch = 0.5;
 
 struct SessionTableOptions {
-  uint32_t max_sessions = 1;  // 1..kMaxSessions
-  double match = 0.5;         // 0..1: share of a history a prompt must repeat to continue it
+  uint32_t max_sessions = 1;            // 1..kMaxSessions
+  double match = kDefaultSessionMatch;  // 0..1: share of a history a prompt must repeat
 };
 
 inline constexpr uint32_t kMaxSessions = 4096;
@@ -102,9 +117,26 @@ class SessionTable {
   // conversation chosen runs a command already (or a fresh one is needed and every one runs a
   // command), nothing changes and the choice says `wait`: a conversation runs one command at
   // a time, in the order they were routed.
-  // Failure: InvalidArgument for a slot >= max_sessions (nothing changes).
+  // Failure (nothing changes): InvalidArgument for a slot >= max_sessions; FailedPrecondition
+  // for a client's slot that holds a conversation opened with a key.
   Result<RouteChoice> route(const SessionRoute& route, std::span<const uint8_t> prompt,
                             Clock::Duration now);
+
+  // The conversation `route` names, chosen for a command that needs an existing one
+  // (Engine::forget()) and marked busy, used now, as route() does; the caller must end() it.
+  // Never creates or forgets a conversation and never routes by prefix. The choice says
+  // `wait` when the conversation runs a command (nothing changes).
+  // Failure (nothing changes): NotFound when the route names no conversation (a key never
+  // seen, or forgotten since; a slot never used); InvalidArgument for a route with neither a
+  // key nor a slot, or a slot >= max_sessions; FailedPrecondition for a client's slot that
+  // holds a conversation opened with a key (as route()).
+  Result<RouteChoice> find(const SessionRoute& route, Clock::Duration now);
+
+  // Forgets conversation `id` (a client asked: Engine::forget()): its history and its key are
+  // dropped, so the key opens a fresh conversation next time and the number serves the next
+  // fresh one (rule 5). Its busy mark, use count and last use stay (the caller's end() clears
+  // busy). Not counted as `forgotten` (that counts those dropped to make room).
+  void forget(uint32_t id);
 
   // The command on `id` ended: its history is now `history` (when known: its memory was
   // resident), it is idle, used now.

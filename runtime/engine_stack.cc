@@ -71,6 +71,10 @@ Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions option
     offload.store = &stack->storage_->store();
     offload.key = &stack->storage_->key();
     offload.executor = stack->executor_;
+    if (options.offload.config.ram_bytes > 0) {
+      stack->ram_tier_ = std::make_unique<RamTier>(options.offload.config.ram_bytes);
+      offload.ram_tier = stack->ram_tier_.get();
+    }
   }
 
   engine::EngineOptions engine_options{std::move(options.model), std::move(options.export_dir),

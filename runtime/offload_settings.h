@@ -15,21 +15,14 @@
 
 namespace siesta::runtime {
 
-// Delta saves by default: a base and up to 8 deltas; the deltas' half-of-a-whole rule ends
-// most chains sooner.
-inline constexpr uint32_t kDefaultDeltaSegments = 8;
-
 // One line for a log.
 using LogLine = std::function<void(const std::string&)>;
 
 struct OffloadSettings {
-  // The idle and expiry times and the snapshot directory. idle_seconds 0 (the default): offload
-  // off; the Offloader then reports "disabled" with these times and no directory is opened.
+  // The times, the snapshot directory, the seals and the delta saves. idle_seconds 0 (the
+  // default): offload off; the Offloader then reports "disabled" with these times and no
+  // directory is opened.
   OffloadConfig config;
-  bool encrypt = true;  // AES-256-GCM seals; false: digests
-  // Saves that may write only what changed since the save before, before a whole one again
-  // (OffloaderOptions::max_delta_segments); 0: every save writes the whole session.
-  uint32_t delta_segments = kDefaultDeltaSegments;
   // Called once, on the engine thread, when the session's memory could not be mapped back
   // after an offload (OffloaderOptions::on_fatal). Empty: that command and every later one fail
   // with DeviceError.
@@ -38,7 +31,7 @@ struct OffloadSettings {
   bool enabled() const { return config.enabled(); }
 };
 
-// The Offloader's options for `settings`: its times, seals and on_fatal, one line per save,
+// The Offloader's options for `settings`: its config and on_fatal, one line per save,
 // restore, fallback and expiry to `log` (empty: the Offloader's default, stderr). The fields
 // the settings do not name (session "0", chunk size, write backoff) keep OffloaderOptions'
 // defaults; a caller that measures or tests them sets them afterwards.

@@ -37,8 +37,11 @@ ApiError api_error_from_status(const Status& status, const ErrorDetail& detail) 
   }
   error.http_status = http_status_for(status.code());
   error.message = status.message();
-  error.type = error.http_status < 500 ? "invalid_request_error" : "server_error";
+  error.type = !detail.type.empty()      ? detail.type
+               : error.http_status < 500 ? "invalid_request_error"
+                                         : "server_error";
   error.param = detail.param;
+  error.extra = detail.extra;
   error.code = detail.code.empty() ? std::string(status_code_name(status.code())) : detail.code;
   if (status.code() == StatusCode::kOutOfMemory || status.code() == StatusCode::kUnavailable) {
     error.retry_after_seconds = kRetryAfterSeconds;
@@ -47,11 +50,14 @@ ApiError api_error_from_status(const Status& status, const ErrorDetail& detail) 
 }
 
 nlohmann::json api_error_json(const ApiError& error) {
-  return {{"error",
-           {{"message", error.message},
-            {"type", error.type},
-            {"param", string_or_null(error.param)},
-            {"code", string_or_null(error.code)}}}};
+  nlohmann::json object = {{"message", error.message},
+                           {"type", error.type},
+                           {"param", string_or_null(error.param)},
+                           {"code", string_or_null(error.code)}};
+  if (error.extra.is_object()) {
+    for (const auto& [name, value] : error.extra.items()) object[name] = value;
+  }
+  return {{"error", std::move(object)}};
 }
 
 nlohmann::json api_error_json(std::string_view message, std::string_view type,

@@ -1,5 +1,7 @@
 // Error responses in the shape OpenAI clients parse:
 //   {"error": {"message": str, "type": str, "param": str|null, "code": str|null}}
+// (an error may add members after these: llama-server's context error adds n_prompt_tokens
+// and n_ctx).
 // Every error the server sends uses this, so a client library reports our message instead of
 // failing to parse the body.
 //
@@ -41,13 +43,21 @@ struct ApiError {
   std::string param;            // OpenAI's `param`: the request field at fault; empty: null
   std::string code;             // stable snake_case word; empty: null
   int retry_after_seconds = 0;  // > 0: a Retry-After header is sent
+  // More members of the error object, after the four above (an object; null: none).
+  nlohmann::json extra{};
 };
 
 // What a route adds to a Status when it turns it into an error: the field at fault and a
 // more precise code ("model_not_found", "context_length_exceeded"). Empty: the defaults.
-struct ErrorDetail {
+// `type` replaces the type the HTTP status gives (llama-server's "exceed_context_size_error")
+// and `extra` is ApiError::extra; both are left empty by every API but llama-server's.
+// (clang-tidy's exception-escape check flags its default constructor, through json's, which
+// for a null value allocates nothing and cannot throw.)
+struct ErrorDetail {  // NOLINT(bugprone-exception-escape)
   std::string param;
   std::string code;
+  std::string type{};
+  nlohmann::json extra{};
 };
 
 // The mapping above. REQUIRES: !status.ok() (an OK status gives a 500 "internal" error).

@@ -8,6 +8,9 @@
 //                                  with "stream": true, 200 text/event-stream chunks
 //   POST /v1/chat/completions      the same, "chat.completion" / "chat.completion.chunk"; the
 //                                  prompt is chat_template.h's
+//   GET /models, GET /models/{model}, POST /chat/completions: the same without "/v1"
+//                                  (llama-server's twins; its /completions is its native
+//                                  API, llama_routes.h)
 //   POST /slots/0?action=save      body {"filename": NAME}: the conversation exported as NAME
 //                                  under --slot-save-path.
 //                                  200 {"id_slot":0,"filename","n_saved":tokens,
@@ -29,10 +32,11 @@
 // is slot_error.h's: 400 for a damaged, cut, foreign, other-version or non-regular file, 404
 // missing, 507 no space, 503 memory, 500 otherwise, and no message names a server path.
 //
-// Streaming: the response is committed (200 and SSE headers) only once the generation has
-// produced its first piece of text or ended, so a request the engine refuses up front (bad
-// request, 503 for memory) gets a normal error response. An error after the stream began is
-// sent as one event `data: {"error": {...}}` and the stream ends without [DONE].
+// Streaming (generation_stream.h, shared by every API that generates): the response is
+// committed (200 and SSE headers) only once the generation has produced its first piece of
+// text or ended, so a request the engine refuses up front (bad request, 503 for memory) gets a
+// normal error response. An error after the stream began is sent as one event
+// `data: {"error": {...}}` and the stream ends without [DONE].
 //
 // Client disconnects cancel the generation (the engine stops between tokens): each request's
 // cancel flag is ServerApp::new_request_token() (also raised at shutdown), and it is raised

@@ -46,31 +46,41 @@ bool authorize(const httplib::Request& request, httplib::Response& response,
                const ServerConfig& config) {
   if (config.api_key.empty()) return true;
   if (request.path == kUnauthenticatedPath) return true;
-  // The header's whole value, from the map itself: get_header_value() returns a C string,
+  // The headers' whole values, from the map itself: get_header_value() returns a C string,
   // which would end a value at an embedded NUL ("Bearer KEY\0junk" would pass as the key).
-  const auto [first, last] = request.headers.equal_range("Authorization");
-  if (first == last) {
+  const auto [bearer_first, bearer_last] = request.headers.equal_range("Authorization");
+  const auto [plain_first, plain_last] = request.headers.equal_range("X-Api-Key");
+  if (bearer_first == bearer_last && plain_first == plain_last) {
     refuse(response,
-           "missing API key: send the header \"Authorization: Bearer <key>\" (the key is "
-           "--api-key or " +
+           "missing API key: send the header \"Authorization: Bearer <key>\" or \"X-Api-Key: "
+           "<key>\" (the key is --api-key or " +
                std::string(kApiKeyEnvironmentVariable) + ")",
            "missing_api_key");
     return false;
   }
-  // Two Authorization headers: which one a proxy or a log shows is anyone's guess.
-  const bool single = std::next(first) == last;
-  const std::string& value = first->second;
-  constexpr std::string_view kScheme = "Bearer ";
-  std::string_view presented;
-  const bool bearer =
-      value.size() >= kScheme.size() &&
-      equals_ignoring_case(std::string_view(value).substr(0, kScheme.size()), kScheme);
-  if (bearer) presented = std::string_view(value).substr(kScheme.size());
-  // Compared even for a wrong scheme, so the answer takes the same time either way.
-  const bool matches = api_key_matches(presented, config.api_key);
-  if (!bearer || !matches || !single) {
+  // Two headers of one kind: which one a proxy or a log shows is anyone's guess.
+  const bool single =
+      std::distance(bearer_first, bearer_last) <= 1 && std::distance(plain_first, plain_last) <= 1;
+  bool matches = true;
+  if (bearer_first != bearer_last) {
+    const std::string& value = bearer_first->second;
+    constexpr std::string_view kScheme = "Bearer ";
+    std::string_view presented;
+    const bool bearer =
+        value.size() >= kScheme.size() &&
+        equals_ignoring_case(std::string_view(value).substr(0, kScheme.size()), kScheme);
+    if (bearer) presented = std::string_view(value).substr(kScheme.size());
+    // Compared even for a wrong scheme, so the answer takes the same time either way.
+    matches = api_key_matches(presented, config.api_key) && bearer;
+  }
+  // Anthropic's and llama-server's clients send the key as X-Api-Key; when both headers are
+  // sent, both must hold the key.
+  if (plain_first != plain_last) {
+    matches = api_key_matches(plain_first->second, config.api_key) && matches;
+  }
+  if (!matches || !single) {
     refuse(response,
-           "invalid API key: the Authorization header must be \"Bearer <key>\" "
+           "invalid API key: send \"Authorization: Bearer <key>\" or \"X-Api-Key: <key>\" "
            "with the server's key",
            "invalid_api_key");
     return false;

@@ -38,6 +38,10 @@ struct ChatMessage {
   std::string content;
 };
 
+// The template in words, for llama-server's GET /props chat_template.
+inline constexpr std::string_view kChatTemplateText =
+    "{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}\n{% endfor %}<|assistant|>\n";
+
 // The prompt for `messages` (which may be empty: the prompt is then "<|assistant|>\n").
 std::string render_chat_prompt(const std::vector<ChatMessage>& messages);
 

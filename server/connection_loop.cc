@@ -98,10 +98,14 @@ void send_now(int fd, std::string_view bytes) {
 }  // namespace
 
 struct ConnectionLoop::Connection {
+  explicit Connection(const HeadLimits& head_limits) : framer(head_limits) {}
+
   uint64_t id = 0;
   UniqueFd fd;
   State state = State::kWaitingHead;
   std::string in;              // received, not yet consumed
+  HeadFramer framer;           // the head of the request at the start of `in` (kWaitingHead)
+  size_t fed = 0;              // bytes of `in` the framer has been given
   bool peer_finished = false;  // the peer's FIN was read
   bool registered = false;     // in the epoll set
   uint32_t served = 0;         // requests answered
@@ -208,7 +212,7 @@ void ConnectionLoop::admit(UniqueFd fd) {
   int one = 1;
   // Streamed answers are many small writes; Nagle's algorithm would hold each one back.
   (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  auto c = std::make_unique<Connection>();
+  auto c = std::make_unique<Connection>(limits_.head);
   c->id = next_id_++;
   c->fd = std::move(fd);
   Connection& connection = *c;
@@ -273,21 +277,19 @@ void ConnectionLoop::read_more(Connection& c) {
 
 void ConnectionLoop::progress(Connection& c) {
   if (c.state == State::kWaitingHead) {
-    // Frame only once the head can have ended (or outgrown its limit).
-    if (c.in.find("\r\n\r\n") == std::string::npos && c.in.size() <= limits_.head.max_head_bytes) {
-      if (c.peer_finished) close_now(c);  // it can never be finished
-      return;
-    }
-    FramedHead framed = frame_request_head(c.in, limits_.head);
+    // Only the bytes that came since the last call: the framer judges each byte once, so a
+    // head sent a byte at a time costs its length, and a bad byte is refused as it comes.
+    const FramedHead& framed = c.framer.feed(std::string_view(c.in).substr(c.fed));
+    c.fed = c.in.size();
     if (framed.kind == FramedHead::Kind::kIncomplete) {
-      if (c.peer_finished) close_now(c);
+      if (c.peer_finished) end_unfinished_head(c);
       return;
     }
     if (framed.kind == FramedHead::Kind::kRefused) {
       refuse(c, framed.refusal.http_status, framed.refusal.message, framed.refusal.code);
       return;
     }
-    c.head = std::move(framed.head);
+    c.head = framed.head;
     c.screened = head_request(c.head, c.addresses);
     httplib::Response response;
     if (callbacks_.screen && !callbacks_.screen(c.screened, response)) {
@@ -380,6 +382,8 @@ void ConnectionLoop::on_returned(uint64_t id, bool keep) {
   c.in.erase(0, static_cast<size_t>(c.head.end()));
   if (c.in.capacity() > 4 * kReadChunk) c.in.shrink_to_fit();
   c.head = RequestHead();
+  c.framer.reset();  // the next request's head starts at the start of `in`, not yet fed
+  c.fed = 0;
   if (!keep || stopping_) {
     finish(c);
     return;
@@ -396,8 +400,8 @@ void ConnectionLoop::on_deadline(Connection& c) {
   c.has_deadline = false;
   switch (c.state) {
     case State::kWaitingHead:
-      if (c.in.empty()) {
-        close_now(c);  // idle: nothing to answer
+      if (!c.framer.began_request()) {
+        close_now(c);  // idle (empty lines before a request are not one): nothing to answer
         return;
       }
       [[fallthrough]];
@@ -411,6 +415,16 @@ void ConnectionLoop::on_deadline(Connection& c) {
     case State::kClosing: close_now(c); return;
     case State::kBusy: return;  // never has a deadline
   }
+}
+
+void ConnectionLoop::end_unfinished_head(Connection& c) {
+  if (!c.framer.began_request()) {
+    close_now(c);  // no request was begun: nothing to answer
+    return;
+  }
+  // The client can still read (a half-close): tell it the head it sent can never be framed,
+  // rather than leave it guessing from a silent close.
+  refuse(c, 400, "malformed request: the request ended before its head did", "bad_request");
 }
 
 void ConnectionLoop::refuse(Connection& c, int status, const std::string& message,

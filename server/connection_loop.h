@@ -2,13 +2,17 @@
 // thread with epoll, so that a connection costs a thread only while a worker serves one of
 // its requests. Idle, slow and half-sent connections cost a descriptor and their bytes.
 //
-// A connection waits in the loop for a whole request: its head (framed by request_head.h,
-// then judged by the `screen` callback before a byte of the body is read), then its
-// Content-Length body (judged by `screen_body`). Only then does a worker (worker_pool.h) get it,
-// with the request's bytes in memory (request_stream.h): the `serve` callback parses and answers
-// it. Then the connection comes back to the loop, and the bytes it had received beyond that request
-// (pipelined requests) are served next, in order. A request whose client shut down its
-// sending side after it is still served and answered.
+// A connection waits in the loop for a whole request: its head (framed by request_head.h's
+// HeadFramer as the bytes arrive, each judged once, so that a byte that cannot start or
+// continue a valid head is refused when it comes; then judged by the `screen` callback before
+// a byte of the body is read), then its Content-Length body (judged by `screen_body`). Only
+// then does a worker (worker_pool.h) get it, with the request's bytes in memory
+// (request_stream.h): the `serve` callback parses and answers it. Then the connection comes
+// back to the loop, and the bytes it had received beyond that request (pipelined requests)
+// are served next, in order. A request whose client shut down its sending side after it is
+// still served and answered; a client that shuts it down in the middle of a head is answered
+// 400 (that head can never end), and one that shuts it down before sending a request (empty
+// lines before one do not count) is closed without an answer.
 //
 // Limits:
 //   max_connections  connections open at once (waiting for a request or being served). The
@@ -16,16 +20,17 @@
 //                    soon as it is accepted, without reading it, then closed.
 //   request_timeout  from the accept (or the previous answer) to the end of the head, then
 //                    again from there to the end of the body. A connection that has sent
-//                    nothing of a request by then is closed silently (an idle keep-alive
-//                    connection); one that has sent part of one is answered 408. Also the
+//                    nothing of a request by then (empty lines before one do not count) is
+//                    closed silently (an idle keep-alive connection); one that has sent part
+//                    of one, every byte of it valid so far, is answered 408. Also the
 //                    longest one write of an answer waits for a client that does not read.
 //   max_requests     requests on one connection; the last one's answer says
 //                    "Connection: close".
-// A refusal (a head that cannot be framed: 400, 411, 414, 431, 505; the screens'; 413 past
-// max_body_bytes; 408; 503)
-// is written by the loop itself with "Connection: close"; the connection is then shut down
-// for writing and drained for up to `linger` before it is closed, so that the client reads
-// the answer instead of a reset caused by the bytes it sent and the loop did not read.
+// A refusal (a head that cannot be framed: 400, 411, 414, 431, 505; a head cut by the
+// client's FIN: 400; the screens'; 413 past max_body_bytes; 408; 503) is written by the loop
+// itself with "Connection: close"; the connection is then shut down for writing and drained
+// for up to `linger` before it is closed, so that the client reads the answer instead of a
+// reset caused by the bytes it sent and the loop did not read.
 // Connections being drained do not count against max_connections (at most as many again;
 // beyond that one is closed at once).
 //
@@ -130,6 +135,7 @@ class ConnectionLoop {
   void serve_on_worker(Connection* c, bool close_after);
   void on_returned(uint64_t id, bool keep);
   void on_deadline(Connection& c);
+  void end_unfinished_head(Connection& c);
   void refuse(Connection& c, int status, const std::string& message, const std::string& code);
   void send_refusal(Connection& c, const httplib::Response& response);
   void finish(Connection& c);

@@ -61,6 +61,16 @@ void listening_socket_options(socket_t sock) {
   (void)::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
 }
 
+// The CORS headers the policy decides for `request` (request_policy.h), on its answer,
+// whoever wrote it: the connection loop (a refusal of the head or body) or cpp-httplib (a
+// routed answer, a streamed one before its first byte, a preflight's 204, an error).
+void write_cors_headers(const RequestPolicy& policy, const httplib::Request& request,
+                        httplib::Response& response) {
+  for (auto& [name, value] : policy.cors_headers(request)) response.set_header(name, value);
+  // cpp-httplib says "Content-Length: 0" for every empty body; a 204 must not (RFC 9110 8.6).
+  if (response.status == 204) response.headers.erase("Content-Length");
+}
+
 ConnectionLimits limits_for(const ServerConfig& config) {
   ConnectionLimits limits;
   limits.max_connections = config.http_max_connections;
@@ -120,6 +130,11 @@ HttpServer::HttpServer(ServerApp& app) : app_(app), server_(std::make_unique<Rou
       std::chrono::duration_cast<std::chrono::seconds>(limits.request_timeout).count());
   server_->set_keep_alive_max_count(limits.max_requests);
   policy_ = register_routes(*server_, app);
+  // Called by cpp-httplib just before it writes an answer's head, for every answer it writes.
+  server_->set_post_routing_handler(
+      [policy = policy_](const httplib::Request& request, httplib::Response& response) {
+        write_cors_headers(*policy, request, response);
+      });
 }
 
 HttpServer::~HttpServer() {
@@ -146,11 +161,18 @@ Result<int> HttpServer::bind(const std::string& host, int port) {
   if (!listener.valid()) return IoError("cannot listen on " + http_url(host, port) + ": dup()");
   ConnectionCallbacks callbacks;
   callbacks.screen = [policy = policy_](const httplib::Request& head, httplib::Response& response) {
-    return policy->admit(head, response);
+    // A preflight goes on to a worker like any request; cpp-httplib's pre-routing handler
+    // (the same policy) answers it there, so its connection stays open for the request the
+    // browser sends next.
+    if (policy->is_preflight(head) || policy->admit(head, response)) return true;
+    write_cors_headers(*policy, head, response);  // a page of a listed origin reads why
+    return false;
   };
   callbacks.screen_body = [policy = policy_](const httplib::Request& head, std::string_view body,
                                              httplib::Response& response) {
-    return policy->admit_body(head, body, response);
+    if (policy->admit_body(head, body, response)) return true;
+    write_cors_headers(*policy, head, response);
+    return false;
   };
   callbacks.serve = [server = server_.get()](RequestStream& stream, bool close_after) {
     return server->serve(stream, close_after);
@@ -163,13 +185,13 @@ Result<int> HttpServer::bind(const std::string& host, int port) {
 
 Status HttpServer::run() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (stop_requested_ || !loop_) return Status::Ok();
     running_ = true;
   }
   Status served = loop_->run();
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     running_ = false;
   }
   changed_.notify_all();
@@ -177,10 +199,10 @@ Status HttpServer::run() {
 }
 
 void HttpServer::stop() {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   stop_requested_ = true;
   if (loop_) loop_->stop();
-  changed_.wait(lock, [this] { return !running_; });
+  lock.wait(changed_, [this]() SIESTA_REQUIRES(mutex_) { return !running_; });
 }
 
 }  // namespace siesta::server

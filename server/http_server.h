@@ -11,6 +11,13 @@
 // router and response writer are kept: Server::process_request() runs on a Stream, and the
 // loop gives it one over the bytes already received.
 //
+// With --cors-origin, every answer carries the CORS headers the request policy decides
+// (RequestPolicy::cors_headers): the loop's refusals of a head or body get them from the
+// screens, and everything cpp-httplib writes (routed and streamed answers, a preflight's 204,
+// its own errors) from its post-routing handler, just before the head is written. A
+// preflight is not answered by the loop: it goes on to a worker, where the pre-routing
+// handler answers it, so its connection stays open for the request the browser sends next.
+//
 // Typical use (main.cc):
 //   HttpServer http(app);
 //   Result<int> port = http.bind(host, 0);      // the port is known before serving
@@ -20,10 +27,11 @@
 
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "core/base/mutex.h"
 #include "core/base/status.h"
+#include "core/base/thread_annotations.h"
 #include "server/server_app.h"
 
 namespace siesta::server {
@@ -54,12 +62,12 @@ class HttpServer {
   // Serves on the calling thread until stop(). Returns OK once stopped (in-flight requests
   // answered, every connection closed), or the connection loop's error. Returns at once if
   // stop() came first. REQUIRES: bind() succeeded; called once.
-  Status run();
+  Status run() SIESTA_EXCLUDES(mutex_);
 
   // Makes run() return, and waits until it has (when it is running). Safe from any thread,
   // before, during or after run(), any number of times. REQUIRES: not called from a request
   // handler (run() waits for the handlers to finish).
-  void stop();
+  void stop() SIESTA_EXCLUDES(mutex_);
 
  private:
   class RoutedServer;
@@ -67,11 +75,14 @@ class HttpServer {
   ServerApp& app_;
   std::unique_ptr<RoutedServer> server_;
   std::shared_ptr<const RequestPolicy> policy_;
+  // Set by bind(), before run() and stop() may read it (ConnectionLoop::stop() is safe from
+  // any thread).
   std::unique_ptr<ConnectionLoop> loop_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool stop_requested_ = false;
-  bool running_ = false;
+  // Guards run()'s and stop()'s meeting: whether stop() came, whether run() serves.
+  Mutex mutex_;
+  std::condition_variable changed_;  // run() returned
+  bool stop_requested_ SIESTA_GUARDED_BY(mutex_) = false;
+  bool running_ SIESTA_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace siesta::server

@@ -64,7 +64,11 @@ void log_configuration(const srv::ServerConfig& config, const srv::ServerApp& ap
     log_line("idle offload on: after " + std::to_string(config.offload.idle_seconds) +
              " idle seconds to " + config.offload.disk_dir + ", snapshots expire after " +
              std::to_string(config.offload.expire_seconds) + " seconds, chunks " +
-             (config.cache_encrypt ? "sealed with AES-256-GCM" : "with digests (not encrypted)"));
+             (config.offload.encrypt ? "sealed with AES-256-GCM" : "with digests (not encrypted)"));
+    log_line(config.offload.ram_bytes > 0
+                 ? "RAM tier: " + std::to_string(config.offload.ram_bytes >> 20) +
+                       " MiB of host memory for offloaded sessions, disk beyond (--cache-ram-mib)"
+                 : "RAM tier off (--cache-ram-mib N turns it on): every snapshot on disk");
   } else {
     log_line("idle offload off (--cache-idle-seconds 0)");
   }

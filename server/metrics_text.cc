@@ -12,9 +12,9 @@
 namespace siesta::server {
 namespace {
 
-constexpr OffloadState kStates[] = {OffloadState::kDisabled,  OffloadState::kResident,
-                                    OffloadState::kSaving,    OffloadState::kDisk,
-                                    OffloadState::kRestoring, OffloadState::kExpired};
+constexpr OffloadState kStates[] = {
+    OffloadState::kDisabled, OffloadState::kResident,  OffloadState::kSaving, OffloadState::kDisk,
+    OffloadState::kRam,      OffloadState::kRestoring, OffloadState::kExpired};
 
 // A float as Prometheus parses it: the shortest text that reads back as the same double
 // ("0.005", "10", not "0.0050000000000000001" or "1e+01"), and "+Inf"/"-Inf"/"NaN" spelled
@@ -77,6 +77,8 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
   }
   out.single("cache_disk_bytes", "gauge", "Bytes of the session's snapshot files on disk.",
              cache.disk_bytes);
+  out.single("cache_ram_bytes", "gauge",
+             "Bytes of host memory the sessions' snapshots hold in the RAM tier.", cache.ram_bytes);
   out.single("cache_released_vram_bytes", "gauge",
              "Device memory the last offload gave back, as the backend reports it.",
              cache.released_vram_bytes);
@@ -115,6 +117,21 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
              counters.out_of_memory_retries);
   out.single("cache_delete_failures_total", "counter", "Snapshot files that could not be deleted.",
              counters.delete_failures);
+  out.single("cache_ram_saves_total", "counter",
+             "Saves (of both kinds) that kept the snapshot in the RAM tier.", counters.ram_saves);
+  out.single("cache_ram_restores_total", "counter", "Restores from the RAM tier.",
+             counters.ram_restores);
+  out.single("cache_ram_full_total", "counter",
+             "Saves the RAM tier had no room for, written to disk instead.", counters.ram_full);
+  if (snapshot.ram_tier) {
+    out.single("ram_tier_budget_bytes", "gauge", "The RAM tier's budget (--cache-ram-mib).",
+               snapshot.ram_tier->budget_bytes);
+    out.single("ram_tier_used_bytes", "gauge", "Host memory the RAM tier holds now.",
+               snapshot.ram_tier->used_bytes);
+    out.single("ram_tier_allocation_failures_total", "counter",
+               "RAM tier allocations the system refused (the snapshot went to disk).",
+               snapshot.ram_tier->allocation_failures);
+  }
   out.histogram("cache_save_duration_seconds", "Duration of snapshot writes, to durable.",
                 counters.save_seconds);
   out.histogram("cache_restore_duration_seconds", "Duration of restores, hits and fallbacks.",

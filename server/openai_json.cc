@@ -1,80 +1,27 @@
 #include "server/openai_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <limits>
-#include <mutex>
-#include <random>
+#include <span>
 #include <vector>
 
 #include "core/base/log_text.h"
 #include "engine/sampler.h"
 #include "server/chat_template.h"
+#include "server/json_fields.h"
+#include "server/random_id.h"
 
 namespace siesta::server {
 namespace {
 
 using nlohmann::json;
 
-// The failure of one field: InvalidArgument "<param>: <why>", and detail->param = param.
-Status bad_field(ErrorDetail* detail, const std::string& param, const std::string& why) {
-  if (detail != nullptr) detail->param = param;
-  return InvalidArgument(param + ": " + why);
-}
-
-// A field of `object`; null when absent or JSON null (OpenAI treats null as "not given").
-const json* field(const json& object, const char* name) {
-  auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::string_view type_name(const json& value) {
-  if (value.is_number_integer()) return "integer";
-  if (value.is_number_float()) return "number";
-  return value.type_name();  // "string", "array", "object", "boolean", "null"
-}
-
-Status wrong_type(ErrorDetail* detail, const std::string& param, std::string_view expected,
-                  const json& value) {
-  return bad_field(detail, param,
-                   "expected " + std::string(expected) + ", got " + std::string(type_name(value)));
-}
-
-Result<json> parse_object(std::string_view body, ErrorDetail* detail) {
-  // nlohmann's lexer takes a NUL byte for the end of its input, so "{...}\0junk" would parse
-  // as "{...}"; JSON text never holds a raw NUL (RFC 8259: control characters are escaped).
-  if (const size_t nul = body.find('\0'); nul != std::string_view::npos) {
-    return InvalidArgument("the request body is not valid JSON: a NUL byte at offset " +
-                           std::to_string(nul));
-  }
-  json parsed;
-  try {
-    parsed = json::parse(body.begin(), body.end());
-  } catch (const std::exception& e) {
-    // nlohmann's message names the position; it may quote input bytes, so quote it whole.
-    return InvalidArgument("the request body is not valid JSON: " + quote_for_log(e.what()));
-  }
-  if (!parsed.is_object()) {
-    if (detail != nullptr) detail->param.clear();
-    return InvalidArgument("the request body must be a JSON object, got " +
-                           std::string(type_name(parsed)));
-  }
-  return parsed;
-}
-
-Status check_model(const json& body, const ServedModel& model, ErrorDetail* detail) {
+Status check_model(const json& body, ErrorDetail* detail) {
   const json* value = field(body, "model");
-  if (value == nullptr) return Status::Ok();
-  if (!value->is_string()) return wrong_type(detail, "model", "a string", *value);
-  const std::string& name = value->get_ref<const std::string&>();
-  if (name == model.name) return Status::Ok();
-  if (detail != nullptr) {
-    detail->param = "model";
-    detail->code = "model_not_found";
-  }
-  return NotFound("The model " + quote_for_log(name) + " does not exist; this server serves " +
-                  quote_for_log(model.name));
+  if (value == nullptr || value->is_string()) return Status::Ok();
+  return wrong_type(detail, "model", "a string", *value);
 }
 
 // max_tokens (and its chat alias); 0 when neither is given.
@@ -105,33 +52,8 @@ Result<uint32_t> parse_max_tokens(const json& body, bool chat, ErrorDetail* deta
 }
 
 Status parse_stop(const json& body, std::vector<std::string>* stop, ErrorDetail* detail) {
-  const json* value = field(body, "stop");
-  if (value == nullptr) return Status::Ok();
-  std::vector<const json*> items;
-  if (value->is_string()) {
-    items.push_back(value);
-  } else if (value->is_array()) {
-    for (const json& item : *value) items.push_back(&item);
-  } else {
-    return wrong_type(detail, "stop", "a string or an array of strings", *value);
-  }
-  if (items.size() > engine::kMaxStopStrings) {
-    return bad_field(detail, "stop",
-                     "at most " + std::to_string(engine::kMaxStopStrings) +
-                         " stop strings are accepted, got " + std::to_string(items.size()));
-  }
-  for (size_t i = 0; i < items.size(); ++i) {
-    const std::string param = value->is_array() ? "stop[" + std::to_string(i) + "]" : "stop";
-    if (!items[i]->is_string()) return wrong_type(detail, param, "a string", *items[i]);
-    const std::string& s = items[i]->get_ref<const std::string&>();
-    if (s.empty() || s.size() > engine::kMaxStopBytes) {
-      return bad_field(detail, param,
-                       "must have 1 to " + std::to_string(engine::kMaxStopBytes) + " bytes, got " +
-                           std::to_string(s.size()));
-    }
-    stop->push_back(s);
-  }
-  return Status::Ok();
+  return parse_stop_strings(body, "stop", engine::kMaxStopStrings, engine::kMaxStopBytes, stop,
+                            detail);
 }
 
 // Everything but the prompt, shared by both endpoints.
@@ -165,31 +87,176 @@ Status parse_route(const json& body, const ServedModel& model, ParsedGeneration*
   return Status::Ok();
 }
 
-Status parse_options(const json& body, ParsedGeneration* out, ErrorDetail* detail) {
-  engine::GenerateRequest& request = out->request;
-  SIESTA_RETURN_IF_ERROR(parse_stop(body, &request.stop, detail));
-  if (const json* value = field(body, "temperature")) {
-    if (!value->is_number()) return wrong_type(detail, "temperature", "a number", *value);
-    const double t = value->get<double>();
-    if (!std::isfinite(t) || t < 0 || t > engine::kMaxTemperature) {
-      return bad_field(detail, "temperature",
-                       "must be between 0 and " + std::to_string(int(engine::kMaxTemperature)) +
-                           ", got " + value->dump());
+// The fields each endpoint knows (served, or accepted only at the value that changes
+// nothing); any other is refused by name.
+Status refuse_unknown(const json& body, ApiKind kind, ErrorDetail* detail) {
+  if (kind == ApiKind::kCompletion) {
+    return refuse_unknown_fields(
+        body,
+        {"model",          "prompt",           "max_tokens",       "stop", "temperature", "top_p",
+         "top_k",          "logit_bias",       "logprobs",         "seed", "n",           "stream",
+         "stream_options", "prompt_cache_key", "id_slot",          "user", "echo",        "best_of",
+         "suffix",         "presence_penalty", "frequency_penalty"},
+        detail);
+  }
+  return refuse_unknown_fields(body,
+                               {"model",
+                                "messages",
+                                "max_tokens",
+                                "max_completion_tokens",
+                                "stop",
+                                "temperature",
+                                "top_p",
+                                "top_k",
+                                "logit_bias",
+                                "logprobs",
+                                "top_logprobs",
+                                "seed",
+                                "n",
+                                "stream",
+                                "stream_options",
+                                "prompt_cache_key",
+                                "id_slot",
+                                "user",
+                                "metadata",
+                                "service_tier",
+                                "safety_identifier",
+                                "store",
+                                "parallel_tool_calls",
+                                "response_format",
+                                "tools",
+                                "tool_choice",
+                                "modalities",
+                                "presence_penalty",
+                                "frequency_penalty"},
+                               detail);
+}
+
+// The fields with no effect on the answer, type-checked; those of one served value.
+Status check_inert_fields(const json& body, ApiKind kind, ErrorDetail* detail) {
+  for (const char* name : {"user", "service_tier", "safety_identifier"}) {
+    const json* value = field(body, name);
+    if (value != nullptr && !value->is_string())
+      return wrong_type(detail, name, "a string", *value);
+  }
+  if (const json* value = field(body, "metadata"); value != nullptr && !value->is_object()) {
+    return wrong_type(detail, "metadata", "an object", *value);
+  }
+  if (const json* value = field(body, "parallel_tool_calls");
+      value != nullptr && !value->is_boolean()) {
+    return wrong_type(detail, "parallel_tool_calls", "a boolean", *value);
+  }
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+    const json* value = field(body, penalty);
+    if (value == nullptr) continue;
+    if (!value->is_number()) return wrong_type(detail, penalty, "a number", *value);
+    if (value->get<double>() != 0) {
+      return bad_field(detail, penalty, "penalties are not served (only 0), got " + value->dump());
     }
+  }
+  SIESTA_RETURN_IF_ERROR(expect_value(body, "n", 1, "only 1 choice per request is served", detail));
+  if (kind == ApiKind::kCompletion) {
+    SIESTA_RETURN_IF_ERROR(expect_value(body, "echo", false, "echo is not served", detail));
+    SIESTA_RETURN_IF_ERROR(
+        expect_value(body, "best_of", 1, "only 1 candidate per request is served", detail));
+    return expect_value(body, "suffix", "", "a suffix is not served", detail);
+  }
+  SIESTA_RETURN_IF_ERROR(expect_value(body, "response_format", json{{"type", "text"}},
+                                      "only {\"type\": \"text\"} is served", detail));
+  SIESTA_RETURN_IF_ERROR(refuse_tools(body, detail));
+  SIESTA_RETURN_IF_ERROR(
+      expect_value(body, "modalities", json::array({"text"}), "only [\"text\"] is served", detail));
+  return expect_value(body, "store", false,
+                      "stored chat completions are not served (the Responses API keeps "
+                      "conversations: /v1/responses)",
+                      detail);
+}
+
+// logit_bias: {"<token id>": bias}. Token ids are bytes (engine/tokenizer.h), in decimal as
+// the client's tokenizer would write them; OpenAI's bias range.
+Status parse_logit_bias(const json& body, engine::GenerateRequest* request, ErrorDetail* detail) {
+  const json* value = field(body, "logit_bias");
+  if (value == nullptr) return Status::Ok();
+  if (!value->is_object()) return wrong_type(detail, "logit_bias", "an object", *value);
+  for (const auto& [key, bias] : value->items()) {
+    const std::string param = "logit_bias." + key;
+    const bool decimal = !key.empty() && key.size() <= 3 && (key == "0" || key[0] != '0') &&
+                         key.find_first_not_of("0123456789") == std::string::npos;
+    if (!decimal || std::stoi(key) >= static_cast<int>(engine::kVocabSize)) {
+      return bad_field(
+          detail, param,
+          "keys must be token ids 0.." + std::to_string(engine::kVocabSize - 1) + " in decimal");
+    }
+    if (!bias.is_number()) return wrong_type(detail, param, "a number", bias);
+    const double b = bias.get<double>();
+    if (!std::isfinite(b) || b < -100 || b > 100) {
+      return bad_field(detail, param, "must be within [-100, 100], got " + bias.dump());
+    }
+    request->logit_bias.emplace_back(static_cast<uint8_t>(std::stoi(key)), static_cast<float>(b));
+  }
+  return Status::Ok();
+}
+
+// logprobs (and chat's top_logprobs): what to show, and what the engine computes.
+Status parse_logprobs(const json& body, ApiKind kind, ParsedGeneration* out, ErrorDetail* detail) {
+  std::optional<uint32_t> shown;
+  if (kind == ApiKind::kCompletion) {
+    if (field(body, "logprobs") != nullptr) {
+      SIESTA_ASSIGN_OR_RETURN(int64_t n,
+                              integer_in(body, "logprobs", 0, kMaxCompletionLogprobs, detail));
+      shown = static_cast<uint32_t>(n);
+    }
+  } else {
+    bool wanted = false;
+    if (field(body, "logprobs") != nullptr) {
+      SIESTA_ASSIGN_OR_RETURN(wanted, boolean_of(body, "logprobs", detail));
+    }
+    if (field(body, "top_logprobs") != nullptr) {
+      SIESTA_ASSIGN_OR_RETURN(int64_t n,
+                              integer_in(body, "top_logprobs", 0, engine::kMaxTopLogprobs, detail));
+      if (!wanted) return bad_field(detail, "top_logprobs", "needs \"logprobs\": true");
+      shown = static_cast<uint32_t>(n);
+    } else if (wanted) {
+      shown = 0;
+    }
+  }
+  if (shown && out->stream) {
+    return bad_field(detail, "logprobs",
+                     "not served with stream: ask without stream for the log probabilities");
+  }
+  out->shown_logprobs = shown;
+  if (shown) out->request.logprobs = std::max<uint32_t>(*shown, 1);
+  return Status::Ok();
+}
+
+Status parse_options(const json& body, ApiKind kind, ParsedGeneration* out, ErrorDetail* detail) {
+  engine::GenerateRequest& request = out->request;
+  SIESTA_RETURN_IF_ERROR(refuse_unknown(body, kind, detail));
+  SIESTA_RETURN_IF_ERROR(check_inert_fields(body, kind, detail));
+  SIESTA_RETURN_IF_ERROR(parse_stop(body, &request.stop, detail));
+  if (field(body, "temperature") != nullptr) {
+    SIESTA_ASSIGN_OR_RETURN(
+        double t, number_in(body, "temperature", 0, engine::kMaxTemperature, false, detail));
     request.temperature = static_cast<float>(t);
   }
+  if (field(body, "top_p") != nullptr) {
+    SIESTA_ASSIGN_OR_RETURN(double p, number_in(body, "top_p", 0, 1, false, detail));
+    // 0 (OpenAI accepts it) keeps the most probable token alone: the smallest set reaching
+    // any positive mass.
+    request.top_p = p > 0 ? static_cast<float>(p) : std::numeric_limits<float>::min();
+  }
+  if (field(body, "top_k") != nullptr) {
+    SIESTA_ASSIGN_OR_RETURN(int64_t k, integer_in(body, "top_k", 0, INT32_MAX, detail));
+    request.top_k = static_cast<uint32_t>(k);
+  }
+  SIESTA_RETURN_IF_ERROR(parse_logit_bias(body, &request, detail));
   if (const json* value = field(body, "seed")) {
     if (!value->is_number_integer()) return wrong_type(detail, "seed", "an integer", *value);
     request.seed = value->is_number_unsigned() ? value->get<uint64_t>()
                                                : static_cast<uint64_t>(value->get<int64_t>());
   }
-  if (const json* value = field(body, "n")) {
-    if (!value->is_number_integer()) return wrong_type(detail, "n", "an integer", *value);
-    if (*value != 1) return bad_field(detail, "n", "only 1 choice per request is served");
-  }
-  if (const json* value = field(body, "stream")) {
-    if (!value->is_boolean()) return wrong_type(detail, "stream", "a boolean", *value);
-    out->stream = value->get<bool>();
+  if (field(body, "stream") != nullptr) {
+    SIESTA_ASSIGN_OR_RETURN(out->stream, boolean_of(body, "stream", detail));
   }
   if (const json* options = field(body, "stream_options")) {
     if (!options->is_object()) {
@@ -202,54 +269,35 @@ Status parse_options(const json& body, ParsedGeneration* out, ErrorDetail* detai
       out->include_usage = value->get<bool>();
     }
   }
-  return Status::Ok();
+  return parse_logprobs(body, kind, out, detail);
 }
 
-// Sets max_tokens (the default when `asked` is 0) and checks the context.
+// Sets max_tokens (the server's default when `asked` is 0) and checks the context.
 Status fit_context(uint32_t asked, const ServedModel& model, const char* prompt_param,
                    ParsedGeneration* out, ErrorDetail* detail) {
   const uint64_t prompt_tokens = out->request.prompt.size();
+  const uint64_t left = model.context > prompt_tokens ? model.context - prompt_tokens : 0;
+  // 0 for the engine: until a stop string or the context is full.
   uint64_t max_tokens = asked;
-  if (asked == 0) {
-    const uint64_t left = model.context > prompt_tokens ? model.context - prompt_tokens : 0;
-    max_tokens = std::max<uint64_t>(1, std::min<uint64_t>(kDefaultMaxTokens, left));
+  if (asked == 0 && model.n_predict > 0) {
+    max_tokens = std::max<uint64_t>(1, std::min<uint64_t>(model.n_predict, left));
   }
-  if (prompt_tokens + max_tokens > model.context) {
+  const uint64_t needed = prompt_tokens + std::max<uint64_t>(max_tokens, 1);
+  if (needed > model.context) {
     if (detail != nullptr) {
       detail->param = prompt_param;
       detail->code = "context_length_exceeded";
     }
     const std::string where = std::string_view(prompt_param) == "messages" ? "messages" : "prompt";
-    return InvalidArgument(
-        "This model's maximum context length is " + std::to_string(model.context) +
-        " tokens. However, you requested " + std::to_string(prompt_tokens + max_tokens) +
-        " tokens (" + std::to_string(prompt_tokens) + " in the " + where + ", " +
-        std::to_string(max_tokens) + " in the completion). Please reduce the length of the " +
-        where + " or completion.");
+    return InvalidArgument("This model's maximum context length is " +
+                           std::to_string(model.context) + " tokens. However, you requested " +
+                           std::to_string(needed) + " tokens (" + std::to_string(prompt_tokens) +
+                           " in the " + where + ", " + std::to_string(needed - prompt_tokens) +
+                           " in the completion). Please reduce the length of the " + where +
+                           " or completion.");
   }
   out->request.max_tokens = static_cast<uint32_t>(max_tokens);
   return Status::Ok();
-}
-
-Result<std::string> parse_content(const json& value, const std::string& param,
-                                  ErrorDetail* detail) {
-  if (value.is_string()) return value.get<std::string>();
-  if (!value.is_array()) return wrong_type(detail, param, "a string or an array of parts", value);
-  std::string text;
-  for (size_t i = 0; i < value.size(); ++i) {
-    const std::string part = param + "[" + std::to_string(i) + "]";
-    const json& item = value[i];
-    if (!item.is_object()) return wrong_type(detail, part, "an object", item);
-    const json* type = field(item, "type");
-    if (type == nullptr || !type->is_string() || *type != "text") {
-      return bad_field(detail, part + ".type", "only \"text\" parts are served");
-    }
-    const json* piece = field(item, "text");
-    if (piece == nullptr) return bad_field(detail, part + ".text", "missing");
-    if (!piece->is_string()) return wrong_type(detail, part + ".text", "a string", *piece);
-    text += piece->get_ref<const std::string&>();
-  }
-  return text;
 }
 
 }  // namespace
@@ -257,7 +305,7 @@ Result<std::string> parse_content(const json& value, const std::string& param,
 Result<ParsedGeneration> parse_completion_request(std::string_view body, const ServedModel& model,
                                                   ErrorDetail* detail) {
   SIESTA_ASSIGN_OR_RETURN(json object, parse_object(body, detail));
-  SIESTA_RETURN_IF_ERROR(check_model(object, model, detail));
+  SIESTA_RETURN_IF_ERROR(check_model(object, detail));
   ParsedGeneration out;
   const json* prompt = field(object, "prompt");
   if (prompt == nullptr) return bad_field(detail, "prompt", "missing");
@@ -271,16 +319,16 @@ Result<ParsedGeneration> parse_completion_request(std::string_view body, const S
   out.request.prompt = prompt->get<std::string>();
   if (out.request.prompt.empty()) return bad_field(detail, "prompt", "must not be empty");
   SIESTA_ASSIGN_OR_RETURN(uint32_t asked, parse_max_tokens(object, false, detail));
-  SIESTA_RETURN_IF_ERROR(parse_options(object, &out, detail));
+  SIESTA_RETURN_IF_ERROR(parse_options(object, ApiKind::kCompletion, &out, detail));
   SIESTA_RETURN_IF_ERROR(parse_route(object, model, &out, detail));
   SIESTA_RETURN_IF_ERROR(fit_context(asked, model, "prompt", &out, detail));
   return out;
 }
 
-Result<ParsedGeneration> parse_chat_request(std::string_view body, const ServedModel& model,
-                                            ErrorDetail* detail) {
-  SIESTA_ASSIGN_OR_RETURN(json object, parse_object(body, detail));
-  SIESTA_RETURN_IF_ERROR(check_model(object, model, detail));
+namespace {
+
+// The "messages" of a chat request, checked and rendered (chat_template.h).
+Result<std::string> render_chat_messages(const json& object, ErrorDetail* detail) {
   const json* messages = field(object, "messages");
   if (messages == nullptr) return bad_field(detail, "messages", "missing");
   if (!messages->is_array()) return wrong_type(detail, "messages", "an array", *messages);
@@ -301,29 +349,35 @@ Result<ParsedGeneration> parse_chat_request(std::string_view body, const ServedM
     }
     const json* content = field(message, "content");
     if (content == nullptr) return bad_field(detail, param + ".content", "missing");
-    SIESTA_ASSIGN_OR_RETURN(std::string text, parse_content(*content, param + ".content", detail));
+    SIESTA_ASSIGN_OR_RETURN(std::string text,
+                            parse_text_content(*content, param + ".content", detail));
     chat.push_back({*parsed_role, std::move(text)});
   }
+  return render_chat_prompt(chat);
+}
+
+}  // namespace
+
+Result<std::string> render_chat_request_prompt(std::string_view body, ErrorDetail* detail) {
+  SIESTA_ASSIGN_OR_RETURN(json object, parse_object(body, detail));
+  return render_chat_messages(object, detail);
+}
+
+Result<ParsedGeneration> parse_chat_request(std::string_view body, const ServedModel& model,
+                                            ErrorDetail* detail) {
+  SIESTA_ASSIGN_OR_RETURN(json object, parse_object(body, detail));
+  SIESTA_RETURN_IF_ERROR(check_model(object, detail));
   ParsedGeneration out;
-  out.request.prompt = render_chat_prompt(chat);
+  SIESTA_ASSIGN_OR_RETURN(out.request.prompt, render_chat_messages(object, detail));
   SIESTA_ASSIGN_OR_RETURN(uint32_t asked, parse_max_tokens(object, true, detail));
-  SIESTA_RETURN_IF_ERROR(parse_options(object, &out, detail));
+  SIESTA_RETURN_IF_ERROR(parse_options(object, ApiKind::kChat, &out, detail));
   SIESTA_RETURN_IF_ERROR(parse_route(object, model, &out, detail));
   SIESTA_RETURN_IF_ERROR(fit_context(asked, model, "messages", &out, detail));
   return out;
 }
 
 std::string new_response_id(ApiKind kind) {
-  static std::mutex mutex;
-  static std::mt19937_64 generator{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id = kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-";
-  std::lock_guard<std::mutex> lock(mutex);
-  for (int word = 0; word < 3; ++word) {
-    uint64_t bits = generator();
-    for (int i = 0; i < 8; ++i, bits >>= 4) id += kHex[bits & 0xf];
-  }
-  return id;
+  return random_id(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-");
 }
 
 std::string_view openai_finish_reason(engine::FinishReason finish) {
@@ -345,25 +399,73 @@ json envelope(const ResponseMeta& meta, bool chunk) {
       {"id", meta.id},
       {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
       {"created", meta.created},
-      {"model", meta.model}};
+      {"model", meta.model},
+      {"system_fingerprint", meta.system_fingerprint}};
+}
+
+// A token's text: the byte itself when it is UTF-8 alone (ASCII), else "bytes:\\xNN".
+std::string token_text(uint8_t token) {
+  if (token < 0x80) return std::string(1, static_cast<char>(token));
+  static constexpr char kHex[] = "0123456789abcdef";
+  return std::string("bytes:\\x") + kHex[token >> 4] + kHex[token & 0xf];
+}
+
+json chat_token_json(uint8_t token, float logprob) {
+  return {{"token", token_text(token)}, {"logprob", logprob}, {"bytes", json::array({token})}};
+}
+
+// The choice's "logprobs": null, or the text's tokens (see response_json()).
+json logprobs_json(const ResponseMeta& meta, const engine::GenerateResult& result) {
+  if (!meta.shown_logprobs) return nullptr;
+  const uint32_t shown = *meta.shown_logprobs;
+  const size_t count = std::min(result.text.size(), result.logprobs.size());
+  auto tops = [&](const engine::TokenLogprob& entry) {
+    return std::span(entry.top.data(), std::min<size_t>(shown, entry.top.size()));
+  };
+  if (meta.kind == ApiKind::kChat) {
+    json content = json::array();
+    for (size_t i = 0; i < count; ++i) {
+      const engine::TokenLogprob& entry = result.logprobs[i];
+      json item = chat_token_json(entry.token, entry.logprob);
+      json top = json::array();
+      for (const auto& [token, logprob] : tops(entry))
+        top.push_back(chat_token_json(token, logprob));
+      item["top_logprobs"] = std::move(top);
+      content.push_back(std::move(item));
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
+       offsets = json::array();
+  for (size_t i = 0; i < count; ++i) {
+    const engine::TokenLogprob& entry = result.logprobs[i];
+    tokens.push_back(token_text(entry.token));
+    token_logprobs.push_back(entry.logprob);
+    json top = json::object();
+    for (const auto& [token, logprob] : tops(entry)) top[token_text(token)] = logprob;
+    top_logprobs.push_back(std::move(top));
+    offsets.push_back(i);  // one token per byte
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top_logprobs)},
+          {"text_offset", std::move(offsets)}};
 }
 
 json choice(const ResponseMeta& meta, std::string_view text, const json& finish, bool first,
-            bool whole) {
+            bool whole, json logprobs = nullptr) {
   json c = {{"index", 0}};
   if (meta.kind == ApiKind::kCompletion) {
     c["text"] = std::string(text);
-    c["logprobs"] = nullptr;
   } else if (whole) {
-    c["message"] = {{"role", "assistant"}, {"content", std::string(text)}};
-    c["logprobs"] = nullptr;
+    c["message"] = {{"role", "assistant"}, {"content", std::string(text)}, {"refusal", nullptr}};
   } else {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (!text.empty() || first) delta["content"] = std::string(text);
     c["delta"] = std::move(delta);
-    c["logprobs"] = nullptr;
   }
+  c["logprobs"] = std::move(logprobs);
   c["finish_reason"] = finish;
   return c;
 }
@@ -372,8 +474,9 @@ json choice(const ResponseMeta& meta, std::string_view text, const json& finish,
 
 json response_json(const ResponseMeta& meta, const engine::GenerateResult& result) {
   json body = envelope(meta, false);
-  body["choices"] = json::array(
-      {choice(meta, result.text, std::string(openai_finish_reason(result.finish)), false, true)});
+  body["choices"] =
+      json::array({choice(meta, result.text, std::string(openai_finish_reason(result.finish)),
+                          false, true, logprobs_json(meta, result))});
   body["usage"] = usage_json(result);
   return body;
 }

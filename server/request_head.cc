@@ -12,61 +12,15 @@ bool is_token_char(unsigned char c) {
   return std::isalnum(c) != 0 || kTokenSymbols.find(static_cast<char>(c)) != std::string_view::npos;
 }
 
-bool is_token(std::string_view text) {
-  if (text.empty()) return false;
-  for (char c : text) {
-    if (!is_token_char(static_cast<unsigned char>(c))) return false;
-  }
-  return true;
-}
-
 std::string_view trim(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
   return text;
 }
 
-FramedHead refused(int status, std::string message, std::string code) {
-  FramedHead out;
-  out.kind = FramedHead::Kind::kRefused;
-  out.refusal = {status, std::move(message), std::move(code)};
-  return out;
-}
-
-FramedHead bad(std::string message) {
-  return refused(400, "malformed request: " + std::move(message), "bad_request");
-}
-
-// "HTTP/1.1" -> http11; the version's syntax without a version we serve -> 505.
-FramedHead parse_request_line(std::string_view line, RequestHead& head) {
-  const size_t first = line.find(' ');
-  const size_t second = first == std::string_view::npos ? first : line.find(' ', first + 1);
-  if (second == std::string_view::npos || line.find(' ', second + 1) != std::string_view::npos) {
-    return bad("the request line must be METHOD SP TARGET SP HTTP-VERSION");
-  }
-  const std::string_view method = line.substr(0, first);
-  const std::string_view target = line.substr(first + 1, second - first - 1);
-  const std::string_view version = line.substr(second + 1);
-  if (!is_token(method)) return bad("the method is not a token");
-  if (target.empty()) return bad("the request target is empty");
-  for (char c : target) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u >= 0x7f) return bad("the request target has a byte outside visible ASCII");
-  }
-  if (version == "HTTP/1.1" || version == "HTTP/1.0") {
-    head.http11 = version == "HTTP/1.1";
-  } else if (version.size() == 8 && version.starts_with("HTTP/") &&
-             std::isdigit(static_cast<unsigned char>(version[5])) != 0 && version[6] == '.' &&
-             std::isdigit(static_cast<unsigned char>(version[7])) != 0) {
-    return refused(505, "HTTP version not supported: this server speaks HTTP/1.1 and 1.0",
-                   "http_version_not_supported");
-  } else {
-    return bad("the request line does not end in HTTP/1.1 or HTTP/1.0");
-  }
-  head.method = std::string(method);
-  head.target = std::string(target);
-  return {};
-}
+constexpr std::string_view kVersionName = "HTTP/";
+constexpr std::string_view kRequestLineSyntax =
+    "the request line must be METHOD SP TARGET SP HTTP-VERSION";
 
 // Digits only, at most uint64's range (more saturates: it is over any body limit anyway).
 bool parse_length(std::string_view text, uint64_t* value) {
@@ -81,59 +35,6 @@ bool parse_length(std::string_view text, uint64_t* value) {
   }
   *value = v;
   return true;
-}
-
-// The rules that need every field: Host, Content-Length, Transfer-Encoding, Connection,
-// Expect.
-FramedHead finish(RequestHead& head) {
-  head.keep_alive = head.http11;  // until a Connection header says otherwise
-  size_t hosts = 0;
-  bool has_length = false;
-  for (const auto& [name, value] : head.fields) {
-    if (equals_ignoring_case(name, "Host")) {
-      ++hosts;
-    } else if (equals_ignoring_case(name, "Content-Length")) {
-      uint64_t length = 0;
-      if (!parse_length(value, &length)) {
-        return bad("Content-Length must be a decimal number of bytes");
-      }
-      if (has_length && length != head.content_length) {
-        return bad("two different Content-Length values");
-      }
-      has_length = true;
-      head.content_length = length;
-    } else if (equals_ignoring_case(name, "Transfer-Encoding")) {
-      return refused(411,
-                     "Transfer-Encoding is not accepted (chunked request bodies cannot be held "
-                     "to --max-body-bytes): send the body with a Content-Length",
-                     "length_required");
-    } else if (equals_ignoring_case(name, "Connection")) {
-      std::string_view rest = value;
-      while (!rest.empty()) {
-        const size_t comma = rest.find(',');
-        const std::string_view option = trim(rest.substr(0, comma));
-        if (equals_ignoring_case(option, "close")) head.keep_alive = false;
-        if (equals_ignoring_case(option, "keep-alive") && !head.http11) head.keep_alive = true;
-        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-      }
-    } else if (equals_ignoring_case(name, "Expect")) {
-      head.expect_continue = equals_ignoring_case(value, "100-continue");
-    }
-  }
-  if (head.http11 ? hosts != 1 : hosts > 1) {
-    return bad(head.http11 ? "an HTTP/1.1 request needs exactly one Host header"
-                           : "more than one Host header");
-  }
-  if (!has_length && (head.method == "POST" || head.method == "PUT" || head.method == "PATCH")) {
-    return refused(411,
-                   "malformed request: a " + head.method +
-                       " needs a Content-Length header (0 for an empty body)",
-                   "length_required");
-  }
-  FramedHead out;
-  out.kind = FramedHead::Kind::kComplete;
-  out.head = std::move(head);
-  return out;
 }
 
 }  // namespace
@@ -156,81 +57,264 @@ const std::string* RequestHead::field(std::string_view name) const {
   return nullptr;
 }
 
-FramedHead frame_request_head(std::string_view received, const HeadLimits& limits) {
-  RequestHead head;
-  size_t skipped = 0;
-  while (received.size() - skipped >= 2 && received.substr(skipped, 2) == "\r\n") {
-    skipped += 2;
-    if (skipped > limits.max_head_bytes) return bad("too many empty lines before the request");
+const FramedHead& HeadFramer::feed(std::string_view more) {
+  for (const char c : more) {
+    if (outcome_.kind != FramedHead::Kind::kIncomplete) break;
+    ++consumed_;
+    judge(static_cast<unsigned char>(c));
+    // Every byte counts against the head's limit, the empty lines before it too; a byte
+    // refused for its own sake keeps that reason, and a head ending here was judged in
+    // complete().
+    if (outcome_.kind == FramedHead::Kind::kIncomplete && consumed_ > limits_.max_head_bytes) {
+      refuse_long_head();
+    }
   }
-  head.skipped_bytes = skipped;
-  const std::string_view rest = received.substr(skipped);
-  auto too_long = [&](size_t line_number) {
-    return line_number == 0 ? refused(414,
-                                      "the request line is longer than " +
-                                          std::to_string(limits.max_line_bytes) + " bytes",
-                                      "uri_too_long")
-                            : refused(431,
-                                      "a header line is longer than " +
-                                          std::to_string(limits.max_line_bytes) + " bytes",
-                                      "header_too_large");
-  };
-  size_t line_start = 0;
-  for (size_t line_number = 0;; ++line_number) {
-    // Every byte is judged as it arrives, so a refusal does not wait for the end of the head.
-    size_t i = line_start;
-    for (; i < rest.size(); ++i) {
-      const auto c = static_cast<unsigned char>(rest[i]);
-      if (i - line_start + 2 > limits.max_line_bytes) return too_long(line_number);
+  return outcome_;
+}
+
+// After a CR only its LF may come. Any other byte is judged in this order: its line's length,
+// the bytes no line may hold, then the rule of the part it falls in.
+void HeadFramer::judge(unsigned char c) {
+  switch (part_) {
+    case Part::kLeadingLf:
+    case Part::kLineLf:
+    case Part::kBlankLf:
+      if (c != '\n') {
+        refuse_syntax("a CR not followed by LF");
+      } else if (part_ == Part::kLeadingLf) {
+        skip_empty_line();
+      } else if (part_ == Part::kLineLf) {
+        end_line();
+      } else {
+        complete();
+      }
+      return;
+    default: break;
+  }
+  if (!judge_line_length(c)) return;
+  if (c == 0) return refuse_syntax("a NUL byte in the request head");
+  if (c == '\n') return refuse_syntax("a line ends in LF without CR");
+  if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f) {
+    return refuse_syntax("a control byte in the request head");
+  }
+  ++line_bytes_;
+  if (line_number_ == 0) {
+    judge_request_line(c);
+  } else {
+    judge_header_line(c);
+  }
+}
+
+// A line may hold max_line_bytes with its CRLF: refused at the first byte that leaves no room
+// for the rest (this byte, then the CRLF still to come, unless this is the CR).
+bool HeadFramer::judge_line_length(unsigned char c) {
+  if (line_bytes_ + (c == '\r' ? 2 : 3) <= limits_.max_line_bytes) return true;
+  const std::string limit = std::to_string(limits_.max_line_bytes);
+  if (line_number_ == 0) {
+    refuse(414, "the request line is longer than " + limit + " bytes", "uri_too_long");
+  } else {
+    refuse(431, "a header line is longer than " + limit + " bytes", "header_too_large");
+  }
+  return false;
+}
+
+void HeadFramer::judge_request_line(unsigned char c) {
+  RequestHead& head = outcome_.head;
+  switch (part_) {
+    case Part::kLeading:
       if (c == '\r') {
-        if (i + 1 == rest.size()) break;  // its LF may be on the way
-        if (rest[i + 1] != '\n') return bad("a CR not followed by LF");
-        break;
+        part_ = Part::kLeadingLf;
+        return;
       }
-      if (c == '\n') return bad("a line ends in LF without CR");
-      if (c == 0) return bad("a NUL byte in the request head");
-      if ((c < 0x20 && c != '\t') || c == 0x7f) return bad("a control byte in the request head");
-    }
-    if (i + 1 >= rest.size()) {  // the line has not ended yet
-      if (skipped + rest.size() > limits.max_head_bytes) {
-        return refused(
-            431,
-            "the request head is longer than " + std::to_string(limits.max_head_bytes) + " bytes",
-            "header_too_large");
+      part_ = Part::kMethod;
+      [[fallthrough]];
+    case Part::kMethod:
+      if (is_token_char(c)) {
+        head.method += static_cast<char>(c);
+      } else if (c == ' ' && !head.method.empty()) {
+        part_ = Part::kTarget;
+      } else if (c == '\r' && !head.method.empty()) {
+        refuse_syntax(std::string(kRequestLineSyntax));
+      } else {
+        refuse_syntax("the method is not a token");
       }
-      return {};
-    }
-    const std::string_view line = rest.substr(line_start, i - line_start);
-    const size_t next = i + 2;
-    if (skipped + next > limits.max_head_bytes) {
-      return refused(
-          431,
-          "the request head is longer than " + std::to_string(limits.max_head_bytes) + " bytes",
-          "header_too_large");
-    }
-    if (line_number == 0) {
-      FramedHead parsed = parse_request_line(line, head);
-      if (parsed.kind == FramedHead::Kind::kRefused) return parsed;
-    } else if (line.empty()) {
-      head.head_bytes = next;
-      return finish(head);
-    } else {
-      if (line.front() == ' ' || line.front() == '\t') {
-        return bad("a folded header line (obsolete line folding is not accepted)");
+      return;
+    case Part::kTarget:
+      if (c > 0x20 && c < 0x7f) {
+        head.target += static_cast<char>(c);
+      } else if (c == ' ' && !head.target.empty()) {
+        part_ = Part::kVersion;
+      } else if (c == ' ' || c == '\r') {  // a second space, or no version
+        refuse_syntax(std::string(kRequestLineSyntax));
+      } else {
+        refuse_syntax("the request target has a byte outside visible ASCII");
       }
-      const size_t colon = line.find(':');
-      if (colon == std::string_view::npos || !is_token(line.substr(0, colon))) {
-        return bad("a header line is not NAME: VALUE");
-      }
-      if (head.fields.size() == limits.max_fields) {
-        return refused(431, "more than " + std::to_string(limits.max_fields) + " header lines",
-                       "header_too_large");
-      }
-      head.fields.emplace_back(std::string(line.substr(0, colon)),
-                               std::string(trim(line.substr(colon + 1))));
-    }
-    line_start = next;
+      return;
+    case Part::kVersion: judge_version(c); return;
+    default: return;  // not a part of the request line
   }
+}
+
+// "HTTP/" DIGIT "." DIGIT: its last digit completes it (one digit each, RFC 9112 section 2.3),
+// so a version other than 1.0 and 1.1 is refused there; only the line's CR may follow.
+void HeadFramer::judge_version(unsigned char c) {
+  const size_t at = version_bytes_++;
+  const bool digit = c >= '0' && c <= '9';
+  if (at < kVersionName.size()) {
+    if (c == static_cast<unsigned char>(kVersionName[at])) return;
+  } else if (at == kVersionName.size()) {
+    if (digit) {
+      version_major_ = static_cast<char>(c);
+      return;
+    }
+  } else if (at == kVersionName.size() + 1) {
+    if (c == '.') return;
+  } else if (at == kVersionName.size() + 2) {
+    if (digit) {
+      if (version_major_ == '1' && (c == '0' || c == '1')) {
+        outcome_.head.http11 = c == '1';
+      } else {
+        refuse(505, "HTTP version not supported: this server speaks HTTP/1.1 and 1.0",
+               "http_version_not_supported");
+      }
+      return;
+    }
+  } else if (c == '\r') {
+    part_ = Part::kLineLf;
+    return;
+  }
+  refuse_syntax(c == ' ' ? std::string(kRequestLineSyntax)
+                         : "the request line does not end in HTTP/1.1 or HTTP/1.0");
+}
+
+void HeadFramer::judge_header_line(unsigned char c) {
+  switch (part_) {
+    case Part::kLineStart:
+      if (c == '\r') {
+        part_ = Part::kBlankLf;
+        return;
+      }
+      if (c == ' ' || c == '\t') {
+        return refuse_syntax("a folded header line (obsolete line folding is not accepted)");
+      }
+      if (!is_token_char(c)) return refuse_syntax("a header line is not NAME: VALUE");
+      // A header line has begun, and there is no room for it.
+      if (outcome_.head.fields.size() == limits_.max_fields) {
+        return refuse(431, "more than " + std::to_string(limits_.max_fields) + " header lines",
+                      "header_too_large");
+      }
+      part_ = Part::kName;
+      [[fallthrough]];
+    case Part::kName:
+      if (is_token_char(c)) {
+        name_ += static_cast<char>(c);
+      } else if (c == ':') {
+        part_ = Part::kValue;
+      } else {
+        refuse_syntax("a header line is not NAME: VALUE");
+      }
+      return;
+    case Part::kValue:
+      if (c == '\r') {
+        part_ = Part::kLineLf;
+      } else if (!value_.empty() || (c != ' ' && c != '\t')) {  // leading spaces are not kept
+        value_ += static_cast<char>(c);
+      }
+      return;
+    default: return;  // not a part of a header line
+  }
+}
+
+void HeadFramer::skip_empty_line() {
+  outcome_.head.skipped_bytes = consumed_;
+  line_bytes_ = 0;
+  part_ = Part::kLeading;
+  if (consumed_ > limits_.max_head_bytes) refuse_syntax("too many empty lines before the request");
+}
+
+void HeadFramer::end_line() {
+  if (line_number_ > 0) {
+    while (!value_.empty() && (value_.back() == ' ' || value_.back() == '\t')) value_.pop_back();
+    outcome_.head.fields.emplace_back(std::move(name_), std::move(value_));
+    name_.clear();
+    value_.clear();
+  }
+  ++line_number_;
+  line_bytes_ = 0;
+  part_ = Part::kLineStart;
+}
+
+void HeadFramer::refuse(int status, std::string message, std::string code) {
+  outcome_.kind = FramedHead::Kind::kRefused;
+  outcome_.refusal = {status, std::move(message), std::move(code)};
+}
+
+void HeadFramer::refuse_syntax(std::string message) {
+  refuse(400, "malformed request: " + std::move(message), "bad_request");
+}
+
+void HeadFramer::refuse_long_head() {
+  refuse(431,
+         "the request head is longer than " + std::to_string(limits_.max_head_bytes) + " bytes",
+         "header_too_large");
+}
+
+// The blank line's LF: the head's size, then the rules that need every field: Host,
+// Content-Length, Transfer-Encoding, Connection, Expect.
+void HeadFramer::complete() {
+  RequestHead& head = outcome_.head;
+  head.head_bytes = consumed_ - head.skipped_bytes;
+  if (consumed_ > limits_.max_head_bytes) return refuse_long_head();
+  head.keep_alive = head.http11;  // until a Connection header says otherwise
+  size_t hosts = 0;
+  bool has_length = false;
+  for (const auto& [name, value] : head.fields) {
+    if (equals_ignoring_case(name, "Host")) {
+      ++hosts;
+    } else if (equals_ignoring_case(name, "Content-Length")) {
+      uint64_t length = 0;
+      if (!parse_length(value, &length)) {
+        return refuse_syntax("Content-Length must be a decimal number of bytes");
+      }
+      if (has_length && length != head.content_length) {
+        return refuse_syntax("two different Content-Length values");
+      }
+      has_length = true;
+      head.content_length = length;
+    } else if (equals_ignoring_case(name, "Transfer-Encoding")) {
+      return refuse(411,
+                    "Transfer-Encoding is not accepted (chunked request bodies cannot be held "
+                    "to --max-body-bytes): send the body with a Content-Length",
+                    "length_required");
+    } else if (equals_ignoring_case(name, "Connection")) {
+      std::string_view rest = value;
+      while (!rest.empty()) {
+        const size_t comma = rest.find(',');
+        const std::string_view option = trim(rest.substr(0, comma));
+        if (equals_ignoring_case(option, "close")) head.keep_alive = false;
+        if (equals_ignoring_case(option, "keep-alive") && !head.http11) head.keep_alive = true;
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      }
+    } else if (equals_ignoring_case(name, "Expect")) {
+      head.expect_continue = equals_ignoring_case(value, "100-continue");
+    }
+  }
+  if (head.http11 ? hosts != 1 : hosts > 1) {
+    return refuse_syntax(head.http11 ? "an HTTP/1.1 request needs exactly one Host header"
+                                     : "more than one Host header");
+  }
+  if (!has_length && (head.method == "POST" || head.method == "PUT" || head.method == "PATCH")) {
+    return refuse(411,
+                  "malformed request: a " + head.method +
+                      " needs a Content-Length header (0 for an empty body)",
+                  "length_required");
+  }
+  outcome_.kind = FramedHead::Kind::kComplete;
+}
+
+FramedHead frame_request_head(std::string_view received, const HeadLimits& limits) {
+  HeadFramer framer(limits);
+  return framer.feed(received);
 }
 
 }  // namespace siesta::server

@@ -1,7 +1,18 @@
-// Framing one HTTP/1.1 request (RFC 9112) from the bytes a connection has received so far,
-// before cpp-httplib parses it: the connection loop must know where a request ends to read
-// exactly its body, hand a whole request to a worker and keep the bytes after it (a pipelined
-// next request), and must refuse what it cannot frame at once instead of waiting for bytes.
+// Framing one HTTP/1.1 request (RFC 9112) from the bytes a connection receives, before
+// cpp-httplib parses it: the connection loop must know where a request ends to read exactly
+// its body, hand a whole request to a worker and keep the bytes after it (a pipelined next
+// request), and must refuse what it cannot frame at once instead of waiting for bytes.
+//
+// HeadFramer judges each byte once, as it arrives, and refuses a head at the first byte that
+// cannot start or continue a valid one: a method byte that is not a token character, a target
+// byte outside visible ASCII, a version byte that cannot continue "HTTP/" DIGIT "." DIGIT, a
+// second space where one belongs, a header name byte that is not a token character before
+// its colon, a header line that starts with a space or tab (folding), a bare LF, a CR not
+// followed by LF, a NUL or other control byte but HTAB. So a bare-LF head, a TLS handshake or
+// random bytes are refused at their first bad byte, not when the deadline passes. The limits
+// too: a line's (414 for the request line, 431 for a header line) at the byte that leaves no
+// room for its CRLF, the field count's at the first byte of one field too many (431), the
+// head's at its byte max_head_bytes + 1 (431).
 //
 // The rules are stricter than cpp-httplib's own parser, so that the two can never disagree on
 // where a request ends: every line ends in CRLF (a bare CR or LF is refused; cpp-httplib
@@ -12,9 +23,12 @@
 // refused (400); repeated identical ones are one. Transfer-Encoding is not accepted (411:
 // the body limit holds only for a Content-Length body) and POST, PUT and PATCH need a
 // Content-Length (411). HTTP/1.1 needs exactly one Host, HTTP/1.0 at most one. Empty lines
-// before the request line are skipped (RFC 9112 section 2.2).
+// before the request line are skipped (RFC 9112 section 2.2). The rules on Content-Length,
+// Transfer-Encoding, Host and a body's method need every field: they are judged at the blank
+// line.
 //
-// Thread rule: pure functions.
+// Thread rule: a HeadFramer is used by one thread at a time (the connection loop keeps one per
+// connection); the free functions are pure.
 #pragma once
 
 #include <cstddef>
@@ -70,13 +84,82 @@ struct FramedHead {
   HeadRefusal refusal;  // kRefused
 };
 
-// Frames the request at the start of `received`.
-// kIncomplete: the head has not ended yet and nothing so far breaks a rule (a head longer
-// than max_head_bytes is refused with 431, so kIncomplete never needs more than that).
-// kComplete: the head ended and follows every rule above; its body may not all be there yet
-// (head.end() > received.size()). kRefused: 400 (syntax, framing), 411 (Transfer-Encoding, or
-// a POST/PUT/PATCH without Content-Length), 414 (request line too long), 431 (a header line,
-// the field count or the head too long), 505 (an HTTP version other than 1.0 and 1.1).
+// Frames one request head from its bytes as they arrive, each byte judged once (a client
+// sending one byte at a time costs O(n) in all). Outcomes:
+// kIncomplete: the head has not ended yet and no byte so far breaks a rule (a head longer
+// than max_head_bytes is refused with 431, so kIncomplete never holds more than that).
+// kComplete: the head ended with the blank line's LF and follows every rule above; the bytes
+// after it (its body, a pipelined request) were not looked at.
+// kRefused: 400 (syntax, framing), 411 (Transfer-Encoding, or a POST/PUT/PATCH without
+// Content-Length), 414 (request line too long), 431 (a header line, the field count or the
+// head too long), 505 (a complete version HTTP/d.d other than 1.0 and 1.1: refused at its
+// last digit). Refused at the first byte that broke a rule: the rules on a line's bytes and
+// the limits at once, those on fields (Host, Content-Length, Transfer-Encoding) at the blank
+// line's LF, when every field is known. The bytes after it were not looked at.
+class HeadFramer {
+ public:
+  explicit HeadFramer(const HeadLimits& limits = {}) : limits_(limits) {}
+
+  // Judges `more`, the bytes received after those fed so far, stopping at the first that
+  // decides the outcome. Returns the outcome; once it is kComplete or kRefused, later calls
+  // return it unchanged without looking at their bytes (until reset()).
+  // The reference is valid until the next feed() or reset().
+  const FramedHead& feed(std::string_view more);
+
+  const FramedHead& outcome() const { return outcome_; }
+
+  // Whether a byte of the request line has been fed (empty lines before it do not count): a
+  // connection that ends or times out before then had not begun a request.
+  bool began_request() const { return part_ != Part::kLeading && part_ != Part::kLeadingLf; }
+
+  // Bytes judged so far: up to and including the deciding byte once decided.
+  size_t consumed() const { return consumed_; }
+
+  // Forgets everything fed: the next byte starts a new request.
+  void reset() { *this = HeadFramer(limits_); }
+
+ private:
+  // Where the next byte falls.
+  enum class Part {
+    kLeading,    // before the request line: an empty line's CR, or the method's first byte
+    kLeadingLf,  // the LF of an empty line before the request line
+    kMethod,
+    kTarget,
+    kVersion,    // "HTTP/" DIGIT "." DIGIT, then the line's CR
+    kLineStart,  // a header line's first byte, or the blank line's CR
+    kName,
+    kValue,
+    kLineLf,   // the LF after the CR of the request line or of a header line
+    kBlankLf,  // the LF of the blank line that ends the head
+  };
+
+  void judge(unsigned char c);
+  // False when the byte makes its line too long (then refused).
+  bool judge_line_length(unsigned char c);
+  void judge_request_line(unsigned char c);
+  void judge_version(unsigned char c);
+  void judge_header_line(unsigned char c);
+  void skip_empty_line();
+  void end_line();
+  void complete();
+  void refuse(int status, std::string message, std::string code);
+  void refuse_syntax(std::string message);
+  void refuse_long_head();
+
+  HeadLimits limits_;
+  FramedHead outcome_;  // its head is filled in as the bytes come
+  Part part_ = Part::kLeading;
+  size_t consumed_ = 0;
+  size_t line_number_ = 0;  // 0: the request line
+  size_t line_bytes_ = 0;   // of the current line, before its CR
+  size_t version_bytes_ = 0;
+  char version_major_ = 0;
+  std::string name_;
+  std::string value_;
+};
+
+// Frames the request at the start of `received` all at once: the outcome of a HeadFramer fed
+// `received`. kComplete's body may not all be there yet (head.end() > received.size()).
 FramedHead frame_request_head(std::string_view received, const HeadLimits& limits = {});
 
 }  // namespace siesta::server

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <iterator>
 #include <utility>
 
 #include "core/base/log_text.h"
+#include "server/anthropic_routes.h"
 #include "server/api_error.h"
 #include "server/auth.h"
 
@@ -79,6 +81,22 @@ bool is_chunked(const httplib::Request& request) {
   return false;
 }
 
+// An Anthropic client reads Anthropic's error shape: a refusal of one of its paths is given
+// that shape (the same status, message and Retry-After).
+void in_the_paths_dialect(const httplib::Request& request, httplib::Response& response) {
+  if (!is_anthropic_path(request.path)) return;
+  const nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
+  ApiError error;
+  error.http_status = response.status;
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    error.message = body["error"].value("message", "");
+  }
+  if (response.has_header("Retry-After")) {
+    error.retry_after_seconds = std::atoi(response.get_header_value("Retry-After").c_str());
+  }
+  set_anthropic_error(response, error);
+}
+
 }  // namespace
 
 bool is_cross_origin_write(const httplib::Request& request) {
@@ -98,6 +116,37 @@ bool is_json_media_type(std::string_view content_type) {
 RequestPolicy::RequestPolicy(const ServerConfig& config, std::vector<std::string> json_post_paths)
     : config_(config), json_post_paths_(std::move(json_post_paths)) {}
 
+const std::string* RequestPolicy::listed_origin(const httplib::Request& request) const {
+  if (config_.cors_origins.empty()) return nullptr;
+  // One Origin header only: with two, which one the browser meant is anyone's guess.
+  const auto [first, last] = request.headers.equal_range("Origin");
+  if (first == last || std::next(first) != last) return nullptr;
+  const std::string_view origin = trim(first->second);
+  const auto it = std::find(config_.cors_origins.begin(), config_.cors_origins.end(), origin);
+  return it == config_.cors_origins.end() ? nullptr : &*it;
+}
+
+bool RequestPolicy::is_preflight(const httplib::Request& request) const {
+  return request.method == "OPTIONS" && request.has_header("Access-Control-Request-Method") &&
+         listed_origin(request) != nullptr;
+}
+
+std::vector<std::pair<std::string, std::string>> RequestPolicy::cors_headers(
+    const httplib::Request& request) const {
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (config_.cors_origins.empty()) return headers;
+  headers.emplace_back("Vary", "Origin");
+  const std::string* origin = listed_origin(request);
+  if (origin == nullptr) return headers;
+  headers.emplace_back("Access-Control-Allow-Origin", *origin);
+  if (is_preflight(request)) {
+    headers.emplace_back("Access-Control-Allow-Methods", std::string(kCorsAllowMethods));
+    headers.emplace_back("Access-Control-Allow-Headers", std::string(kCorsAllowHeaders));
+    headers.emplace_back("Access-Control-Max-Age", std::to_string(kCorsMaxAgeSeconds));
+  }
+  return headers;
+}
+
 bool RequestPolicy::reads_json(const httplib::Request& request) const {
   if (request.method != "POST") return false;
   return std::any_of(json_post_paths_.begin(), json_post_paths_.end(), [&](const std::string& p) {
@@ -114,6 +163,13 @@ bool RequestPolicy::reads_json(const httplib::Request& request) const {
 
 bool RequestPolicy::admit_body(const httplib::Request& request, std::string_view body,
                                httplib::Response& response) const {
+  if (check_body(request, body, response)) return true;
+  in_the_paths_dialect(request, response);
+  return false;
+}
+
+bool RequestPolicy::check_body(const httplib::Request& request, std::string_view body,
+                               httplib::Response& response) const {
   if (!reads_json(request)) return true;
   const size_t nul = body.find('\0');
   if (nul == std::string_view::npos) return true;
@@ -124,8 +180,20 @@ bool RequestPolicy::admit_body(const httplib::Request& request, std::string_view
 }
 
 bool RequestPolicy::admit(const httplib::Request& request, httplib::Response& response) const {
+  if (is_preflight(request)) {
+    // An answer, not a refusal: no key (the browser sends none on a preflight; the request
+    // after it needs one), no body, and not in an API's error shape.
+    response.status = 204;
+    return false;
+  }
+  if (check_head(request, response)) return true;
+  in_the_paths_dialect(request, response);
+  return false;
+}
+
+bool RequestPolicy::check_head(const httplib::Request& request, httplib::Response& response) const {
   if (!authorize(request, response, config_)) return false;
-  if (is_cross_origin_write(request)) {
+  if (is_cross_origin_write(request) && listed_origin(request) == nullptr) {
     refuse_cross_origin(request, response);
     return false;
   }

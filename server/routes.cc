@@ -10,9 +10,12 @@
 
 #include "core/base/status.h"
 #include "core/offload/offload_state.h"
+#include "server/anthropic_routes.h"
 #include "server/api_error.h"
 #include "server/api_routes.h"
+#include "server/llama_routes.h"
 #include "server/metrics_text.h"
+#include "server/responses_routes.h"
 #include "server/route.h"
 #include "server/status_json.h"
 
@@ -112,6 +115,9 @@ std::vector<Route> routes(ServerApp& app) {
 std::shared_ptr<const RequestPolicy> register_routes(httplib::Server& server, ServerApp& app) {
   std::vector<Route> table = routes(app);
   for (Route& route : api_routes(app)) table.push_back(std::move(route));
+  for (Route& route : anthropic_routes(app)) table.push_back(std::move(route));
+  for (Route& route : llama_routes(app)) table.push_back(std::move(route));
+  for (Route& route : responses_routes(app)) table.push_back(std::move(route));
   std::vector<std::string> json_posts;  // every POST route reads a JSON body (or none)
   for (const Route& route : table) {
     if (route.method == "POST") json_posts.emplace_back(route.path);

@@ -9,7 +9,7 @@
 //                            409 OpenAI-style error while a command runs,
 //                            400 OpenAI-style error when offload is off
 //   (HEAD is answered for every GET route, without a body.)
-//   the API routes           register_api_routes()
+//   the API routes           api_routes() (api_routes.h), registered by register_routes()
 //   a known path with another method   405 + Allow, OpenAI-style error body
 //   any other path                     404, OpenAI-style error body
 // Every request first passes the RequestPolicy (request_policy.h), before its body is read

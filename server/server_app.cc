@@ -48,8 +48,6 @@ Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const C
   if (options.sessions.max_sessions > 1)
     options.sessions.max_queued = kMaxQueuedPerSession * cfg.parallel;
   options.offload.config = cfg.offload;
-  options.offload.encrypt = cfg.cache_encrypt;
-  options.offload.delta_segments = cfg.cache_delta_saves;
   // Losing the session's memory is the server's to handle (main: one line, exit 70).
   options.offload.on_fatal = std::move(on_session_lost);
   options.log = log;  // the device's note, the clean-up, one line per save, restore, fallback
@@ -100,6 +98,7 @@ StatusSnapshot ServerApp::status() const {
   snapshot.evictions = engine.evictions;
   snapshot.forgotten = engine.forgotten;
   snapshot.wait_seconds = engine.wait_seconds;
+  if (const RamTier* tier = stack.ram_tier()) snapshot.ram_tier = tier->stats();
   return snapshot;
 }
 
@@ -107,7 +106,7 @@ std::string ServerApp::metrics_text() const { return server::metrics_text(status
 
 std::shared_ptr<std::atomic<bool>> ServerApp::new_request_token() {
   auto token = std::make_shared<std::atomic<bool>>(false);
-  std::lock_guard lock(tokens_mutex_);
+  MutexLock lock(tokens_mutex_);
   if (cancelled_) {
     token->store(true);
     return token;
@@ -119,7 +118,7 @@ std::shared_ptr<std::atomic<bool>> ServerApp::new_request_token() {
 }
 
 void ServerApp::cancel_all() {
-  std::lock_guard lock(tokens_mutex_);
+  MutexLock lock(tokens_mutex_);
   cancelled_ = true;
   for (const std::weak_ptr<std::atomic<bool>>& weak : tokens_) {
     if (std::shared_ptr<std::atomic<bool>> token = weak.lock()) token->store(true);

@@ -14,11 +14,12 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/base/clock.h"
+#include "core/base/mutex.h"
+#include "core/base/thread_annotations.h"
 #include "engine/engine.h"
 #include "runtime/engine_stack.h"
 #include "server/server_config.h"
@@ -51,7 +52,7 @@ class ServerApp {
   // on (its start-up clean-up is logged), a ThreadExecutor on `clock` for the offloader's
   // timers and saves, and the engine with config.model / context / kv_type, export_dir =
   // config.slot_save_path and an Offloader configured from config.offload and
-  // config.cache_encrypt, whose one line per operation goes to `log`; `on_session_lost` is
+  // config.offload.encrypt, whose one line per operation goes to `log`; `on_session_lost` is
   // called if the session's memory is lost (empty: the request that found it fails with
   // DeviceError, and so do later ones).
   // REQUIRES: `config` came from parse_server_flags() (validated), and when offload is on its
@@ -88,9 +89,9 @@ class ServerApp {
   // A cancel flag for one request's generation (GenerateRequest::cancel). cancel_all()
   // raises every flag handed out that is still held, and every flag handed out afterwards
   // starts raised (the server is stopping).
-  std::shared_ptr<std::atomic<bool>> new_request_token();
+  std::shared_ptr<std::atomic<bool>> new_request_token() SIESTA_EXCLUDES(tokens_mutex_);
   // Raises every request's cancel flag; a generation then ends within one token step.
-  void cancel_all();
+  void cancel_all() SIESTA_EXCLUDES(tokens_mutex_);
 
   // The API routes call this when they find a client gone before its answer (its generation
   // is then cancelled); counted for /metrics.
@@ -104,9 +105,11 @@ class ServerApp {
   const Clock& clock_;
   const Clock::Duration started_;
 
-  std::mutex tokens_mutex_;
-  std::vector<std::weak_ptr<std::atomic<bool>>> tokens_;
-  bool cancelled_ = false;
+  // The cancel flags of the requests in flight (expired ones are dropped as new ones come),
+  // and whether cancel_all() came.
+  Mutex tokens_mutex_;
+  std::vector<std::weak_ptr<std::atomic<bool>>> tokens_ SIESTA_GUARDED_BY(tokens_mutex_);
+  bool cancelled_ SIESTA_GUARDED_BY(tokens_mutex_) = false;
   std::atomic<uint64_t> clients_gone_{0};
 
   std::unique_ptr<runtime::EngineStack> stack_;

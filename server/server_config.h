@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compute/kernels.h"
 #include "core/offload/offload_config.h"
+#include "core/offload/ram_tier.h"
+#include "engine/session_table.h"
 #include "runtime/backend_kind.h"
-#include "runtime/offload_settings.h"
 
 namespace siesta::server {
 
@@ -24,22 +26,37 @@ struct ServerConfig {
 
   // The model: --model synthetic:<size>, --ctx N (default: the size's), --kv-type.
   std::string model = "synthetic:small";
+  // --alias NAME: the model's id in API answers and GET /v1/models; empty: the model's name.
+  std::string alias;
+  // --n-predict N: the tokens a generation asks for when its request names none (OpenAI's
+  // max_tokens, llama-server's n_predict); -1: until a stop string or the context is full, as
+  // llama-server's default.
+  int64_t n_predict = -1;
   std::optional<uint32_t> context;
   std::optional<KvType> kv_type;
 
-  OffloadConfig offload;      // --cache-idle-seconds, --cache-expire-seconds, --cache-disk-dir
-  bool cache_encrypt = true;  // --cache-encrypt on|off (off: digests instead of AES-GCM)
-  // --cache-delta-saves N: saves that write only what changed since the one before (0..64).
-  uint32_t cache_delta_saves = runtime::kDefaultDeltaSegments;
+  // --cache-idle-seconds, --cache-expire-seconds, --cache-disk-dir, --cache-encrypt on|off
+  // (off: digests instead of AES-GCM), --cache-delta-saves N (saves that write only what
+  // changed since the one before), --cache-ram-mib N (the RAM tier's budget; 0, the
+  // default: off).
+  OffloadConfig offload;
 
   // --slot-save-path DIR: where POST /slots/0?action=save|restore|erase keep their files;
-  // empty: those actions answer 400 with a message naming the flag.
+  // empty: those actions answer 501 (llama-server's answer) with a message naming the flag.
   std::string slot_save_path;
+  // --no-slots: GET /slots and POST /slots/{id} answer 501, as llama-server's --no-slots.
+  bool slots_endpoints = true;
 
   // --api-key KEY, or the SIESTA_API_KEY environment variable when the flag is absent;
   // empty: no authentication (the server then listens on loopback unless --host says
   // otherwise, and says so at start-up).
   std::string api_key;
+
+  // --cors-origin ORIGIN, repeatable: the origins whose browser pages may call the server
+  // across origins (request_policy.h), each as a browser sends it in its Origin header:
+  // "scheme://host[:port]", scheme and host in lower case, no default port. Empty: none, and
+  // every cross-origin write from a browser is refused.
+  std::vector<std::string> cors_origins;
 
   uint64_t max_body_bytes = kDefaultMaxBodyBytes;  // --max-body-bytes N
 
@@ -57,9 +74,11 @@ struct ServerConfig {
   // than P needs idle offload on.
   std::optional<uint32_t> max_sessions;
   // --session-match F: the share of a kept history a prompt must repeat to continue it.
-  double session_match = 0.5;
+  double session_match = engine::kDefaultSessionMatch;
 
   uint32_t sessions() const { return max_sessions.value_or(parallel); }
+  // The model's id in API answers: the alias, or the model's name.
+  const std::string& model_id() const { return alias.empty() ? model : alias; }
   // --devices N: devices the model is split over. Only 1; with offload on, more is rejected.
   uint32_t devices = 1;
 };

@@ -1,17 +1,26 @@
 #include "server/server_flags.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "core/base/log_text.h"
 #include "core/offload/offload_config.h"
 #include "core/offload/offloader.h"
+#include "engine/engine.h"
 #include "engine/model_config.h"
+#include "engine/session_table.h"
 
 #ifndef SIESTA_VERSION
 #define SIESTA_VERSION "unknown"
@@ -23,10 +32,21 @@ namespace {
 constexpr int64_t kMaxPort = 65535;
 constexpr int64_t kMinBodyBytes = 1024;
 constexpr int64_t kMaxBodyBytes = int64_t{64} << 20;
-constexpr int64_t kMaxCount = 64;  // --parallel, --devices
-constexpr int64_t kMaxSessions = 4096;
+constexpr int64_t kMaxParallel = engine::kMaxParallel;
+constexpr int64_t kMaxDevices = 64;
+constexpr int64_t kMaxSessions = engine::kMaxSessions;
 constexpr int64_t kMaxConnections = 65536;
 constexpr int64_t kMaxRequestTimeoutSeconds = 3600;
+
+// "lo..hi", as the help writes a range.
+std::string range(int64_t lo, int64_t hi) { return std::to_string(lo) + ".." + std::to_string(hi); }
+
+// A share (--session-match's) as the help writes its default: "0.5", not "0.500000".
+std::string share_text(double share) {
+  char text[32];
+  (void)std::snprintf(text, sizeof text, "%g", share);
+  return text;
+}
 
 // Strict decimal integer in [lo, hi]; see the grammar in the header.
 Result<int64_t> parse_integer(std::string_view flag, std::string_view text, int64_t lo,
@@ -92,13 +112,144 @@ Status check_api_key(std::string_view flag, std::string_view key) {
   return Status::Ok();
 }
 
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// An IPv6 address ("::1", without its brackets) as a browser writes it in an origin (the URL
+// standard's serialiser): lower-case hex pieces without leading zeros, the first longest run
+// of two or more zero pieces written "::". nullopt when `text` is not an IPv6 address.
+std::optional<std::string> ipv6_as_browsers_write_it(std::string_view text) {
+  std::array<unsigned char, 16> bytes{};
+  if (text.find('%') != std::string_view::npos) return std::nullopt;  // no zone ids in URLs
+  if (::inet_pton(AF_INET6, std::string(text).c_str(), bytes.data()) != 1) return std::nullopt;
+  std::array<unsigned, 8> pieces{};
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    pieces[i] = static_cast<unsigned>(bytes[2 * i] << 8) | bytes[2 * i + 1];
+  }
+  size_t run_start = pieces.size();
+  size_t run_length = 1;  // a run must be longer than this to be compressed
+  for (size_t i = 0; i < pieces.size();) {
+    size_t j = i;
+    while (j < pieces.size() && pieces[j] == 0) ++j;
+    if (j - i > run_length) {
+      run_start = i;
+      run_length = j - i;
+    }
+    i = j == i ? i + 1 : j;
+  }
+  std::string out;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (i == run_start) {
+      out += i == 0 ? "::" : ":";
+      i += run_length - 1;
+      continue;
+    }
+    char hex[8];
+    (void)std::snprintf(hex, sizeof hex, "%x", pieces[i]);
+    out += hex;
+    if (i + 1 < pieces.size()) out += ':';
+  }
+  return out;
+}
+
+// --cors-origin: an origin as a browser sends it in its Origin header, "scheme://host[:port]".
+// A value no browser ever sends is refused rather than left never to match: a scheme other
+// than http and https, no host, a path (a trailing slash included), a query, a fragment, user
+// information, a port outside 1..65535, a host with characters a browser would have encoded.
+// "*" is refused (name each origin: a wildcard would open the server to every page the
+// browser visits), and so is "null" (the opaque origin any page can give itself in a
+// sandboxed frame). The result is what the browser sends: scheme and host in lower case, the
+// port in decimal without leading zeros and left out when it is the scheme's default, an IPv6
+// address in its canonical form.
+Result<std::string> parse_cors_origin(std::string_view flag, std::string_view text) {
+  const auto refuse = [&](const std::string& rule) {
+    return InvalidArgument(std::string(flag) + " " + quote_for_log(text) + " " + rule);
+  };
+  if (text.empty()) return InvalidArgument(std::string(flag) + " must not be empty");
+  if (text == "*") {
+    return refuse(
+        "is refused: name each origin whose pages may call the server (scheme://host[:port]); "
+        "a wildcard would let every page the browser visits use the server and read its "
+        "answers");
+  }
+  if (text == "null") {
+    return refuse(
+        "is refused: the opaque origin null is sent by sandboxed frames and local files, and "
+        "any page can give itself one");
+  }
+  const size_t separator = text.find("://");
+  if (separator == std::string_view::npos) {
+    return refuse("must be scheme://host[:port], for example http://localhost:3000");
+  }
+  const std::string scheme = lower(text.substr(0, separator));
+  if (scheme != "http" && scheme != "https") return refuse("must use the scheme http or https");
+  const std::string_view authority = text.substr(separator + 3);
+  if (const size_t rest = authority.find_first_of("/?#"); rest != std::string_view::npos) {
+    if (authority.substr(rest) == "/") {
+      return refuse("must not end in a slash: a browser sends " +
+                    quote_for_log(text.substr(0, text.size() - 1)));
+    }
+    return refuse(std::string("must not hold a ") +
+                  (authority[rest] == '/'   ? "path"
+                   : authority[rest] == '?' ? "query"
+                                            : "fragment") +
+                  ": an origin is scheme://host[:port]");
+  }
+  if (authority.find('@') != std::string_view::npos) {
+    return refuse("must not hold user information (user@): a browser never sends it");
+  }
+  std::string host;
+  std::optional<std::string_view> port;
+  if (authority.starts_with('[')) {
+    const size_t close = authority.find(']');
+    std::optional<std::string> address;
+    if (close != std::string_view::npos)
+      address = ipv6_as_browsers_write_it(authority.substr(1, close - 1));
+    if (!address) return refuse("must have an IPv6 address in brackets, such as [::1]");
+    host = "[" + *address + "]";
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return refuse("must have nothing but :port after ]");
+      port = after.substr(1);
+    }
+  } else {
+    const size_t colon = authority.find(':');
+    host = lower(authority.substr(0, colon));
+    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
+    if (host.empty()) return refuse("has no host");
+    const bool plain = std::all_of(host.begin(), host.end(), [](unsigned char c) {
+      return std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_';
+    });
+    if (!plain) {
+      return refuse(
+          "has a host a browser never sends: letters, digits, '-', '.' and '_' only (an "
+          "international name in its xn-- form)");
+    }
+  }
+  std::string origin = scheme + "://" + host;
+  if (port) {
+    int number = 0;
+    const auto [end, error] = std::from_chars(port->data(), port->data() + port->size(), number);
+    if (port->empty() || error != std::errc() || end != port->data() + port->size() || number < 1 ||
+        number > kMaxPort) {
+      return refuse("must have a port between 1 and " + std::to_string(kMaxPort));
+    }
+    if (number != (scheme == "https" ? 443 : 80)) origin += ":" + std::to_string(number);
+  }
+  return origin;
+}
+
 // One flag that takes a value. `apply` stores the parsed value into the config; `fallback`
 // describes the default as --help prints it, read from a default-constructed ServerConfig so
 // that the help text cannot drift from the code.
 struct FlagSpec {
   std::string_view name;
   std::string_view value_name;
-  std::string_view help;
+  std::string help;  // its ranges written from the constants that check them
   Status (*apply)(std::string_view flag, std::string_view value, ServerConfig& config);
   std::string (*fallback)(const ServerConfig& defaults);
 };
@@ -132,7 +283,8 @@ const std::vector<FlagSpec>& flag_specs() {
        },
        [](const ServerConfig& d) { return std::string(runtime::backend_kind_name(d.backend)); }},
       {"--cache-idle-seconds", "N",
-       "offload the session after N idle seconds (0..604800; 0 = offload off)",
+       "offload the session after N idle seconds (" + range(0, kMaxOffloadSeconds) +
+           "; 0 = offload off)",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          SIESTA_ASSIGN_OR_RETURN(config.offload.idle_seconds,
                                  parse_integer(flag, value, 0, kMaxOffloadSeconds));
@@ -140,7 +292,8 @@ const std::vector<FlagSpec>& flag_specs() {
        },
        [](const ServerConfig& d) { return std::to_string(d.offload.idle_seconds); }},
       {"--cache-expire-seconds", "N",
-       "delete an offloaded snapshot after N seconds (0..604800; must exceed the idle time)",
+       "delete an offloaded snapshot after N seconds (" + range(0, kMaxOffloadSeconds) +
+           "; must exceed the idle time)",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          SIESTA_ASSIGN_OR_RETURN(config.offload.expire_seconds,
                                  parse_integer(flag, value, 0, kMaxOffloadSeconds));
@@ -158,19 +311,32 @@ const std::vector<FlagSpec>& flag_specs() {
        "seal snapshot chunks with AES-256-GCM under a key held only in memory; off: a digest "
        "per chunk (detects damage, not tampering)",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
-         SIESTA_ASSIGN_OR_RETURN(config.cache_encrypt, parse_on_off(flag, value));
+         SIESTA_ASSIGN_OR_RETURN(config.offload.encrypt, parse_on_off(flag, value));
          return Status::Ok();
        },
-       [](const ServerConfig& d) { return std::string(d.cache_encrypt ? "on" : "off"); }},
+       [](const ServerConfig& d) { return std::string(d.offload.encrypt ? "on" : "off"); }},
       {"--cache-delta-saves", "N",
        "after a whole snapshot, up to N saves write only what changed since the save before "
-       "(0..64; 0 = every save writes the whole session)",
+       "(" +
+           range(0, kMaxDeltaSegments) + "; 0 = every save writes the whole session)",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          SIESTA_ASSIGN_OR_RETURN(int64_t deltas, parse_integer(flag, value, 0, kMaxDeltaSegments));
-         config.cache_delta_saves = static_cast<uint32_t>(deltas);
+         config.offload.delta_segments = static_cast<uint32_t>(deltas);
          return Status::Ok();
        },
-       [](const ServerConfig& d) { return std::to_string(d.cache_delta_saves); }},
+       [](const ServerConfig& d) { return std::to_string(d.offload.delta_segments); }},
+      {"--cache-ram-mib", "N",
+       "host memory (MiB) for offloaded sessions' snapshots, shared by all: a snapshot goes "
+       "there when it fits, else to --cache-disk-dir (0 = every snapshot on disk; at most the "
+       "machine's memory)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         const int64_t machine_mib = static_cast<int64_t>(physical_memory_bytes() >> 20);
+         SIESTA_ASSIGN_OR_RETURN(
+             int64_t mib, parse_integer(flag, value, 0, machine_mib > 0 ? machine_mib : INT32_MAX));
+         config.offload.ram_bytes = static_cast<uint64_t>(mib) << 20;
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.offload.ram_bytes >> 20) + ": off"; }},
       {"--model", "synthetic:SIZE",
        "the reference model: synthetic:tiny, synthetic:small, synthetic:medium or "
        "synthetic:large (seeded weights, nothing downloaded)",
@@ -180,7 +346,31 @@ const std::vector<FlagSpec>& flag_specs() {
          return Status::Ok();
        },
        [](const ServerConfig& d) { return d.model; }},
-      {"--ctx", "N", "tokens the session holds (1..1048576)",
+      {"--alias", "NAME",
+       "the model's id in API answers and GET /v1/models (any name a request sends is served)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         if (value.empty()) return InvalidArgument(std::string(flag) + " must not be empty");
+         if (value.size() > 256) {
+           return InvalidArgument(std::string(flag) + " must be at most 256 bytes");
+         }
+         config.alias = std::string(value);
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("the model's name"); }},
+      {"--n-predict", "N",
+       "tokens a generation asks for when its request names none (-1: until a stop string or "
+       "the context is full, as llama-server)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(config.n_predict,
+                                 parse_integer(flag, value, -1, engine::kMaxContext));
+         if (config.n_predict == 0) {
+           // A default of no tokens would answer every request without a length empty.
+           return InvalidArgument(std::string(flag) + " must be -1 or at least 1, got 0");
+         }
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.n_predict); }},
+      {"--ctx", "N", "tokens the session holds (" + range(1, engine::kMaxContext) + ")",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          SIESTA_ASSIGN_OR_RETURN(int64_t context,
                                  parse_integer(flag, value, 1, engine::kMaxContext));
@@ -208,6 +398,12 @@ const std::vector<FlagSpec>& flag_specs() {
          return Status::Ok();
        },
        [](const ServerConfig&) { return std::string("none"); }},
+      {"--no-slots", "", "turn GET /slots and POST /slots/{id} off (they answer 501)",
+       [](std::string_view, std::string_view, ServerConfig& config) {
+         config.slots_endpoints = false;
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("slots on"); }},
       {"--api-key", "KEY",
        "require \"Authorization: Bearer KEY\" on every endpoint but /health; when absent, "
        "the SIESTA_API_KEY environment variable; the key is never printed",
@@ -217,8 +413,23 @@ const std::vector<FlagSpec>& flag_specs() {
          return Status::Ok();
        },
        [](const ServerConfig&) { return std::string("none: no authentication"); }},
+      {"--cors-origin", "ORIGIN",
+       "let pages of ORIGIN (scheme://host[:port], as a browser sends it) call the server from "
+       "another origin: their answers carry CORS headers, their writes are allowed and a "
+       "preflight needs no key (the request after it does); repeat the flag for each origin; "
+       "'*' is refused: a wildcard would let every page the browser visits use the server",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(std::string origin, parse_cors_origin(flag, value));
+         std::vector<std::string>& origins = config.cors_origins;
+         if (std::find(origins.begin(), origins.end(), origin) == origins.end()) {
+           origins.push_back(std::move(origin));
+         }
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("none: cross-origin writes are refused"); }},
       {"--max-body-bytes", "N",
-       "largest request body accepted (1024..67108864); a larger one is answered 413",
+       "largest request body accepted (" + range(kMinBodyBytes, kMaxBodyBytes) +
+           "); a larger one is answered 413",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          SIESTA_ASSIGN_OR_RETURN(int64_t bytes,
                                  parse_integer(flag, value, kMinBodyBytes, kMaxBodyBytes));
@@ -227,8 +438,9 @@ const std::vector<FlagSpec>& flag_specs() {
        },
        [](const ServerConfig& d) { return std::to_string(d.max_body_bytes); }},
       {"--http-max-connections", "N",
-       "client connections open at once (1..65536); one more is answered 503 with "
-       "Retry-After and closed",
+       "client connections open at once (" + range(1, kMaxConnections) +
+           "); one more is answered 503 with "
+           "Retry-After and closed",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          SIESTA_ASSIGN_OR_RETURN(int64_t n, parse_integer(flag, value, 1, kMaxConnections));
          config.http_max_connections = static_cast<uint32_t>(n);
@@ -236,8 +448,10 @@ const std::vector<FlagSpec>& flag_specs() {
        },
        [](const ServerConfig& d) { return std::to_string(d.http_max_connections); }},
       {"--http-request-timeout-seconds", "N",
-       "seconds a client has to send a request's head, and again its body (1..3600); "
-       "an idle connection is closed after as long, a partial request is answered 408",
+       "seconds a client has to send a request's head, and again its body (" +
+           range(1, kMaxRequestTimeoutSeconds) +
+           "); "
+           "an idle connection is closed after as long, a partial request is answered 408",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          SIESTA_ASSIGN_OR_RETURN(int64_t n,
                                  parse_integer(flag, value, 1, kMaxRequestTimeoutSeconds));
@@ -246,16 +460,18 @@ const std::vector<FlagSpec>& flag_specs() {
        },
        [](const ServerConfig& d) { return std::to_string(d.http_request_timeout_seconds); }},
       {"--parallel", "N",
-       "sessions resident on the device at once, each with the full --ctx (1..64)",
+       "sessions resident on the device at once, each with the full --ctx (" +
+           range(1, kMaxParallel) + ")",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
-         SIESTA_ASSIGN_OR_RETURN(int64_t n, parse_integer(flag, value, 1, kMaxCount));
+         SIESTA_ASSIGN_OR_RETURN(int64_t n, parse_integer(flag, value, 1, kMaxParallel));
          config.parallel = static_cast<uint32_t>(n);
          return Status::Ok();
        },
        [](const ServerConfig& d) { return std::to_string(d.parallel); }},
       {"--max-sessions", "N",
-       "conversations whose history the server keeps, resident or offloaded (--parallel.."
-       "4096); more than --parallel needs --cache-idle-seconds and --cache-disk-dir",
+       "conversations whose history the server keeps, resident or offloaded (--parallel.." +
+           std::to_string(kMaxSessions) +
+           "); more than --parallel needs --cache-idle-seconds and --cache-disk-dir",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          SIESTA_ASSIGN_OR_RETURN(int64_t n, parse_integer(flag, value, 1, kMaxSessions));
          config.max_sessions = static_cast<uint32_t>(n);
@@ -269,12 +485,13 @@ const std::vector<FlagSpec>& flag_specs() {
          SIESTA_ASSIGN_OR_RETURN(config.session_match, parse_share(flag, value));
          return Status::Ok();
        },
-       [](const ServerConfig&) { return std::string("0.5"); }},
+       [](const ServerConfig& d) { return share_text(d.session_match); }},
       {"--devices", "N",
-       "devices the model is split over (1..64); only 1 is implemented, and idle offload "
-       "needs 1",
+       "devices the model is split over (" + range(1, kMaxDevices) +
+           "); only 1 is implemented, and idle offload "
+           "needs 1",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
-         SIESTA_ASSIGN_OR_RETURN(int64_t n, parse_integer(flag, value, 1, kMaxCount));
+         SIESTA_ASSIGN_OR_RETURN(int64_t n, parse_integer(flag, value, 1, kMaxDevices));
          config.devices = static_cast<uint32_t>(n);
          return Status::Ok();
        },
@@ -382,7 +599,10 @@ Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
     if (spec == nullptr) {
       return InvalidArgument("unknown flag " + quote_for_log(name) + " (see --help)");
     }
-    if (!value) {
+    if (spec->value_name.empty()) {  // a switch
+      if (value) return InvalidArgument(std::string(name) + " takes no value");
+      value = std::string_view();
+    } else if (!value) {
       if (i + 1 == args.size() || args[i + 1].starts_with("--")) {
         return InvalidArgument(std::string(name) + " requires a value (" +
                                std::string(spec->value_name) + ")");
@@ -423,7 +643,8 @@ std::string server_help_text() {
       "Serves one LLM session over HTTP; with --cache-idle-seconds, an idle session's device\n"
       "memory is written to --cache-disk-dir and released, and restored on the next request.\n"
       "\n"
-      "Flags (--flag value or --flag=value; a repeated flag: the last one wins):\n";
+      "Flags (--flag value or --flag=value; a repeated flag: the last one wins, but each\n"
+      "--cors-origin adds an origin):\n";
   // Two columns: the flag, then its description wrapped to 80 columns; "(default: X)" is
   // kept whole so that it can be searched for.
   auto add = [&text](const std::string& left, std::string_view help, const std::string& fallback) {
@@ -458,8 +679,10 @@ std::string server_help_text() {
     text += line + "\n";
   };
   for (const FlagSpec& spec : flag_specs()) {
-    add(std::string(spec.name) + " " + std::string(spec.value_name), spec.help,
-        spec.fallback(defaults));
+    const std::string usage = spec.value_name.empty()
+                                  ? std::string(spec.name)
+                                  : std::string(spec.name) + " " + std::string(spec.value_name);
+    add(usage, spec.help, spec.fallback(defaults));
   }
   add("--help, -h", "print this help and exit", "");
   add("--version", "print the version and exit", "");

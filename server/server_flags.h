@@ -11,7 +11,8 @@
 //     value. An empty value ("--flag=" or "--flag ''") is passed on and judged by the flag.
 //   - Integers are decimal digits with an optional leading '-' (std::from_chars): no '+',
 //     no spaces, no hex, no trailing characters; anything outside int64 is out of range.
-//   - A flag given twice: the last one wins (so a wrapper script can override a default).
+//   - A flag given twice: the last one wins (so a wrapper script can override a default),
+//     but --cors-origin, which adds an origin each time it is given.
 //   - Positional arguments are errors.
 // After parsing, the whole configuration is validated, so an error names the flag and the
 // rule it breaks: core's offload rules (find_offload_config_problem, worded with the flag

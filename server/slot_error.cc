@@ -53,8 +53,8 @@ ApiError slot_api_error(const Status& status, SlotAction action, std::string_vie
     case StatusCode::kUnsupported:
       return client_error(400, cannot + ": it was written in another snapshot format version",
                           status);
-    case StatusCode::kNotFound: return client_error(404, file + " does not exist", status);
-    case StatusCode::kExpired: return client_error(404, file + " has expired", status);
+    case StatusCode::kNotFound: return client_error(400, file + " does not exist", status);
+    case StatusCode::kExpired: return client_error(400, file + " has expired", status);
     case StatusCode::kFailedPrecondition:
       if (action == SlotAction::kRestore) {
         return client_error(400,

@@ -7,9 +7,10 @@
 // the server's log for a 5xx, where an operator needs it.
 //
 //   400 invalid_request_error  InvalidArgument (a bad name), Corrupt, Truncated, Foreign,
-//                              Unsupported; on restore FailedPrecondition (the name holds a
-//                              symlink, directory, FIFO or device, refused without blocking)
-//   404                        NotFound, Expired (an export past a deadline it was given)
+//                              Unsupported, NotFound, Expired (an export past a deadline it was
+//                              given: llama-server answers every failed restore 400); on restore
+//                              FailedPrecondition (the name holds a symlink, directory, FIFO or
+//                              device, refused without blocking)
 //   503 + Retry-After          OutOfMemory (the session cannot be restored now; retry)
 //   503                        Cancelled (the server is shutting down)
 //   507                        NoSpace (the export does not fit)

@@ -23,6 +23,9 @@ nlohmann::json counters_json(const OffloadCounters& counters) {
       {"cancelled_saves", counters.cancelled_saves},
       {"out_of_memory_retries", counters.out_of_memory_retries},
       {"delete_failures", counters.delete_failures},
+      {"ram_saves", counters.ram_saves},
+      {"ram_restores", counters.ram_restores},
+      {"ram_full", counters.ram_full},
   };
 }
 
@@ -34,6 +37,7 @@ nlohmann::json session_json(const engine::SessionStatus& session) {
       {"state", std::string(offload_state_name(session.state))},
       {"tokens", session.tokens},
       {"disk_bytes", session.disk_bytes},
+      {"ram_bytes", session.ram_bytes},
       {"seconds_idle", session.seconds_idle},
       {"restores", session.restores},
       {"fallbacks", session.fallbacks},
@@ -80,6 +84,7 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
            {"idle_seconds", cache.idle_seconds},
            {"expire_seconds", cache.expire_seconds},
            {"disk_bytes", cache.disk_bytes},
+           {"ram_bytes", cache.ram_bytes},
            {"released_vram_bytes", cache.released_vram_bytes},
            {"released_host_bytes", cache.released_host_bytes},
            {"tokens", cache.tokens},
@@ -88,6 +93,18 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
            {"last_error", cache.last_error},
        }},
   };
+  // The tier: its budget, what its blocks hold (the sessions' ram_bytes summed), and the
+  // allocations it refused for lack of room or the system refused it.
+  if (snapshot.ram_tier) {
+    const RamTierStats& tier = *snapshot.ram_tier;
+    body["cache"]["ram_tier"] = {
+        {"budget_bytes", tier.budget_bytes},
+        {"used_bytes", tier.used_bytes},
+        {"snapshots", tier.blocks},
+        {"refused_full", tier.refused_full},
+        {"allocation_failures", tier.allocation_failures},
+    };
+  }
   if (snapshot.sessions) {
     nlohmann::json list = nlohmann::json::array();
     for (const engine::SessionStatus& session : *snapshot.sessions) {

@@ -74,6 +74,8 @@ struct StatusSnapshot {
   uint64_t evictions = 0;
   uint64_t forgotten = 0;
   DurationHistogram wait_seconds;
+  // The RAM tier's budget and use (runtime::EngineStack::ram_tier()); nullopt without a tier.
+  std::optional<RamTierStats> ram_tier;
 };
 
 // One conversation as /v1/status and GET /slots show it.

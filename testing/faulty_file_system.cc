@@ -120,7 +120,7 @@ class FaultyFileSystem::Writable final : public WritableFileWrapper {
     SIESTA_RETURN_IF_ERROR(check_alive("sync"));
     if (fs_.fires(FsOp::kSync, call)) return fs_.injected(FsOp::kSync, call, path_);
     SIESTA_RETURN_IF_ERROR(target().sync());
-    std::lock_guard lock(fs_.mutex_);
+    MutexLock lock(fs_.mutex_);
     auto node = fs_.nodes_.find(node_);
     if (node != fs_.nodes_.end()) node->second.synced = node->second.live;
     return Status::Ok();
@@ -143,7 +143,7 @@ class FaultyFileSystem::Writable final : public WritableFileWrapper {
   // A write that reached the inner file is mirrored, so a later sync knows what it made
   // durable. (A failed inner write mirrors nothing: its prefix is unknown.)
   void mirror(uint64_t offset, std::span<const std::byte> data) {
-    std::lock_guard lock(fs_.mutex_);
+    MutexLock lock(fs_.mutex_);
     auto node = fs_.nodes_.find(node_);
     if (node == fs_.nodes_.end()) return;
     std::vector<std::byte>& live = node->second.live;
@@ -220,7 +220,7 @@ FsCounters FaultyFileSystem::counters() const {
 }
 
 uint64_t FaultyFileSystem::generation() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return generation_;
 }
 
@@ -245,7 +245,7 @@ Result<std::unique_ptr<WritableFile>> FaultyFileSystem::create_exclusive(const s
                           target().create_exclusive(path, mode));
   uint64_t node = 0;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     node = next_node_++;
     nodes_[node].mode = mode;
     names_[path] = node;
@@ -266,7 +266,7 @@ Status FaultyFileSystem::rename(const std::string& from, const std::string& to) 
   const uint64_t call = count(FsOp::kRename);
   if (halted(FsOp::kRename, call)) return halted_error(FsOp::kRename, call, from + " -> " + to);
   if (fires(FsOp::kRename, call)) return injected(FsOp::kRename, call, from + " -> " + to);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   // Both names are known before the rename, so that a crash can put back what it replaced.
   const std::optional<uint64_t> moved = node_for_locked(from);
   const std::optional<uint64_t> replaced = node_for_locked(to);
@@ -283,7 +283,7 @@ Status FaultyFileSystem::remove(const std::string& path) {
   const uint64_t call = count(FsOp::kRemove);
   if (halted(FsOp::kRemove, call)) return halted_error(FsOp::kRemove, call, path);
   if (fires(FsOp::kRemove, call)) return injected(FsOp::kRemove, call, path);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const std::optional<uint64_t> node = node_for_locked(path);
   SIESTA_RETURN_IF_ERROR(target().remove(path));
   names_.erase(path);
@@ -298,7 +298,7 @@ Status FaultyFileSystem::sync_directory(const std::string& path) {
   if (fires(FsOp::kSyncDirectory, call)) return injected(FsOp::kSyncDirectory, call, path);
   SIESTA_RETURN_IF_ERROR(target().sync_directory(path));
   const std::string directory = without_trailing_slashes(path);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::erase_if(pending_, [&](const PendingOp& op) { return op.directory == directory; });
   return Status::Ok();
 }
@@ -364,7 +364,7 @@ Status FaultyFileSystem::halted_error(FsOp op, uint64_t call, const std::string&
 
 Status FaultyFileSystem::crash() {
   halt_nth_.store(0);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ++generation_;
   // Directory operations that never became durable, newest first.
   for (auto op = pending_.rbegin(); op != pending_.rend(); ++op) {

@@ -45,13 +45,14 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/base/file_system_wrapper.h"
+#include "core/base/mutex.h"
+#include "core/base/thread_annotations.h"
 #include "testing/fault_schedule.h"
 
 namespace siesta {
@@ -195,14 +196,14 @@ class FaultyFileSystem final : public FileSystemWrapper {
   // "injected <kind> on <op> call <n> of <path><detail> (fault plan: <plan>)".
   Status injected(FsOp op, uint64_t call, const std::string& path, const std::string& detail = "");
   // The generation handles opened now belong to.
-  uint64_t generation() const;
+  uint64_t generation() const SIESTA_EXCLUDES(mutex_);
 
-  // REQUIRES: mutex_ held. The node a name refers to, adopting a file the wrapper did not
-  // create (read through the inner file system as durable) when needed. nullopt when the
-  // name does not exist or cannot be read.
-  std::optional<uint64_t> node_for_locked(const std::string& path);
-  // REQUIRES: mutex_ held. Replaces the file at `path` with `node`'s synced bytes.
-  Status restore_locked(const std::string& path, const Node& node);
+  // The node a name refers to, adopting a file the wrapper did not create (read through the
+  // inner file system as durable) when needed. nullopt when the name does not exist or
+  // cannot be read.
+  std::optional<uint64_t> node_for_locked(const std::string& path) SIESTA_REQUIRES(mutex_);
+  // Replaces the file at `path` with `node`'s synced bytes.
+  Status restore_locked(const std::string& path, const Node& node) SIESTA_REQUIRES(mutex_);
 
   FsFaultPlan plan_;
   std::function<void(FsOp, uint64_t)> call_hook_;
@@ -213,12 +214,14 @@ class FaultyFileSystem final : public FileSystemWrapper {
   std::atomic<FsOp> halt_op_{FsOp::kCreate};
   std::atomic<uint64_t> halt_nth_{0};  // 0: not halting
 
-  mutable std::mutex mutex_;  // guards everything below
-  uint64_t generation_ = 0;   // bumped by crash(): handles from before it are dead
-  uint64_t next_node_ = 1;
-  std::map<uint64_t, Node> nodes_;
-  std::map<std::string, uint64_t> names_;  // live name -> node, for known nodes
-  std::vector<PendingOp> pending_;         // oldest first
+  mutable Mutex mutex_;  // guards everything below
+  // Bumped by crash(): handles from before it are dead.
+  uint64_t generation_ SIESTA_GUARDED_BY(mutex_) = 0;
+  uint64_t next_node_ SIESTA_GUARDED_BY(mutex_) = 1;
+  std::map<uint64_t, Node> nodes_ SIESTA_GUARDED_BY(mutex_);
+  // Live name -> node, for known nodes.
+  std::map<std::string, uint64_t> names_ SIESTA_GUARDED_BY(mutex_);
+  std::vector<PendingOp> pending_ SIESTA_GUARDED_BY(mutex_);  // oldest first
 };
 
 }  // namespace siesta

@@ -34,13 +34,15 @@ siesta_finish_test_binary(cuda_unit_tests)
 # the engine with offload on against offload off, prompts cut into random blocks against one
 # token at a time (and against the host kernels), and an engine::Session under an Offloader
 # (every used byte, address and range start back after each restore; out of memory on restore,
-# then success; a healthy device after many cycles).
+# then success; a healthy device after many cycles); a decommit waiting for the device (a host
+# function that blocks) while another range commits.
 siesta_test_binary(gpu_tests LABELS gpu
   LIBS siesta_runtime siesta_kernels_cuda siesta_backend_cuda siesta_backend_sim)
 siesta_test_sources(gpu_tests LABELS gpu SOURCES
   gpu/cuda_vmm_backend_test.cc gpu/cuda_backend_conformance_test.cc gpu/cuda_kernels_test.cc
   gpu/cuda_block_kernels_test.cc gpu/cuda_kernel_graph_test.cc gpu/cuda_engine_offload_test.cc
-  gpu/cuda_session_offload_test.cc gpu/cuda_prefill_test.cc gpu/cuda_many_sessions_test.cc)
+  gpu/cuda_session_offload_test.cc gpu/cuda_prefill_test.cc gpu/cuda_many_sessions_test.cc
+  gpu/cuda_decommit_concurrency_test.cc)
 if(TARGET gpu_tests)
   target_include_directories(gpu_tests SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 endif()

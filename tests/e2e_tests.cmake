@@ -26,4 +26,20 @@ siesta_test_sources(e2e_tests LABELS e2e SOURCES
 siesta_test_sources(e2e_tests LABELS e2e concurrency SOURCES e2e/server_status_e2e_test.cc)
 # Several conversations over fewer sessions, routed by prompt_cache_key.
 siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_sessions_e2e_test.cc)
+# A conversation restores only its own snapshot and is reached only by its own key.
+siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_ownership_e2e_test.cc)
+# llama-server's native POST /completion: answers, the stream, refusals, slots and the key.
+siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_llama_completion_e2e_test.cc)
+# --cors-origin: a listed origin's answers carry CORS headers, its preflight needs no key.
+siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_cors_e2e_test.cc)
+# Anthropic's Messages API: shapes, the event sequence, cache reads, errors, count_tokens, auth.
+siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_anthropic_e2e_test.cc)
+# llama-server's tokenize/detokenize/apply-template, /props (is_sleeping), /slots, their keys.
+siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_llama_api_e2e_test.cc)
+# OpenAI's fields: model ids, --n-predict, logprobs, logit_bias, fingerprints, refusals by name.
+siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_openai_fields_e2e_test.cc)
+# OpenAI's Responses API: chains across an offload, GET/DELETE, the event sequence, errors, auth.
+siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_responses_e2e_test.cc)
+# The RAM tier: a conversation waits in host memory and returns; too small a budget: disk.
+siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_ram_tier_e2e_test.cc)
 siesta_finish_test_binary(e2e_tests)

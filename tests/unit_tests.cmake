@@ -67,7 +67,9 @@ siesta_finish_test_binary(snapshot_tests)
 # ManualExecutor, a FakeOffloadTarget: no model needed) and its races with real threads.
 siesta_test_binary(offload_tests LABELS unit LIBS siesta_backend_sim)
 siesta_test_sources(offload_tests LABELS unit SOURCES
-  unit/offload_config_test.cc unit/offload_machine_test.cc unit/offloader_test.cc)
+  unit/offload_config_test.cc unit/offload_machine_test.cc unit/save_outcome_test.cc
+  unit/offload_totals_test.cc
+  unit/offloader_test.cc)
 siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader_race_test.cc)
 if(TARGET offload_tests)
   # The state table test reads the one docs/ARCHITECTURE.md documents.
@@ -84,8 +86,12 @@ siesta_test_sources(offload_tests LABELS unit concurrency SOURCES
 siesta_test_sources(offload_tests LABELS unit SOURCES
   unit/offloader_restore_rollback_test.cc unit/offloader_retry_test.cc
   unit/offloader_error_paths_test.cc unit/offloader_setup_test.cc
-  unit/offloader_save_ahead_test.cc)
+  unit/offloader_save_ahead_test.cc unit/offloader_release_count_test.cc)
 siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader_delta_test.cc)
+# The RAM tier: its budget and blocks (threads sharing it), a session's regions copied into it
+# and back, and the Offloader keeping snapshots there (to disk when the tier has no room).
+siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/ram_tier_test.cc)
+siesta_test_sources(offload_tests LABELS unit fault_injection SOURCES unit/offloader_ram_test.cc)
 siesta_finish_test_binary(offload_tests)
 
 # compute: the contract's number formats (KvType names, f16, int8, its exp), and HostKernels
@@ -104,22 +110,34 @@ siesta_finish_test_binary(kernel_tests)
 siesta_test_binary(engine_tests LABELS unit LIBS siesta_runtime)
 siesta_test_sources(engine_tests LABELS unit SOURCES
   unit/model_config_test.cc unit/tokenizer_test.cc unit/session_test.cc
-  unit/session_memory_test.cc unit/model_test.cc unit/stop_matcher_test.cc unit/sampler_test.cc
+  unit/session_memory_test.cc unit/session_prompt_end_test.cc unit/model_test.cc
+  unit/stop_matcher_test.cc unit/sampler_test.cc
   unit/engine_test.cc unit/engine_export_test.cc unit/engine_offload_test.cc
-  unit/snapshot_replay_test.cc unit/prefill_pacer_test.cc)
+  unit/snapshot_replay_test.cc unit/snapshot_ownership_test.cc unit/prefill_pacer_test.cc)
 siesta_test_sources(engine_tests LABELS unit concurrency SOURCES
   unit/engine_concurrency_test.cc unit/engine_prefill_cancel_test.cc unit/engine_stack_test.cc)
 siesta_test_sources(engine_tests LABELS unit fault_injection SOURCES unit/engine_fault_test.cc)
+# A Session whose kernels fail at each call of its creation and of a turn, and one whose host
+# memory is released.
+siesta_test_sources(engine_tests LABELS unit fault_injection SOURCES
+  unit/session_kernel_faults_test.cc)
 # Export and import wait for device work queued before them (a job on the simulator's work
 # stream, queued from the test's thread); constants re-initialised after a fallback, an
 # expiry and a restore.
 siesta_test_sources(engine_tests LABELS unit concurrency SOURCES unit/engine_device_order_test.cc)
 siesta_test_sources(engine_tests LABELS unit SOURCES unit/engine_reinit_test.cc)
+# What a delta save of a Session reads (snapshot_regions_after) restored over its base, and the
+# mark a save waits on (a fence that fails leaves none; a job queued from the test's thread).
+siesta_test_sources(engine_tests LABELS unit SOURCES unit/session_delta_test.cc)
+siesta_test_sources(engine_tests LABELS unit concurrency SOURCES unit/session_device_mark_test.cc)
 # Several conversations: the session table's routing rules (pure), and the engine keeping N
 # conversations over P committed sessions (eviction, restore, forgetting, the wait queue).
 siesta_test_sources(engine_tests LABELS unit SOURCES unit/session_table_test.cc)
 siesta_test_sources(engine_tests LABELS unit concurrency SOURCES
   unit/engine_sessions_test.cc unit/engine_sessions_race_test.cc unit/engine_interleave_test.cc)
+# Forgetting a conversation by its route (the Responses API's DELETE): the table's part and the
+# engine's, resident, offloaded, written ahead, and behind a running command.
+siesta_test_sources(engine_tests LABELS unit concurrency SOURCES unit/engine_forget_test.cc)
 siesta_finish_test_binary(engine_tests)
 
 # server/: flags, status and metrics bodies, the snapshot directory, the OpenAI request and
@@ -131,11 +149,20 @@ if(TARGET siesta_server_lib)
     PCH <nlohmann/json.hpp> <httplib.h>)
   siesta_test_sources(server_tests LABELS unit SOURCES
     unit/server_flags_test.cc unit/status_json_test.cc unit/metrics_text_test.cc
-    unit/cache_dir_test.cc unit/openai_json_test.cc unit/chat_template_test.cc unit/auth_test.cc
+    unit/cache_dir_test.cc unit/openai_json_test.cc unit/served_model_test.cc unit/anthropic_json_test.cc unit/chat_template_test.cc unit/auth_test.cc
     unit/api_error_test.cc unit/slot_error_test.cc unit/request_head_test.cc
     unit/request_policy_test.cc)
   siesta_test_sources(server_tests LABELS unit concurrency SOURCES
     unit/server_app_test.cc unit/http_server_test.cc unit/stop_signals_test.cc
     unit/api_routes_test.cc unit/worker_pool_test.cc)
+  # llama-server's native POST /completion: its request fields and answers (pure functions).
+  siesta_test_sources(server_tests LABELS unit SOURCES unit/llama_json_test.cc)
+  # The connection loop alone: the idle deadline after every answer, max_requests exactly.
+  siesta_test_sources(server_tests LABELS unit concurrency SOURCES
+    unit/connection_loop_keep_alive_test.cc)
+  # OpenAI's Responses API: its request fields, the response object and the stream's events
+  # (pure functions), and the store of responses (LRU within a byte budget; threads meet there).
+  siesta_test_sources(server_tests LABELS unit SOURCES unit/responses_json_test.cc)
+  siesta_test_sources(server_tests LABELS unit concurrency SOURCES unit/response_store_test.cc)
   siesta_finish_test_binary(server_tests)
 endif()

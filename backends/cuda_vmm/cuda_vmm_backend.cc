@@ -19,15 +19,20 @@
 // unreserve first cuCtxSynchronize the whole primary context, not just the copy stream:
 // kernels of the engine still running on the memory would otherwise fault after the unmap
 // (unmapping under running kernels gave illegal-address errors after some cycles in other
-// serving systems); they hold the mutex throughout, so no copy can be enqueued between the
-// synchronisation and the unmap. Every public method that calls the driver pushes the primary
-// context on entry and pops it on return, so it works from any thread and leaves the caller's
-// context alone.
+// serving systems). decommit synchronises without the mutex, which would otherwise stall
+// every other session's commit and copy for as long as the device is busy: under the mutex
+// it first marks its commits as being released (RangeLedger::begin_release), after which the
+// ledger refuses copies and zeroing of them, so none is enqueued between the synchronisation
+// and the unmap; it takes the mutex again to unmap, or, when the synchronisation failed, to
+// put the commits back in use. unreserve (rare: a session's end) still synchronises under the
+// mutex, after waiting for the decommits inside its reservation. Every public method that
+// calls the driver pushes the primary context on entry and pops it on return, so it works
+// from any thread and leaves the caller's context alone.
 #include "backends/cuda_vmm/cuda_vmm_backend.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <numeric>
 #include <optional>
 #include <shared_mutex>
@@ -39,6 +44,8 @@
 #include "backends/cuda_vmm/context_capture_gate.h"
 #include "backends/cuda_vmm/cuda_driver_api.h"
 #include "backends/cuda_vmm/cuda_handles.h"
+#include "core/base/mutex.h"
+#include "core/base/thread_annotations.h"
 #include "core/memory/range_ledger.h"
 #include "core/memory/staging_ring.h"
 
@@ -106,6 +113,10 @@ void debug_note(const std::string& what) {
 }  // namespace
 
 struct CudaVmmBackend::Impl {
+  using Ledger = RangeLedger<cuda::AddressReservation, cuda::Allocation>;
+
+  // Set by create() before the backend is handed out, then only read (the handles are used
+  // from any thread; the driver serialises what it must).
   const DriverApi* api = nullptr;
   CudaVmmOptions options;
   cuda::PrimaryContext context;
@@ -113,11 +124,15 @@ struct CudaVmmBackend::Impl {
   cuda::Stream stream;
   std::vector<cuda::Event> events;  // copy n records events[n % size]
   std::vector<cuda::PinnedHostBuffer> pinned;
-  std::optional<StagingRing> ring;  // lends spans of `pinned`
+  std::optional<StagingRing> ring;  // lends spans of `pinned`; thread-safe itself
 
-  mutable std::mutex mutex;
-  RangeLedger<cuda::AddressReservation, cuda::Allocation> ledger;  // guarded by mutex
-  uint64_t last_sequence = 0;                                      // guarded by mutex
+  // Never held while decommit synchronises the context (see the top of this file).
+  mutable Mutex mutex;
+  Ledger ledger SIESTA_GUARDED_BY(mutex);
+  uint64_t last_sequence SIESTA_GUARDED_BY(mutex) = 0;
+  // Notified (with `mutex` held) when a decommit's release ends, done or abandoned; unreserve
+  // waits here for the decommits inside its reservation.
+  std::condition_variable release_ended;
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -129,14 +144,14 @@ struct CudaVmmBackend::Impl {
 
   // Frees a reservation taken out of the ledger: waits for all device work when memory is
   // still committed in it, then unmaps and releases that memory, then the address space.
-  // REQUIRES: mutex held, context current.
-  Status release(RangeLedger<cuda::AddressReservation, cuda::Allocation>::TakenReservation t);
+  // REQUIRES: context current.
+  Status release(Ledger::TakenReservation t) SIESTA_REQUIRES(mutex);
 
   // Checks that `buffer` is one of this backend's staging buffers.
   Status check_buffer(const StagingBuffer& buffer, size_t bytes) const;
 
-  // Records the copy just enqueued and returns its ticket. REQUIRES: mutex held.
-  Result<CopyTicket> record_copy(uint32_t slot);
+  // Records the copy just enqueued and returns its ticket.
+  Result<CopyTicket> record_copy(uint32_t slot) SIESTA_REQUIRES(mutex);
 };
 
 CudaVmmBackend::Impl::~Impl() {
@@ -147,7 +162,7 @@ CudaVmmBackend::Impl::~Impl() {
       std::shared_lock gate(cuda::primary_context_capture_gate());
       api->cuCtxSynchronize();  // best effort: nothing to report to
     }
-    std::lock_guard lock(mutex);
+    MutexLock lock(mutex);
     for (DeviceRange range : ledger.reservation_ranges()) {
       release(std::move(*ledger.take_reservation(range))).ignore();
     }
@@ -159,8 +174,7 @@ CudaVmmBackend::Impl::~Impl() {
   context.reset();  // after the scope: the context is no longer current here
 }
 
-Status CudaVmmBackend::Impl::release(
-    RangeLedger<cuda::AddressReservation, cuda::Allocation>::TakenReservation taken) {
+Status CudaVmmBackend::Impl::release(Ledger::TakenReservation taken) {
   Status first;
   if (!taken.commits.empty()) {
     std::shared_lock gate(cuda::primary_context_capture_gate());
@@ -280,7 +294,7 @@ Result<DeviceRange> CudaVmmBackend::reserve(size_t bytes) {
   SIESTA_ASSIGN_OR_RETURN(cuda::AddressReservation reservation,
                           cuda::reserve_address_range(*impl_->api, rounded, g));
   const DeviceRange range = reservation.get();
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   impl_->ledger.add_reservation(range, std::move(reservation));
   return range;
 }
@@ -288,7 +302,7 @@ Result<DeviceRange> CudaVmmBackend::reserve(size_t bytes) {
 Status CudaVmmBackend::commit(DeviceRange range) {
   ScopedContext scope = impl_->enter();
   SIESTA_RETURN_IF_ERROR(scope.status());
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   SIESTA_RETURN_IF_ERROR(impl_->ledger.check_commit(range, impl_->plan.granularity));
   SIESTA_ASSIGN_OR_RETURN(cuda::Allocation allocation,
                           cuda::commit_chunks(*impl_->api, impl_->plan, range));
@@ -299,14 +313,29 @@ Status CudaVmmBackend::commit(DeviceRange range) {
 Status CudaVmmBackend::decommit(DeviceRange range) {
   ScopedContext scope = impl_->enter();
   SIESTA_RETURN_IF_ERROR(scope.status());
-  std::lock_guard lock(impl_->mutex);
-  SIESTA_RETURN_IF_ERROR(impl_->ledger.check_decommit(range, impl_->plan.granularity));
+  {
+    MutexLock lock(impl_->mutex);
+    SIESTA_RETURN_IF_ERROR(impl_->ledger.check_decommit(range, impl_->plan.granularity));
+    // From here on copies and zeroing of the range, another decommit of it and a commit over
+    // it are refused, and unreserve waits: the range stays as it is while the mutex is let go.
+    impl_->ledger.begin_release(range);
+  }
   // All device work, not only our copies: a kernel still reading the range would fault once
-  // it is unmapped (an unmap under running kernels faults them). On failure nothing has changed.
-  std::shared_lock gate(cuda::primary_context_capture_gate());
-  SIESTA_RETURN_IF_ERROR(
-      status_from_cu(*impl_->api, impl_->api->cuCtxSynchronize(),
-                     "cuCtxSynchronize(before decommit of " + range_string(range) + ")"));
+  // it is unmapped (an unmap under running kernels faults them). Without the mutex, so that
+  // other sessions' commits and copies are not stalled while the device drains.
+  Status synced;
+  {
+    std::shared_lock gate(cuda::primary_context_capture_gate());
+    synced = status_from_cu(*impl_->api, impl_->api->cuCtxSynchronize(),
+                            "cuCtxSynchronize(before decommit of " + range_string(range) + ")");
+  }
+  MutexLock lock(impl_->mutex);
+  if (!synced.ok()) {
+    // On failure nothing has changed: the commits are back in use.
+    impl_->ledger.cancel_release(range);
+    impl_->release_ended.notify_all();
+    return synced;
+  }
   // Released whatever happens: a chunk whose unmap failed is not retried (its handle is
   // gone), and the error says so.
   Status first;
@@ -314,13 +343,18 @@ Status CudaVmmBackend::decommit(DeviceRange range) {
     Status status = cuda::release_chunks(allocation);
     if (first.ok()) first = status;
   }
+  impl_->release_ended.notify_all();
   return first;
 }
 
 void CudaVmmBackend::unreserve(DeviceRange range) {
   ScopedContext scope = impl_->enter();
   if (!scope.status().ok()) debug_note("unreserve: " + scope.status().to_string());
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
+  // A decommit inside the reservation that waits for the device ends first (its commits are
+  // the decommit's until then), as it would have had it held the mutex throughout.
+  lock.wait(impl_->release_ended,
+            [&]() SIESTA_REQUIRES(impl_->mutex) { return !impl_->ledger.releasing_within(range); });
   auto taken = impl_->ledger.take_reservation(range);
   if (!taken) {
     debug_note("unreserve of " + range_string(range) + ", which is not a reservation; ignored");
@@ -340,7 +374,7 @@ Status CudaVmmBackend::synchronize() {
 Status CudaVmmBackend::zero(DeviceRange range) {
   ScopedContext scope = impl_->enter();
   SIESTA_RETURN_IF_ERROR(scope.status());
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   SIESTA_RETURN_IF_ERROR(impl_->ledger.check_committed(range, "zero"));
   if (range.empty()) return Status::Ok();
   return status_from_cu(*impl_->api,
@@ -369,7 +403,7 @@ Result<CopyTicket> CudaVmmBackend::copy_to_staging(DeviceAddress source, size_t 
   SIESTA_RETURN_IF_ERROR(impl_->check_buffer(buffer, bytes));
   ScopedContext scope = impl_->enter();
   SIESTA_RETURN_IF_ERROR(scope.status());
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   SIESTA_RETURN_IF_ERROR(impl_->ledger.check_committed({source, bytes}, "copy_to_staging source"));
   if (bytes > 0) {
     SIESTA_RETURN_IF_ERROR(status_from_cu(
@@ -386,7 +420,7 @@ Result<CopyTicket> CudaVmmBackend::copy_from_staging(const StagingBuffer& buffer
   SIESTA_RETURN_IF_ERROR(impl_->check_buffer(buffer, bytes));
   ScopedContext scope = impl_->enter();
   SIESTA_RETURN_IF_ERROR(scope.status());
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   SIESTA_RETURN_IF_ERROR(
       impl_->ledger.check_committed({destination, bytes}, "copy_from_staging destination"));
   if (bytes > 0) {
@@ -404,7 +438,7 @@ Status CudaVmmBackend::wait(CopyTicket ticket) {
   if (ticket.sequence == 0) return Status::Ok();  // "no copy"
   CUevent event = nullptr;
   {
-    std::lock_guard lock(impl_->mutex);
+    MutexLock lock(impl_->mutex);
     if (ticket.sequence > impl_->last_sequence) {
       return InvalidArgument("copy ticket " + std::to_string(ticket.sequence) +
                              " was never issued");
@@ -422,7 +456,7 @@ Status CudaVmmBackend::wait(CopyTicket ticket) {
 MemoryStats CudaVmmBackend::stats() const {
   MemoryStats out;
   {
-    std::lock_guard lock(impl_->mutex);
+    MutexLock lock(impl_->mutex);
     out.reserved_bytes = impl_->ledger.reserved_bytes();
     out.committed_bytes = impl_->ledger.committed_bytes();
   }

@@ -12,7 +12,7 @@ HostThreadPool::HostThreadPool(unsigned threads) {
 
 HostThreadPool::~HostThreadPool() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
@@ -30,7 +30,7 @@ void HostThreadPool::drain(const std::function<void(size_t)>& body, size_t tasks
   for (;;) {
     size_t task = 0;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       if (next_task_ >= tasks) return;
       task = next_task_++;
     }
@@ -45,7 +45,7 @@ void HostThreadPool::run(size_t tasks, const std::function<void(size_t)>& body) 
     return;
   }
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     body_ = &body;
     tasks_ = tasks;
     next_task_ = 0;
@@ -54,8 +54,8 @@ void HostThreadPool::run(size_t tasks, const std::function<void(size_t)>& body) 
   }
   wake_.notify_all();
   drain(body, tasks);
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [this] { return busy_helpers_ == 0; });
+  MutexLock lock(mutex_);
+  lock.wait(done_, [this]() SIESTA_REQUIRES(mutex_) { return busy_helpers_ == 0; });
   body_ = nullptr;
 }
 
@@ -65,8 +65,8 @@ void HostThreadPool::helper_main() {
     const std::function<void(size_t)>* body = nullptr;
     size_t tasks = 0;
     {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || round_ != seen; });
+      MutexLock lock(mutex_);
+      lock.wait(wake_, [&]() SIESTA_REQUIRES(mutex_) { return stopping_ || round_ != seen; });
       if (stopping_) return;
       seen = round_;
       body = body_;
@@ -74,7 +74,7 @@ void HostThreadPool::helper_main() {
     }
     drain(*body, tasks);
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       if (--busy_helpers_ == 0) done_.notify_one();
     }
   }

@@ -18,9 +18,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/base/mutex.h"
+#include "core/base/thread_annotations.h"
 
 namespace siesta {
 
@@ -34,26 +36,28 @@ class HostThreadPool {
 
   unsigned threads() const { return static_cast<unsigned>(helpers_.size()) + 1; }
 
-  void run(size_t tasks, const std::function<void(size_t)>& body);
+  void run(size_t tasks, const std::function<void(size_t)>& body) SIESTA_EXCLUDES(mutex_);
 
   // The default size: the machine's hardware threads, at most 16.
   static unsigned default_threads();
 
  private:
-  void helper_main();
-  // Runs the next task not yet taken until none is left.
-  void drain(const std::function<void(size_t)>& body, size_t tasks);
+  void helper_main() SIESTA_EXCLUDES(mutex_);
+  // Runs the next task not yet taken until none is left (each task without the mutex).
+  void drain(const std::function<void(size_t)>& body, size_t tasks) SIESTA_EXCLUDES(mutex_);
 
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable wake_;  // helpers: a new round, or stopping
   std::condition_variable done_;  // the caller: the last helper left the round
-  uint64_t round_ = 0;            // guarded by mutex_
-  bool stopping_ = false;         // guarded by mutex_
-  unsigned busy_helpers_ = 0;     // guarded by mutex_: helpers still in the current round
-  const std::function<void(size_t)>* body_ = nullptr;  // guarded by mutex_ (set per round)
-  size_t tasks_ = 0;                                   // guarded by mutex_
-  size_t next_task_ = 0;                               // guarded by mutex_
-  std::vector<std::thread> helpers_;                   // last: started when the rest exists
+  uint64_t round_ SIESTA_GUARDED_BY(mutex_) = 0;
+  bool stopping_ SIESTA_GUARDED_BY(mutex_) = false;
+  unsigned busy_helpers_ SIESTA_GUARDED_BY(mutex_) = 0;  // helpers still in the current round
+  // Set per round.
+  const std::function<void(size_t)>* body_ SIESTA_GUARDED_BY(mutex_) = nullptr;
+  size_t tasks_ SIESTA_GUARDED_BY(mutex_) = 0;
+  size_t next_task_ SIESTA_GUARDED_BY(mutex_) = 0;
+  // Set by the constructor, before any thread but the helpers it starts exists: read freely.
+  std::vector<std::thread> helpers_;  // last: started when the rest exists
 };
 
 }  // namespace siesta

@@ -6,17 +6,19 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backends/sim/sim_device_stream.h"
+#include "core/base/mutex.h"
 #include "core/base/os_error.h"
+#include "core/base/thread_annotations.h"
 #include "core/base/unique_fd.h"
 #include "core/memory/host_address_space.h"
 #include "core/memory/range_ledger.h"
@@ -25,7 +27,10 @@
 namespace siesta {
 namespace {
 
-std::byte* host_pointer(DeviceAddress address) { return reinterpret_cast<std::byte*>(address); }
+// The simulator's device addresses are host pointers.
+std::byte* host_pointer(DeviceAddress address) {
+  return reinterpret_cast<std::byte*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
 
 // A failed syscall while committing: a shortage of memory is OutOfMemory (the caller may
 // retry later), anything else is a "driver" failure.
@@ -105,27 +110,32 @@ struct SimBackend::Impl {
   // InvalidArgument. `what` names the call in the message.
   Status check_buffer(const StagingBuffer& buffer, size_t bytes, const char* what) const;
 
-  // Copies the ledger's totals to the atomics that stats() reads. REQUIRES: mutex held.
-  void publish_totals() {
+  // Copies the ledger's totals to the atomics that stats() reads.
+  void publish_totals() SIESTA_REQUIRES(mutex) {
     reserved_bytes.store(ledger.reserved_bytes());
     committed_bytes.store(ledger.committed_bytes());
   }
 
   const SimBackendOptions options;
   const std::unique_ptr<std::byte[]> staging_memory;  // the "pinned" ring, allocated once
-  StagingRing ring;
+  StagingRing ring;                                   // thread-safe itself
 
-  // The ledger's totals, copied out so that stats() never waits for `mutex`, which decommit
-  // holds while it drains the stream. Written only under `mutex` (publish_totals()).
+  // The ledger's totals, copied out so that stats() never waits for `mutex`, which unreserve
+  // holds while it drains the streams. Written only under `mutex` (publish_totals()).
   std::atomic<uint64_t> reserved_bytes{0};
   std::atomic<uint64_t> committed_bytes{0};
   std::atomic<uint64_t> external_usage{0};
 
   // Serialises every change of the ledger with the system calls that make it true, and the
-  // check of a copy's range with its submission (so a decommit cannot slip in between: it
-  // takes this lock, then drains the stream).
-  std::mutex mutex;
-  Ledger ledger;  // guarded by mutex
+  // check of a copy's range with its submission. Never held while decommit drains the
+  // streams: decommit marks its commits as being released under it (the ledger then refuses
+  // copies of them, so none can be submitted after the drain began), drains without it, and
+  // takes it again to unmap.
+  Mutex mutex;
+  Ledger ledger SIESTA_GUARDED_BY(mutex);
+  // Notified (with `mutex` held) when a decommit's release ends, done or abandoned; unreserve
+  // waits here for the decommits inside its reservation.
+  std::condition_variable release_ended;
 
   // Last members, so they are destroyed first: their destructors run queued jobs, which may
   // still touch the staging memory above.
@@ -214,7 +224,7 @@ SimBackend::SimBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SimBackend::~SimBackend() {
   // Work still queued may touch device memory, so it runs before anything is unmapped.
   impl_->drain_streams();
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   // Letting each taken reservation go closes its memfds, then unmaps its range.
   for (DeviceRange range : impl_->ledger.reservation_ranges()) {
     impl_->ledger.take_reservation(range);
@@ -235,14 +245,14 @@ Result<DeviceRange> SimBackend::reserve(size_t bytes) {
   const size_t rounded = (bytes + g - 1) / g * g;
   SIESTA_ASSIGN_OR_RETURN(std::byte * base, host_address_space::reserve(rounded, g));
   const DeviceRange range{reinterpret_cast<DeviceAddress>(base), rounded};
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   impl_->ledger.add_reservation(range, HostReservation(range));
   impl_->publish_totals();
   return range;
 }
 
 Status SimBackend::commit(DeviceRange range) {
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   SIESTA_RETURN_IF_ERROR(impl_->ledger.check_commit(range, impl_->options.granularity));
 
   Chunks chunks;
@@ -286,21 +296,37 @@ Status SimBackend::commit(DeviceRange range) {
 }
 
 Status SimBackend::decommit(DeviceRange range) {
-  std::lock_guard lock(impl_->mutex);
-  SIESTA_RETURN_IF_ERROR(impl_->ledger.check_decommit(range, impl_->options.granularity));
+  {
+    MutexLock lock(impl_->mutex);
+    SIESTA_RETURN_IF_ERROR(impl_->ledger.check_decommit(range, impl_->options.granularity));
+    // From here on copies and zero() of the range, another decommit of it and a commit over
+    // it are refused, and unreserve waits: the range stays as it is while the lock is let go.
+    impl_->ledger.begin_release(range);
+  }
   // Pending work may still read or write this range (unmapping under running kernels gave
-  // illegal-address errors in other systems). Draining under the lock also keeps new copies
-  // of this range from being submitted meanwhile.
+  // illegal-address errors in other systems). Drained without the lock, which would otherwise
+  // stall every other range's commit and copy for as long as the device is busy; no copy of
+  // this range can be submitted after the mark above.
   impl_->drain_streams();
+  MutexLock lock(impl_->mutex);
   Status dropped = host_address_space::drop(host_pointer(range.base), range.size);
-  if (!dropped.ok()) return DeviceError(dropped.message());
+  if (!dropped.ok()) {
+    impl_->ledger.cancel_release(range);  // still mapped: back in use, as before the call
+    impl_->release_ended.notify_all();
+    return DeviceError(dropped.message());
+  }
   impl_->ledger.take_commits(range);  // the memfds close here, after the unmap
   impl_->publish_totals();
+  impl_->release_ended.notify_all();
   return Status::Ok();
 }
 
 void SimBackend::unreserve(DeviceRange range) {
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
+  // A decommit inside the reservation that waits for the device ends first (its commits are
+  // the decommit's until then), as it would have had it held the lock throughout.
+  lock.wait(impl_->release_ended,
+            [&]() SIESTA_REQUIRES(impl_->mutex) { return !impl_->ledger.releasing_within(range); });
   std::optional<Impl::Ledger::TakenReservation> taken = impl_->ledger.take_reservation(range);
   if (!taken) {
 #ifndef NDEBUG
@@ -344,7 +370,7 @@ Result<CopyTicket> SimBackend::enqueue_work(std::function<Status()> work) {
 Status SimBackend::wait_work(CopyTicket ticket) { return impl_->work.wait(ticket); }
 
 Status SimBackend::zero(DeviceRange range) {
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   SIESTA_RETURN_IF_ERROR(impl_->ledger.check_committed(range, "zero"));
   impl_->copies.submit([range] {
     std::memset(host_pointer(range.base), 0, range.size);
@@ -368,7 +394,7 @@ void SimBackend::release_staging(uint32_t slot) {
 
 Result<CopyTicket> SimBackend::copy_to_staging(DeviceAddress source, size_t bytes,
                                                StagingBuffer& buffer) {
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   SIESTA_RETURN_IF_ERROR(impl_->check_buffer(buffer, bytes, "copy_to_staging"));
   SIESTA_RETURN_IF_ERROR(impl_->ledger.check_committed({source, bytes}, "copy_to_staging source"));
   std::byte* destination = buffer.bytes().data();
@@ -382,7 +408,7 @@ Result<CopyTicket> SimBackend::copy_to_staging(DeviceAddress source, size_t byte
 
 Result<CopyTicket> SimBackend::copy_from_staging(const StagingBuffer& buffer, size_t bytes,
                                                  DeviceAddress destination) {
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   SIESTA_RETURN_IF_ERROR(impl_->check_buffer(buffer, bytes, "copy_from_staging"));
   SIESTA_RETURN_IF_ERROR(
       impl_->ledger.check_committed({destination, bytes}, "copy_from_staging destination"));

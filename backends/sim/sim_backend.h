@@ -8,7 +8,10 @@
 //             made read-write (cuMemSetAccess); a failure at any step unmaps and closes
 //             every chunk of the call, leaving the range decommitted
 //   decommit  waits for the device's streams, maps PROT_NONE over the range and closes the
-//             memfds: the pages go back to the kernel (RSS falls), a stray access faults
+//             memfds: the pages go back to the kernel (RSS falls), a stray access faults.
+//             It waits without the backend's lock, so other ranges' commits and copies go on
+//             meanwhile; copies and zero() of the range itself are refused from the start
+//             of the call (FailedPrecondition: being decommitted), as after its end
 //   streams   two, each a worker thread running its jobs in order: the copy stream (staging
 //             copies and zero(), as CudaVmmBackend's copy stream) and the work stream
 //             (enqueue_work(): the host kernels, as CudaKernels' stream). Nothing orders one
@@ -32,7 +35,8 @@
 //
 // Thread rule: every method may be called from any thread. Work run on the stream (copies,
 // zero(), enqueue_work() jobs) must not call back into this backend, as a CUDA host function
-// must not call CUDA: decommit() waits for the stream while holding the backend's lock.
+// must not call CUDA: decommit() and unreserve() wait for the streams (unreserve while holding
+// the backend's lock).
 // Every StagingBuffer must be given back before the backend is destroyed.
 #pragma once
 

@@ -9,7 +9,7 @@ SimDeviceStream::SimDeviceStream(Timing timing) : timing_(timing), worker_([this
 
 SimDeviceStream::~SimDeviceStream() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
     released_ = submitted_;
   }
@@ -20,7 +20,7 @@ SimDeviceStream::~SimDeviceStream() {
 CopyTicket SimDeviceStream::submit(Job job) {
   CopyTicket ticket;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     ticket.sequence = ++submitted_;
     queue_.emplace_back(ticket.sequence, std::move(job));
   }
@@ -28,16 +28,16 @@ CopyTicket SimDeviceStream::submit(Job job) {
   return ticket;
 }
 
-void SimDeviceStream::wait_for(uint64_t sequence, std::unique_lock<std::mutex>& lock) {
+void SimDeviceStream::wait_for(uint64_t sequence, MutexLock& lock) {
   if (sequence > released_) {
     released_ = sequence;
     work_ready_.notify_one();
   }
-  job_done_.wait(lock, [&] { return completed_ >= sequence; });
+  lock.wait(job_done_, [&]() SIESTA_REQUIRES(mutex_) { return completed_ >= sequence; });
 }
 
 Status SimDeviceStream::wait(CopyTicket ticket) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   if (ticket.sequence > submitted_) {
     return InvalidArgument(
         "ticket " + std::to_string(ticket.sequence) +
@@ -49,20 +49,22 @@ Status SimDeviceStream::wait(CopyTicket ticket) {
 }
 
 void SimDeviceStream::drain() {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   wait_for(submitted_, lock);
 }
 
 Status SimDeviceStream::synchronize() {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   wait_for(submitted_, lock);
   return std::exchange(first_unreported_, Status::Ok());
 }
 
 void SimDeviceStream::run() {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   for (;;) {
-    work_ready_.wait(lock, [&] { return may_run_front() || (stopping_ && queue_.empty()); });
+    lock.wait(work_ready_, [&]() SIESTA_REQUIRES(mutex_) {
+      return may_run_front() || (stopping_ && queue_.empty());
+    });
     // Stopping still runs what was queued (the destructor released it): a queued copy may be
     // the last use of memory the backend unmaps right after the stream is gone.
     if (queue_.empty()) return;

@@ -18,10 +18,11 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
 
+#include "core/base/mutex.h"
 #include "core/base/status.h"
+#include "core/base/thread_annotations.h"
 #include "core/memory/memory_backend.h"
 
 namespace siesta {
@@ -38,42 +39,45 @@ class SimDeviceStream {
   SimDeviceStream& operator=(const SimDeviceStream&) = delete;
 
   // Queues `job` after every job submitted before it. Never fails.
-  CopyTicket submit(Job job);
+  CopyTicket submit(Job job) SIESTA_EXCLUDES(mutex_);
 
   // Blocks until the job of `ticket` (and so every job before it) has run; returns that job's
   // status. Sequence 0 means "no job" and returns OK at once. A ticket this stream never
   // issued is InvalidArgument.
-  Status wait(CopyTicket ticket);
+  Status wait(CopyTicket ticket) SIESTA_EXCLUDES(mutex_);
 
   // Blocks until every job submitted before the call has run. Reports no error: errors stay
   // for wait() and synchronize() to report (decommit drains without taking them).
-  void drain();
+  void drain() SIESTA_EXCLUDES(mutex_);
 
   // drain(), then returns the first error of any job that ran since the previous
   // synchronize() (and forgets it).
-  Status synchronize();
+  Status synchronize() SIESTA_EXCLUDES(mutex_);
 
  private:
-  void run();
-  // Lets every job up to `sequence` run, then waits until they have.
-  void wait_for(uint64_t sequence, std::unique_lock<std::mutex>& lock);
-  bool may_run_front() const {
+  // The worker thread: runs each job without the mutex.
+  void run() SIESTA_EXCLUDES(mutex_);
+  // Lets every job up to `sequence` run, then waits until they have (`lock` holds mutex_).
+  void wait_for(uint64_t sequence, MutexLock& lock) SIESTA_REQUIRES(mutex_);
+  bool may_run_front() const SIESTA_REQUIRES(mutex_) {
     return !queue_.empty() && (timing_ == Timing::kEager || queue_.front().first <= released_);
   }
 
   const Timing timing_;
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable work_ready_;  // the worker waits here for jobs or stop
   std::condition_variable job_done_;    // waiters wait here for `completed_` to advance
-  std::deque<std::pair<uint64_t, Job>> queue_;
-  uint64_t submitted_ = 0;  // sequence of the last job submitted
-  uint64_t completed_ = 0;  // sequence of the last job that ran (jobs finish in order)
-  uint64_t released_ = 0;   // kWhenWaited: jobs up to this sequence may run
+  std::deque<std::pair<uint64_t, Job>> queue_ SIESTA_GUARDED_BY(mutex_);
+  uint64_t submitted_ SIESTA_GUARDED_BY(mutex_) = 0;  // sequence of the last job submitted
+  // Sequence of the last job that ran (jobs finish in order).
+  uint64_t completed_ SIESTA_GUARDED_BY(mutex_) = 0;
+  uint64_t released_ SIESTA_GUARDED_BY(mutex_) = 0;  // kWhenWaited: jobs up to here may run
   // Errors of failed jobs by sequence, so wait() can report them however late it is called;
   // jobs that succeed leave nothing behind.
-  std::map<uint64_t, Status> failures_;
-  Status first_unreported_;  // first error since the previous synchronize()
-  bool stopping_ = false;
+  std::map<uint64_t, Status> failures_ SIESTA_GUARDED_BY(mutex_);
+  // First error since the previous synchronize().
+  Status first_unreported_ SIESTA_GUARDED_BY(mutex_);
+  bool stopping_ SIESTA_GUARDED_BY(mutex_) = false;
   std::thread worker_;  // last member: starts once everything it touches exists
 };
 

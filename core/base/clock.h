@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
+
+#include "core/base/mutex.h"
+#include "core/base/thread_annotations.h"
 
 namespace siesta {
 
@@ -37,24 +39,24 @@ class ManualClock final : public Clock {
   explicit ManualClock(int64_t unix_seconds_at_start = 1'800'000'000)
       : unix_start_(unix_seconds_at_start) {}
 
-  Duration now() const override {
-    std::lock_guard lock(mutex_);
+  Duration now() const override SIESTA_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
     return now_;
   }
-  int64_t unix_seconds() const override {
-    std::lock_guard lock(mutex_);
+  int64_t unix_seconds() const override SIESTA_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
     return unix_start_ + std::chrono::duration_cast<std::chrono::seconds>(now_).count();
   }
   // REQUIRES: by >= 0.
-  void advance(Duration by) {
-    std::lock_guard lock(mutex_);
+  void advance(Duration by) SIESTA_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
     now_ += by;
   }
 
  private:
-  mutable std::mutex mutex_;
-  Duration now_{0};
-  int64_t unix_start_;
+  mutable Mutex mutex_;
+  Duration now_ SIESTA_GUARDED_BY(mutex_){0};
+  const int64_t unix_start_;
 };
 
 }  // namespace siesta

@@ -8,7 +8,7 @@ ThreadExecutor::ThreadExecutor(const Clock& clock) : clock_(clock), worker_([thi
 
 ThreadExecutor::~ThreadExecutor() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
@@ -19,17 +19,17 @@ void ThreadExecutor::post(Task task) { post_at(Clock::Duration::min(), std::move
 
 void ThreadExecutor::post_at(Clock::Duration when, Task task) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     tasks_.emplace(std::make_pair(when, posted_++), std::move(task));
   }
   wake_.notify_all();
 }
 
 void ThreadExecutor::run() {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   while (!stopping_) {
     if (tasks_.empty()) {
-      wake_.wait(lock);
+      lock.wait(wake_);
       continue;
     }
     const Clock::Duration due = tasks_.begin()->first.first;
@@ -37,7 +37,7 @@ void ThreadExecutor::run() {
     if (due > now) {
       // The clock is steady time; wait_for a relative span so that any Clock whose now() is
       // steady time since some origin works.
-      wake_.wait_for(lock, due - now);
+      lock.wait_for(wake_, due - now);
       continue;
     }
     Task task = std::move(tasks_.begin()->second);
@@ -57,17 +57,17 @@ bool ThreadExecutor::idle() const {
 }
 
 bool ThreadExecutor::wait_idle(std::chrono::nanoseconds timeout) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   // The worker may sleep towards a deadline a moved clock (ManualClock) has already passed:
   // wake it so that it looks again.
   wake_.notify_all();
-  return idle_changed_.wait_for(lock, timeout, [this] { return idle(); });
+  return lock.wait_for(idle_changed_, timeout, [this]() SIESTA_REQUIRES(mutex_) { return idle(); });
 }
 
 void ManualExecutor::post(Task task) { post_at(Clock::Duration::min(), std::move(task)); }
 
 void ManualExecutor::post_at(Clock::Duration when, Task task) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   tasks_.emplace(std::make_pair(when, posted_++), std::move(task));
 }
 
@@ -76,7 +76,7 @@ size_t ManualExecutor::run_due() {
   for (;;) {
     Task task;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       if (tasks_.empty() || tasks_.begin()->first.first > clock_.now()) return ran;
       task = std::move(tasks_.begin()->second);
       tasks_.erase(tasks_.begin());
@@ -87,12 +87,12 @@ size_t ManualExecutor::run_due() {
 }
 
 size_t ManualExecutor::pending() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return tasks_.size();
 }
 
 Clock::Duration ManualExecutor::next_due() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return tasks_.empty() ? Clock::Duration::max() : tasks_.begin()->first.first;
 }
 

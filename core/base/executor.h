@@ -11,11 +11,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
 
 #include "core/base/clock.h"
+#include "core/base/mutex.h"
+#include "core/base/thread_annotations.h"
 
 namespace siesta {
 
@@ -43,28 +44,30 @@ class ThreadExecutor final : public Executor {
   ThreadExecutor(const ThreadExecutor&) = delete;
   ThreadExecutor& operator=(const ThreadExecutor&) = delete;
 
-  void post(Task task) override;
-  void post_at(Clock::Duration when, Task task) override;
+  void post(Task task) override SIESTA_EXCLUDES(mutex_);
+  void post_at(Clock::Duration when, Task task) override SIESTA_EXCLUDES(mutex_);
 
   // Waits until no task is running and none is due at clock.now() (timers not yet due do not
   // count; tasks the running ones post for now do), at most `timeout` of real time. True:
   // idle. Whoever posted work and wants it done (a save, a removal) waits here.
   // Any thread but the worker's (a task waiting for its own executor waits until the timeout).
-  bool wait_idle(std::chrono::nanoseconds timeout);
+  bool wait_idle(std::chrono::nanoseconds timeout) SIESTA_EXCLUDES(mutex_);
 
  private:
-  void run();
-  bool idle() const;  // REQUIRES: mutex_ held
+  // The worker thread: runs each task without the mutex.
+  void run() SIESTA_EXCLUDES(mutex_);
+  bool idle() const SIESTA_REQUIRES(mutex_);
 
   const Clock& clock_;
-  std::mutex mutex_;
+  // Guards the queue and the worker's state below; never held while a task runs.
+  Mutex mutex_;
   std::condition_variable wake_;
-  std::condition_variable idle_changed_;  // a task has finished
-  bool running_ = false;                  // the worker runs a task
+  std::condition_variable idle_changed_;            // a task has finished
+  bool running_ SIESTA_GUARDED_BY(mutex_) = false;  // the worker runs a task
   // Due time, then posting order: the key keeps same-time tasks first-in first-out.
-  std::multimap<std::pair<Clock::Duration, uint64_t>, Task> tasks_;
-  uint64_t posted_ = 0;
-  bool stopping_ = false;
+  std::multimap<std::pair<Clock::Duration, uint64_t>, Task> tasks_ SIESTA_GUARDED_BY(mutex_);
+  uint64_t posted_ SIESTA_GUARDED_BY(mutex_) = 0;
+  bool stopping_ SIESTA_GUARDED_BY(mutex_) = false;
   std::thread worker_;  // last: started once everything above exists
 };
 
@@ -74,22 +77,23 @@ class ManualExecutor final : public Executor {
  public:
   explicit ManualExecutor(const Clock& clock) : clock_(clock) {}
 
-  void post(Task task) override;
-  void post_at(Clock::Duration when, Task task) override;
+  void post(Task task) override SIESTA_EXCLUDES(mutex_);
+  void post_at(Clock::Duration when, Task task) override SIESTA_EXCLUDES(mutex_);
 
   // Runs every task due at clock.now(), including tasks those tasks post for now, in due
   // order. Returns how many ran.
-  size_t run_due();
+  size_t run_due() SIESTA_EXCLUDES(mutex_);
   // Tasks waiting (due or not).
-  size_t pending() const;
+  size_t pending() const SIESTA_EXCLUDES(mutex_);
   // The earliest due time of a waiting task; Clock::Duration::max() when none.
-  Clock::Duration next_due() const;
+  Clock::Duration next_due() const SIESTA_EXCLUDES(mutex_);
 
  private:
   const Clock& clock_;
-  mutable std::mutex mutex_;
-  std::multimap<std::pair<Clock::Duration, uint64_t>, Task> tasks_;
-  uint64_t posted_ = 0;
+  // Guards the queue; never held while a task runs (a task may post more).
+  mutable Mutex mutex_;
+  std::multimap<std::pair<Clock::Duration, uint64_t>, Task> tasks_ SIESTA_GUARDED_BY(mutex_);
+  uint64_t posted_ SIESTA_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace siesta

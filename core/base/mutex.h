@@ -2,13 +2,16 @@
 // (core/base/thread_annotations.h), so that clang checks every SIESTA_GUARDED_BY member is
 // touched only with its mutex held. libstdc++'s std::mutex carries no annotations.
 //
-// Waiting: MutexLock::wait(cv, predicate) is std::condition_variable::wait on the held lock;
-// the predicate runs with the mutex held (annotate a lambda that reads guarded members with
-// SIESTA_REQUIRES(mu) after its parameter list).
+// Waiting: MutexLock::wait(cv, predicate) is std::condition_variable::wait on the held lock,
+// wait_for(cv, timeout, predicate) its bounded form; the predicate runs with the mutex held
+// (annotate a lambda that reads guarded members with SIESTA_REQUIRES(mu) after its parameter
+// list). wait(cv) and wait_for(cv, timeout) wait for one notification (or a spurious wake-up)
+// without a predicate, for loops that decide again on every wake-up.
 //
 // Thread rule: as std::mutex: any thread; not recursive; unlock on the thread that locked.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 
@@ -48,6 +51,19 @@ class SIESTA_SCOPED_CAPABILITY MutexLock {
   template <typename Predicate>
   void wait(std::condition_variable& cv, Predicate done) {
     cv.wait(lock_, std::move(done));
+  }
+  // As wait(cv, done), for at most `timeout`. Returns done()'s last value (false: timed out).
+  template <typename Rep, typename Period, typename Predicate>
+  bool wait_for(std::condition_variable& cv, const std::chrono::duration<Rep, Period>& timeout,
+                Predicate done) {
+    return cv.wait_for(lock_, timeout, std::move(done));
+  }
+  // Waits for one notification of `cv` (or a spurious wake-up); the mutex is held on return.
+  void wait(std::condition_variable& cv) { cv.wait(lock_); }
+  // As wait(cv), for at most `timeout`.
+  template <typename Rep, typename Period>
+  void wait_for(std::condition_variable& cv, const std::chrono::duration<Rep, Period>& timeout) {
+    (void)cv.wait_for(lock_, timeout);
   }
 
  private:

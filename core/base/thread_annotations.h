@@ -1,7 +1,8 @@
 // Clang's thread-safety annotations (-Wthread-safety): which mutex guards a member, which a
 // function needs held, which it takes. Under other compilers they expand to nothing, so they
-// document the locking rule everywhere and are checked where clang builds (the `lint` and
-// thread-safety builds of scripts/test).
+// document the locking rule everywhere and are checked, as errors, in every clang build
+// (cmake/SiestaCompileOptions.cmake): in CI, the fuzz preset of scripts/test, which compiles
+// every library.
 #pragma once
 
 #if defined(__clang__)

@@ -121,6 +121,10 @@ class MemoryBackend {
   // one reservation, every byte of it is committed and every commit that overlaps it lies
   // entirely inside it (else FailedPrecondition); a refused call changes nothing. Several
   // adjacent whole commits may be decommitted by one call.
+  // The wait for the device need not stall calls on other ranges (SimBackend and
+  // CudaVmmBackend wait without their lock); copies and zero() of `range`, which no caller may
+  // issue once it decommits the range, are then refused from the start of the call
+  // (FailedPrecondition), as after its end.
   virtual Status decommit(DeviceRange range) = 0;
 
   // Releases a reservation, decommitting whatever is still committed inside it.

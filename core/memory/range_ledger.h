@@ -17,6 +17,14 @@
 // valid in another state (not reserved, already committed, not committed). A check changes
 // nothing; each message names the operation and the range.
 //
+// A decommit waits for the device without the backend's mutex (so that other ranges' commits
+// and copies go on meanwhile), so the ledger knows a third state of a commit besides in use and
+// gone: being released. begin_release() marks the commits of a range so; until take_commits()
+// removes them (or cancel_release() puts them back in use), nothing may use them -- copies,
+// zeroing and another decommit are refused as for uncommitted memory -- and nothing may be
+// committed over them, and they still count in committed_bytes(), since the device still
+// holds their memory.
+//
 // Thread rule: not thread-safe; the backend guards it with its mutex.
 #pragma once
 
@@ -104,7 +112,7 @@ class RangeLedger {
 
   // REQUIRES: check_commit(range) returned OK.
   void add_commit(DeviceRange range, Memory memory) {
-    commits_.emplace(range.base, Commit{range.size, std::move(memory)});
+    commits_.emplace(range.base, Commit{range.size, std::move(memory), false});
     committed_bytes_ += range.size;
   }
 
@@ -112,7 +120,8 @@ class RangeLedger {
   // InvalidArgument), inside one reservation (even where two reservations happen to be
   // adjacent and both committed, as cuMemUnmap requires), every byte committed and every
   // commit touching it lying entirely inside it, since a commit is released whole or not at
-  // all (else FailedPrecondition). Several adjacent whole commits may be decommitted at once.
+  // all, and none of them being released (else FailedPrecondition). Several adjacent whole
+  // commits may be decommitted at once.
   Status check_decommit(DeviceRange range, size_t granularity) const {
     SIESTA_RETURN_IF_ERROR(check_shape(range, granularity, "decommit"));
     SIESTA_RETURN_IF_ERROR(check_reserved(range, "decommit"));
@@ -129,10 +138,29 @@ class RangeLedger {
       }
       const DeviceRange commit{it->first, it->second.size};
       if (commit.end() > range.end()) return split_error(range, commit);
+      if (it->second.releasing) return releasing_error("decommit of", range, at);
       at = commit.end();
       ++it;
     }
     return Status::Ok();
+  }
+
+  // Marks every commit in `range` as being released (see the top of this file).
+  // REQUIRES: check_decommit(range) returned OK, and nothing changed the ledger since.
+  void begin_release(DeviceRange range) { set_releasing(range, true); }
+
+  // Puts the commits begin_release(range) marked back in use (the release was abandoned:
+  // the device could not be drained). REQUIRES: begin_release(range), and they are not taken.
+  void cancel_release(DeviceRange range) { set_releasing(range, false); }
+
+  // True when some commit that starts inside `range` is being released (for a reservation:
+  // some commit of it, since no commit crosses a reservation's edge).
+  bool releasing_within(DeviceRange range) const {
+    for (auto it = commits_.lower_bound(range.base);
+         it != commits_.end() && it->first < range.end(); ++it) {
+      if (it->second.releasing) return true;
+    }
+    return false;
   }
 
   // Removes every commit that starts inside `range` and returns what they held, in address
@@ -149,9 +177,10 @@ class RangeLedger {
   }
 
   // OK when every byte of `range` is committed, possibly by several adjacent commits (a copy
-  // or a zero may span them); an empty range always is. InvalidArgument when `range` wraps
-  // around the address space, else FailedPrecondition naming the first uncommitted byte.
-  // `use` names the operation in the message ("copy_to_staging source").
+  // or a zero may span them), and none of them is being released; an empty range always is.
+  // InvalidArgument when `range` wraps around the address space, else FailedPrecondition
+  // naming the first byte that is not committed or is being released. `use` names the
+  // operation in the message ("copy_to_staging source").
   Status check_committed(DeviceRange range, std::string_view use) const {
     if (range.empty()) return Status::Ok();
     if (range.end() < range.base) {
@@ -166,6 +195,7 @@ class RangeLedger {
         return FailedPrecondition(std::string(use) + " " + range_string(range) + ": byte 0x" +
                                   hex(at) + " is not committed");
       }
+      if (it->second.releasing) return releasing_error(use, range, at);
       at = it->first + it->second.size;
       ++it;
     }
@@ -178,9 +208,22 @@ class RangeLedger {
     Space space;
   };
   struct Commit {
-    size_t size;
+    size_t size = 0;
     Memory memory;
+    bool releasing = false;  // begin_release() until take_commits() or cancel_release()
   };
+
+  void set_releasing(DeviceRange range, bool releasing) {
+    for (auto it = commits_.lower_bound(range.base);
+         it != commits_.end() && it->first < range.end(); ++it) {
+      it->second.releasing = releasing;
+    }
+  }
+
+  static Status releasing_error(std::string_view use, DeviceRange range, DeviceAddress at) {
+    return FailedPrecondition(std::string(use) + " " + range_string(range) + ": byte 0x" + hex(at) +
+                              " is being decommitted");
+  }
 
   static std::string hex(DeviceAddress address) {
     char text[32];

@@ -23,16 +23,16 @@ Status StagingRing::all_held() const {
 }
 
 Result<StagingBuffer> StagingRing::acquire(MemoryBackend* owner) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (std::optional<StagingBuffer> taken = take_locked(owner)) return std::move(*taken);
   return all_held();
 }
 
 Result<StagingBuffer> StagingRing::acquire_waiting(MemoryBackend* owner,
                                                    std::chrono::nanoseconds timeout) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   std::optional<StagingBuffer> taken;
-  freed_.wait_for(lock, timeout, [&] {
+  lock.wait_for(freed_, timeout, [&]() SIESTA_REQUIRES(mutex_) {
     taken = take_locked(owner);
     return taken.has_value();
   });
@@ -41,17 +41,17 @@ Result<StagingBuffer> StagingRing::acquire_waiting(MemoryBackend* owner,
 }
 
 void StagingRing::note_copy(uint32_t slot, CopyTicket ticket) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   last_copy_[slot] = ticket;
 }
 
 CopyTicket StagingRing::last_copy(uint32_t slot) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return last_copy_[slot];
 }
 
 void StagingRing::mark_free(uint32_t slot) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   held_[slot] = false;
   last_copy_[slot] = CopyTicket{};
   freed_.notify_all();

@@ -8,11 +8,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "core/base/mutex.h"
+#include "core/base/thread_annotations.h"
 #include "core/memory/memory_backend.h"
 
 namespace siesta {
@@ -26,28 +27,29 @@ class StagingRing {
   size_t buffer_bytes() const { return buffers_.empty() ? 0 : buffers_.front().size(); }
 
   // Lends a buffer no caller holds. Failure: FailedPrecondition when all are held.
-  Result<StagingBuffer> acquire(MemoryBackend* owner);
+  Result<StagingBuffer> acquire(MemoryBackend* owner) SIESTA_EXCLUDES(mutex_);
   // As acquire(), waiting up to `timeout` for a buffer to be marked free when all are held.
-  Result<StagingBuffer> acquire_waiting(MemoryBackend* owner, std::chrono::nanoseconds timeout);
+  Result<StagingBuffer> acquire_waiting(MemoryBackend* owner, std::chrono::nanoseconds timeout)
+      SIESTA_EXCLUDES(mutex_);
 
   // Records that `ticket` uses `slot`; a later give_back(slot) must wait for it.
-  void note_copy(uint32_t slot, CopyTicket ticket);
+  void note_copy(uint32_t slot, CopyTicket ticket) SIESTA_EXCLUDES(mutex_);
 
   // Giving a buffer back is two steps, so the backend can wait outside the ring's lock:
   // last_copy(slot) names the copy to wait for (sequence 0: none), then mark_free(slot).
-  CopyTicket last_copy(uint32_t slot);
-  void mark_free(uint32_t slot);
+  CopyTicket last_copy(uint32_t slot) SIESTA_EXCLUDES(mutex_);
+  void mark_free(uint32_t slot) SIESTA_EXCLUDES(mutex_);
 
  private:
-  // Takes the first free buffer. REQUIRES: mutex_ held.
-  std::optional<StagingBuffer> take_locked(MemoryBackend* owner);
+  // Takes the first free buffer.
+  std::optional<StagingBuffer> take_locked(MemoryBackend* owner) SIESTA_REQUIRES(mutex_);
   Status all_held() const;
 
-  std::mutex mutex_;
+  const std::vector<std::span<std::byte>> buffers_;  // set once: read without the mutex
+  Mutex mutex_;
   std::condition_variable freed_;  // a buffer was marked free
-  std::vector<std::span<std::byte>> buffers_;
-  std::vector<bool> held_;
-  std::vector<CopyTicket> last_copy_;
+  std::vector<bool> held_ SIESTA_GUARDED_BY(mutex_);
+  std::vector<CopyTicket> last_copy_ SIESTA_GUARDED_BY(mutex_);
 };
 
 }  // namespace siesta

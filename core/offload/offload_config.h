@@ -21,19 +21,38 @@ namespace siesta {
 
 // The largest value any of the offload durations may take: one week, in seconds.
 inline constexpr int64_t kMaxOffloadSeconds = 604800;
+// How long an offloaded snapshot is kept by default.
+inline constexpr int64_t kDefaultExpireSeconds = 3600;
+// Delta saves: a base and up to this many deltas by default (the deltas' half-of-a-whole rule
+// ends most chains sooner), at most kMaxDeltaSegments.
+inline constexpr uint32_t kDefaultDeltaSegments = 8;
+inline constexpr uint32_t kMaxDeltaSegments = 64;
 
 // The one rule for whether idle offload is on: an idle time of 0 switches it off. The
 // Offloader's "disabled" state, OffloadConfig::enabled() and the server's start-up line all
 // come from here.
 constexpr bool offload_enabled(int64_t idle_seconds) { return idle_seconds != 0; }
 
+// Every idle-offload setting, once: the server's flags fill it, the stack passes it on, the
+// Offloader reads it (OffloaderOptions::config).
 struct OffloadConfig {
   // Seconds without a command before the session is offloaded; 0 switches offload off.
   int64_t idle_seconds = 0;
   // Seconds after which an offloaded snapshot is deleted and the session starts afresh.
-  int64_t expire_seconds = 3600;
-  // Where snapshots are written; required when enabled().
+  int64_t expire_seconds = kDefaultExpireSeconds;
+  // Where snapshots are written; required when enabled(). (The Offloader writes through the
+  // store it is given, which owns this directory.)
   std::string disk_dir;
+  // AES-256-GCM seals under the process key; false: a digest per chunk (--cache-encrypt off).
+  bool encrypt = true;
+  // Delta saves: up to this many saves after a whole one write only what changed since the
+  // save before (0..kMaxDeltaSegments; 0: every save writes the whole session).
+  uint32_t delta_segments = kDefaultDeltaSegments;
+  // The RAM tier's budget (core/offload/ram_tier.h), shared by every session: released
+  // sessions keep their snapshots in host memory up to it, on disk beyond. 0: no tier, every
+  // snapshot on disk (the default, the server's too: until the tier's copies are faster than a
+  // restore from the page cache, docs/PERFORMANCE.md).
+  uint64_t ram_bytes = 0;
 
   bool enabled() const { return offload_enabled(idle_seconds); }
 };

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 namespace siesta::offload {
 namespace {
@@ -30,6 +31,7 @@ constexpr Transition kTransitions[] = {
     // Cancelled without a command: the Offloader is closing.
     {P::kSaveFinishing, E::kSaveCancelled, P::kResident},
     {P::kSaveReleasing, E::kReleased, P::kDisk},
+    {P::kSaveReleasing, E::kReleasedToRam, P::kRam},
     {P::kSaveReleasing, E::kReleaseFailed, P::kResident},
     {P::kCommandSaveTail, E::kSaveCancelled, P::kCommand},
     {P::kCommandSaveTail, E::kCommandEnds, P::kSaveTail},
@@ -45,6 +47,12 @@ constexpr Transition kTransitions[] = {
     {P::kRestoring, E::kRestored, P::kCommand},
     {P::kRestoring, E::kRestoreOutOfMemory, P::kDisk},
     {P::kRestoring, E::kMemoryLost, P::kLost},
+    // In the RAM tier: as on disk, and an out-of-memory restore leaves the snapshot in RAM.
+    {P::kRam, E::kCommandArrives, P::kRestoringRam},
+    {P::kRam, E::kExpiryDue, P::kExpiring},
+    {P::kRestoringRam, E::kRestored, P::kCommand},
+    {P::kRestoringRam, E::kRestoreOutOfMemory, P::kRam},
+    {P::kRestoringRam, E::kMemoryLost, P::kLost},
 
     {P::kExpiring, E::kSnapshotDeleted, P::kExpired},
     {P::kExpiring, E::kExpiryDue, P::kExpiring},
@@ -67,47 +75,98 @@ constexpr auto kIndexed = [] {
   return indexed;
 }();
 
-struct PhaseInfo {
-  std::string_view name;
-  OffloadState state;
-  bool command;  // holds_command
-  bool save;     // save_running
-  bool cancels;  // cancels_save
-};
+using M = Memory;
+using C = OnCommand;
+using T = OnTimer;
+using R = OnRequest;
 
-constexpr PhaseInfo kPhaseInfo[kPhaseCount] = {
-    {"disabled", OffloadState::kDisabled, false, false, false},
-    {"disabled_command", OffloadState::kDisabled, true, false, false},
-    {"resident", OffloadState::kResident, false, false, false},
-    {"command", OffloadState::kResident, true, false, false},
-    {"save_reading", OffloadState::kSaving, false, true, false},
-    {"save_cancelling", OffloadState::kSaving, true, true, true},
-    {"save_finishing", OffloadState::kSaving, false, true, false},
-    {"save_releasing", OffloadState::kSaving, false, true, false},
-    {"saved", OffloadState::kResident, false, false, false},
-    {"command_save_tail", OffloadState::kResident, true, true, true},
-    {"save_tail", OffloadState::kResident, false, true, true},
-    {"disk", OffloadState::kDisk, false, false, false},
-    {"restoring", OffloadState::kRestoring, true, false, false},
-    {"restoring_fresh", OffloadState::kRestoring, true, false, false},
-    {"expiring", OffloadState::kExpired, false, false, false},
-    {"expired", OffloadState::kExpired, false, false, false},
+// The phase table, in Phase order. docs/ARCHITECTURE.md ("The offloader's phases") lists the
+// same rows; offload_machine_test checks that they agree. Columns: name, state, memory,
+// command, timer, offload_now, save_ahead, evict, forget, save running, cancels the save.
+constexpr PhaseRules kRules[] = {
+    {"disabled", OffloadState::kDisabled, M::kCommitted, C::kRun, T::kNothing, R::kRefuseDisabled,
+     R::kRefuseDisabled, R::kRefuseDisabled, R::kNothing, false, false},
+    {"disabled_command", OffloadState::kDisabled, M::kCommitted, C::kRefuseBusy, T::kNothing,
+     R::kRefuseDisabled, R::kRefuseDisabled, R::kRefuseDisabled, R::kRefuseBusy, false, false},
+    {"resident", OffloadState::kResident, M::kCommitted, C::kRun, T::kSave, R::kSave, R::kSave,
+     R::kSave, R::kNothing, false, false},
+    {"command", OffloadState::kResident, M::kCommitted, C::kRefuseBusy, T::kNothing, R::kRefuseBusy,
+     R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, false, false},
+    {"save_reading", OffloadState::kSaving, M::kCommitted, C::kCancelSaveAndWait, T::kNothing,
+     R::kNothing, R::kNothing, R::kWaitForSave, R::kWaitForSave, true, false},
+    {"save_cancelling", OffloadState::kSaving, M::kCommitted, C::kRefuseBusy, T::kNothing,
+     R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, true, true},
+    {"save_finishing", OffloadState::kSaving, M::kCommitted, C::kCancelSaveAndRun, T::kNothing,
+     R::kNothing, R::kNothing, R::kWaitForSave, R::kWaitForSave, true, false},
+    {"save_releasing", OffloadState::kSaving, M::kReleasing, C::kWaitForRelease, T::kNothing,
+     R::kNothing, R::kNothing, R::kWaitForSave, R::kWaitForSave, true, false},
+    // Written ahead: the durable file holds the memory; a command uses it (the file retired
+    // unless it is the base of a delta), the idle deadline or an eviction releases it.
+    {"saved", OffloadState::kResident, M::kCommitted, C::kRunOverSavedFile, T::kRelease, R::kSave,
+     R::kNothing, R::kRelease, R::kNothing, false, false},
+    {"command_save_tail", OffloadState::kResident, M::kCommitted, C::kRefuseBusy, T::kNothing,
+     R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, true, true},
+    {"save_tail", OffloadState::kResident, M::kCommitted, C::kCancelSaveAndRun, T::kNothing,
+     R::kSave, R::kNothing, R::kWaitForSave, R::kWaitForSave, true, true},
+    {"disk", OffloadState::kDisk, M::kReleased, C::kRestore, T::kExpire, R::kNothing, R::kNothing,
+     R::kNothing, R::kDelete, false, false},
+    // The snapshot is in the RAM tier (the process's memory); the same rules as on disk.
+    {"ram", OffloadState::kRam, M::kReleased, C::kRestore, T::kExpire, R::kNothing, R::kNothing,
+     R::kNothing, R::kDelete, false, false},
+    {"restoring", OffloadState::kRestoring, M::kReleased, C::kRefuseBusy, T::kNothing,
+     R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, false, false},
+    {"restoring_ram", OffloadState::kRestoring, M::kReleased, C::kRefuseBusy, T::kNothing,
+     R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, false, false},
+    {"restoring_fresh", OffloadState::kRestoring, M::kReleased, C::kRefuseBusy, T::kNothing,
+     R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, false, false},
+    {"expiring", OffloadState::kExpired, M::kReleased, C::kStartFresh, T::kRetryDelete, R::kNothing,
+     R::kNothing, R::kNothing, R::kRetryDelete, false, false},
+    {"expired", OffloadState::kExpired, M::kReleased, C::kStartFresh, T::kNothing, R::kNothing,
+     R::kNothing, R::kNothing, R::kNothing, false, false},
     // The memory is released and the snapshot is still there; only mapping failed.
-    {"lost", OffloadState::kDisk, false, false, false},
+    {"lost", OffloadState::kDisk, M::kReleased, C::kRefuseLost, T::kNothing, R::kRefuseLost,
+     R::kRefuseLost, R::kRefuseLost, R::kRefuseLost, false, false},
 };
+static_assert(std::size(kRules) == kPhaseCount, "one row of rules per phase");
+static_assert(static_cast<size_t>(Phase::kLost) + 1 == kPhaseCount, "kPhaseCount counts Phase");
+static_assert(static_cast<size_t>(Event::kMemoryLost) + 1 == kEventCount,
+              "kEventCount counts Event");
+static_assert(static_cast<size_t>(Memory::kReleased) + 1 == kMemoryCount, "kMemoryCount");
+static_assert(static_cast<size_t>(OnCommand::kRefuseLost) + 1 == kOnCommandCount,
+              "kOnCommandCount");
+static_assert(static_cast<size_t>(OnTimer::kRetryDelete) + 1 == kOnTimerCount, "kOnTimerCount");
+static_assert(static_cast<size_t>(OnRequest::kRetryDelete) + 1 == kOnRequestCount,
+              "kOnRequestCount");
 
-constexpr std::string_view kEventNames[kEventCount] = {
-    "command_arrives", "command_ends",
-    "save_due",        "memory_read",
-    "file_durable",    "file_kept",
-    "save_failed",     "save_cancelled",
-    "released",        "release_failed",
-    "expiry_due",      "snapshot_deleted",
-    "restored",        "restore_out_of_memory",
+constexpr std::string_view kEventNames[] = {
+    "command_arrives", "command_ends", "save_due",         "memory_read", "file_durable",
+    "file_kept",       "save_failed",  "save_cancelled",   "released",    "released_to_ram",
+    "release_failed",  "expiry_due",   "snapshot_deleted", "restored",    "restore_out_of_memory",
     "memory_lost",
 };
-
-const PhaseInfo& info(Phase phase) { return kPhaseInfo[static_cast<size_t>(phase)]; }
+static_assert(std::size(kEventNames) == kEventCount, "one name per event");
+constexpr std::string_view kMemoryNames[] = {"committed", "releasing", "released"};
+static_assert(std::size(kMemoryNames) == kMemoryCount, "one name per memory");
+constexpr std::string_view kOnCommandNames[] = {
+    "run",
+    "run_over_saved_file",
+    "wait_for_release",
+    "cancel_save_and_wait",
+    "cancel_save_and_run",
+    "restore",
+    "start_fresh",
+    "refuse_busy",
+    "refuse_lost",
+};
+static_assert(std::size(kOnCommandNames) == kOnCommandCount, "one name per command action");
+constexpr std::string_view kOnTimerNames[] = {"nothing", "save", "release", "expire",
+                                              "retry_delete"};
+static_assert(std::size(kOnTimerNames) == kOnTimerCount, "one name per timer action");
+constexpr std::string_view kOnRequestNames[] = {
+    "refuse_disabled", "refuse_busy", "refuse_lost",  "nothing", "wait_for_save", "save",
+    "release",         "delete",      "retry_delete",
+};
+static_assert(std::size(kOnRequestNames) == kOnRequestCount, "one name per request action");
 
 }  // namespace
 
@@ -119,12 +178,19 @@ std::optional<Phase> next_phase(Phase from, Event event) {
   return static_cast<Phase>(to);
 }
 
-std::string_view phase_name(Phase phase) { return info(phase).name; }
+const PhaseRules& rules(Phase phase) { return kRules[static_cast<size_t>(phase)]; }
+std::string_view phase_name(Phase phase) { return rules(phase).name; }
 std::string_view event_name(Event event) { return kEventNames[static_cast<size_t>(event)]; }
-OffloadState state_of(Phase phase) { return info(phase).state; }
-bool holds_command(Phase phase) { return info(phase).command; }
-bool save_running(Phase phase) { return info(phase).save; }
-bool cancels_save(Phase phase) { return info(phase).cancels; }
+std::string_view memory_name(Memory memory) { return kMemoryNames[static_cast<size_t>(memory)]; }
+std::string_view on_command_name(OnCommand action) {
+  return kOnCommandNames[static_cast<size_t>(action)];
+}
+std::string_view on_timer_name(OnTimer action) {
+  return kOnTimerNames[static_cast<size_t>(action)];
+}
+std::string_view on_request_name(OnRequest action) {
+  return kOnRequestNames[static_cast<size_t>(action)];
+}
 
 bool OffloadMachine::apply(Event event, std::string* rejected) {
   if (std::optional<Phase> next = next_phase(phase_, event)) {
@@ -139,6 +205,7 @@ bool OffloadMachine::apply(Event event, std::string* rejected) {
                            " is not allowed in phase " + std::string(phase_name(phase_)) +
                            " (state " + std::string(offload_state_name(state_of(phase_))) + ")";
 #ifndef NDEBUG
+  (void)rejected;  // a debug build aborts instead
   std::fprintf(stderr, "siesta: %s\n", line.c_str());
   std::abort();
   // GCOVR_EXCL_STOP

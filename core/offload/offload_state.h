@@ -12,6 +12,7 @@ enum class OffloadState {
   kResident,   // the session's memory is on the device
   kSaving,     // idle: the snapshot is being written, then the memory released
   kDisk,       // the snapshot is durable and the memory released
+  kRam,        // the snapshot is in the RAM tier and the memory released
   kRestoring,  // a command arrived: memory is being committed and read back
   kExpired,    // the snapshot passed its expiry and was deleted
 };
@@ -22,6 +23,7 @@ constexpr std::string_view offload_state_name(OffloadState state) {
     case OffloadState::kResident: return "resident";
     case OffloadState::kSaving: return "saving";
     case OffloadState::kDisk: return "disk";
+    case OffloadState::kRam: return "ram";
     case OffloadState::kRestoring: return "restoring";
     case OffloadState::kExpired: return "expired";
   }

@@ -43,11 +43,15 @@ class OffloadTarget {
     return snapshot_regions();
   }
 
-  // The lowest history length since the last call (or since the session was created,
-  // restored or its history discarded), and a new count from the current length: every byte
-  // of the history's first that-many tokens is as it was at the last call. The Offloader
-  // calls it at the end of each command, to know what a delta save must write. Default 0:
-  // nothing is known unchanged, so every save writes the whole session.
+  // The lowest history length since the last call (0 when the session was created, its
+  // history discarded or its memory replaced by adopt_restored_state() since), and a new count
+  // from the current length: every byte of the history's first that-many tokens is as it was
+  // at the last call. The Offloader calls it at the end of each command, to know what a delta
+  // save must write, and right after restoring its own snapshot (the memory is then the
+  // snapshot's), so that the count starts there. Whatever else replaces the contents (an
+  // import, a reset) leaves 0 at the command's end: no delta builds on a snapshot of what was
+  // there before. Default 0: nothing is known unchanged, so every save writes the whole
+  // session.
   virtual uint64_t take_unchanged_tokens() { return 0; }
 
   // Marks where the device work the session's commands have queued ends (the Offloader calls
@@ -77,9 +81,10 @@ class OffloadTarget {
 
   // After a restore has copied every saved extent back: re-reads the session's own state from
   // the restored regions and checks it (lengths within the context...), then recomputes the
-  // kReinit regions. Failure: Corrupt when the restored state is impossible (the caller then
-  // discards the history); DeviceError from the kernels.
-  // REQUIRES: memory committed.
+  // kReinit regions. The memory was replaced: the unchanged count is 0 until the caller, if
+  // the bytes were its own snapshot's, starts a new one (take_unchanged_tokens()). Failure: Corrupt
+  // when the restored state is impossible (the caller then discards the history); DeviceError from
+  // the kernels. REQUIRES: memory committed.
   virtual Status adopt_restored_state() = 0;
 
   // Missing, damaged, foreign or expired snapshot, or an explicit reset: forgets the history

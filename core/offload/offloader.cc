@@ -34,22 +34,57 @@ Clock::Duration seconds(int64_t s) { return std::chrono::seconds(s); }
 
 }  // namespace
 
+OffloadCounters& OffloadCounters::operator+=(const OffloadCounters& more) {
+  saves += more.saves;
+  saves_ahead += more.saves_ahead;
+  delta_saves += more.delta_saves;
+  restores += more.restores;
+  restore_hits += more.restore_hits;
+  for (size_t i = 0; i < kFallbackReasonCount; ++i) fallbacks[i] += more.fallbacks[i];
+  expirations += more.expirations;
+  write_failures += more.write_failures;
+  cancelled_saves += more.cancelled_saves;
+  out_of_memory_retries += more.out_of_memory_retries;
+  delete_failures += more.delete_failures;
+  ram_saves += more.ram_saves;
+  ram_restores += more.ram_restores;
+  ram_full += more.ram_full;
+  save_seconds += more.save_seconds;
+  restore_seconds += more.restore_seconds;
+  return *this;
+}
+
+void add_totals(OffloadStatus& total, const OffloadStatus& one) {
+  total.disk_bytes += one.disk_bytes;
+  total.snapshot_segments += one.snapshot_segments;
+  total.ram_bytes += one.ram_bytes;
+  total.released_vram_bytes += one.released_vram_bytes;
+  total.released_host_bytes += one.released_host_bytes;
+  total.tokens += one.tokens;
+  total.counters += one.counters;
+  total.command_waiting = total.command_waiting || one.command_waiting;
+  total.memory_committed = total.memory_committed || one.memory_committed;
+  total.memory_lost = total.memory_lost || one.memory_lost;
+  if (total.last_error.empty()) total.last_error = one.last_error;
+}
+
 // ---- Creation and destruction ----
 
 Result<std::unique_ptr<Offloader>> Offloader::create(Deps deps, OffloaderOptions options) {
-  SIESTA_RETURN_IF_ERROR(validate_offload_times(options.idle_seconds, options.expire_seconds));
-  if (options.max_delta_segments > kMaxDeltaSegments) {
+  SIESTA_RETURN_IF_ERROR(
+      validate_offload_times(options.config.idle_seconds, options.config.expire_seconds));
+  if (options.config.delta_segments > kMaxDeltaSegments) {
     return InvalidArgument("at most " + std::to_string(kMaxDeltaSegments) +
-                           " delta segments, got " + std::to_string(options.max_delta_segments));
+                           " delta segments, got " + std::to_string(options.config.delta_segments));
   }
-  const bool enabled = offload_enabled(options.idle_seconds);
+  const bool enabled = options.config.enabled();
   if (enabled && (deps.store == nullptr || deps.key == nullptr || deps.executor == nullptr)) {
     return InvalidArgument("offload needs a snapshot store, a process key and an executor");
   }
   std::unique_ptr<Offloader> offloader(new Offloader(deps, std::move(options)));
   Impl& impl = *offloader->impl_;
   if (enabled) {
-    for (uint32_t segment = 0; segment <= impl.options.max_delta_segments; ++segment) {
+    for (uint32_t segment = 0; segment <= impl.options.config.delta_segments; ++segment) {
       SIESTA_ASSIGN_OR_RETURN(std::string path,
                               deps.store->snapshot_path(impl.options.session, segment));
       impl.segment_paths.push_back(std::move(path));
@@ -59,8 +94,8 @@ Result<std::unique_ptr<Offloader>> Offloader::create(Deps deps, OffloaderOptions
   MutexLock lock(impl.mu);
   impl.last_activity = deps.clock.now();
   impl.last_activity_unix = deps.clock.unix_seconds();
-  impl.st.idle_seconds = impl.options.idle_seconds;
-  impl.st.expire_seconds = impl.options.expire_seconds;
+  impl.st.idle_seconds = impl.options.config.idle_seconds;
+  impl.st.expire_seconds = impl.options.config.expire_seconds;
   impl.st.tokens = deps.target.history_tokens();
   if (enabled) impl.arm_timer_at(impl.save_due());
   return offloader;
@@ -138,11 +173,11 @@ void Offloader::Impl::arm_timer_at(Clock::Duration when) {
 
 Clock::Duration Offloader::Impl::save_due() const {
   if (offload_requested) return retry_at;
-  return std::max(last_activity + seconds(options.idle_seconds), retry_at);
+  return std::max(last_activity + seconds(options.config.idle_seconds), retry_at);
 }
 
 Clock::Duration Offloader::Impl::expiry_due() const {
-  return last_activity + seconds(options.expire_seconds);
+  return last_activity + seconds(options.config.expire_seconds);
 }
 
 bool Offloader::Impl::begin_task() {
@@ -184,40 +219,50 @@ void Offloader::Impl::on_timer() {
 Offloader::Impl::TimerAction Offloader::Impl::decide_timer(int64_t* expiry_unix,
                                                            uint64_t* file_bytes) {
   const Clock::Duration now = deps.clock.now();
-  switch (phase()) {
-    case Phase::kResident: {
+  switch (offload::rules(phase()).timer) {
+    case offload::OnTimer::kSave: {
       const bool due = now >= save_due();
       // Not due yet: a timer for that moment is armed, unless a save ahead was asked for.
       if (!due && !ahead_requested) return TimerAction::kNone;
       ahead_requested = false;
       apply(Event::kSaveDue);
-      *expiry_unix = last_activity_unix + options.expire_seconds;
+      *expiry_unix = last_activity_unix + options.config.expire_seconds;
       return due ? TimerAction::kSave : TimerAction::kSaveAhead;
     }
-    case Phase::kSaved:
+    case offload::OnTimer::kRelease:
       if (now < save_due()) return TimerAction::kNone;
       apply(Event::kSaveDue);  // the file holds the memory already: release it
       *file_bytes = st.disk_bytes;
       return TimerAction::kRelease;
-    case Phase::kDisk:
+    case offload::OnTimer::kExpire:
       if (now < expiry_due()) return TimerAction::kNone;
       apply(Event::kExpiryDue);
       ++st.counters.expirations;
-      log("offload: snapshot expired " + std::to_string(options.expire_seconds) +
+      log("offload: snapshot expired " + std::to_string(options.config.expire_seconds) +
           " s after the last command; deleting it; state expired");
       return TimerAction::kDeleteExpired;
-    case Phase::kExpiring:
+    case offload::OnTimer::kRetryDelete:
       if (now < expiry_due()) return TimerAction::kNone;
       apply(Event::kExpiryDue);  // the deletion, once more
       return TimerAction::kDeleteExpired;
-    default:
-      // A command, a save or a restore runs (its end arms what is due next), or nothing is
-      // due in this phase.
-      return TimerAction::kNone;
+    case offload::OnTimer::kNothing: break;
   }
+  return TimerAction::kNone;
 }
 
 Status Offloader::Impl::remove_snapshot(const char* why) {
+  drop_ram();
+  return remove_files(why);
+}
+
+void Offloader::Impl::drop_ram() {
+  std::shared_ptr<RamSnapshot> dropped;  // given back to the tier outside the mutex
+  MutexLock lock(mu);
+  dropped = std::move(ram);
+  st.ram_bytes = 0;
+}
+
+Status Offloader::Impl::remove_files(const char* why) {
   Status removed = deps.store->remove(options.session);
   MutexLock lock(mu);
   chain.clear();
@@ -300,54 +345,61 @@ Result<Admission> Offloader::Impl::admit() {
   Admission admission;
   std::optional<bool> restore_fresh;  // set when the memory must be mapped back
   bool retire_ahead = false;
+  bool drop_ahead = false;
   {
     MutexLock lock(mu);
-    if (phase() == Phase::kSaveReleasing) {
-      // Never half-released memory: the release ends on its own, then the command restores.
-      st.command_waiting = true;
-      lock.wait(cv, [&]() SIESTA_REQUIRES(mu) { return phase() != Phase::kSaveReleasing; });
-      st.command_waiting = false;
-    }
-    if (offload::holds_command(phase())) {
-      return FailedPrecondition("a command is already running");
-    }
-    if (phase() == Phase::kLost) {
-      return DeviceError("the session's memory was lost earlier: " + lost_reason);
-    }
-    offload_requested = false;  // the command is newer than any offload request
-    ahead_requested = false;
-    switch (phase()) {
-      case Phase::kSaveReading:
-        // The save stops at its next chunk and releases nothing; the command waits only
-        // until the writer stops reading the memory, never for the disk.
-        admission.cancelled_save = true;
-        apply(Event::kCommandArrives);
-        st.command_waiting = true;
-        lock.wait(cv, [&]() SIESTA_REQUIRES(mu) { return phase() != Phase::kSaveCancelling; });
-        st.command_waiting = false;
-        break;
-      case Phase::kSaveFinishing:
-      case Phase::kSaveTail:
-        // Every byte is read: the save abandons or removes its file on its own.
-        admission.cancelled_save = true;
-        apply(Event::kCommandArrives);
-        break;
-      case Phase::kDisk:
-      case Phase::kExpiring:
-      case Phase::kExpired:
-        restore_fresh = phase() != Phase::kDisk;
-        apply(Event::kCommandArrives);
-        break;
-      case Phase::kSaved:
-        retire_ahead = !keeps_snapshots();
-        apply(Event::kCommandArrives);
-        break;
-      default: apply(Event::kCommandArrives); break;
+    // What the phase does with an arriving command (offload_machine.h's phase table).
+    for (bool decided = false; !decided;) {
+      const offload::OnCommand action = offload::rules(phase()).command;
+      switch (action) {
+        case offload::OnCommand::kRefuseBusy:
+          return FailedPrecondition("a command is already running");
+        case offload::OnCommand::kRefuseLost:
+          return DeviceError("the session's memory was lost earlier: " + lost_reason);
+        case offload::OnCommand::kWaitForRelease: {
+          // Never half-released memory: the release ends on its own, then the phase decides.
+          const Phase releasing = phase();
+          st.command_waiting = true;
+          lock.wait(cv, [&]() SIESTA_REQUIRES(mu) { return phase() != releasing; });
+          st.command_waiting = false;
+          continue;
+        }
+        default: break;
+      }
+      decided = true;
+      offload_requested = false;  // the command is newer than any offload request
+      ahead_requested = false;
+      apply(Event::kCommandArrives);
+      switch (action) {
+        case offload::OnCommand::kCancelSaveAndWait: {
+          // The save stops at its next chunk and releases nothing; the command waits only
+          // until the writer stops reading the memory, never for the disk.
+          admission.cancelled_save = true;
+          const Phase cancelling = phase();
+          st.command_waiting = true;
+          lock.wait(cv, [&]() SIESTA_REQUIRES(mu) { return phase() != cancelling; });
+          st.command_waiting = false;
+          break;
+        }
+        case offload::OnCommand::kCancelSaveAndRun:
+          // Every byte is read: the save abandons or removes its file on its own.
+          admission.cancelled_save = true;
+          break;
+        case offload::OnCommand::kRunOverSavedFile:
+          // The command is about to change the memory the snapshot holds. A copy in the RAM
+          // tier is given back (no delta builds on it); a file is retired unless it stays as
+          // the base of a delta.
+          drop_ahead = ram != nullptr;
+          retire_ahead = !drop_ahead && !keeps_snapshots();
+          break;
+        case offload::OnCommand::kRestore: restore_fresh = false; break;
+        case offload::OnCommand::kStartFresh: restore_fresh = true; break;
+        default: break;  // kRun
+      }
     }
   }
-  // Written ahead, and the command is about to change the memory: the file no longer holds it
-  // (unless it stays as the base of a delta).
   if (retire_ahead) retire_snapshot("written-ahead");
+  if (drop_ahead) drop_ram();
   if (restore_fresh) {
     SIESTA_ASSIGN_OR_RETURN(admission, restore(*restore_fresh, admission));
   }
@@ -400,25 +452,22 @@ void Offloader::Lease::release() {
   if (Impl* impl = std::exchange(impl_, nullptr)) impl->end_command();
 }
 
-Status Offloader::Impl::refuse_unless_idle() const {
-  if (!enabled()) return FailedPrecondition("idle offload is disabled");
-  if (offload::holds_command(phase())) return FailedPrecondition("a command is running");
-  if (phase() == Phase::kLost) {
-    return FailedPrecondition("the session's memory was lost: " + lost_reason);
+Status Offloader::Impl::refusal(offload::OnRequest action) const {
+  switch (action) {
+    case offload::OnRequest::kRefuseDisabled: return FailedPrecondition("idle offload is disabled");
+    case offload::OnRequest::kRefuseBusy: return FailedPrecondition("a command is running");
+    case offload::OnRequest::kRefuseLost:
+      return FailedPrecondition("the session's memory was lost: " + lost_reason);
+    default: return Status::Ok();
   }
-  return Status::Ok();
 }
 
 Status Offloader::offload_now() {
   Impl& impl = *impl_;
   MutexLock lock(impl.mu);
-  SIESTA_RETURN_IF_ERROR(impl.refuse_unless_idle());
-  // Saving, disk or expired: nothing to do.
-  if (impl.phase() != Phase::kResident && impl.phase() != Phase::kSaveTail &&
-      impl.phase() != Phase::kSaved) {
-    return Status::Ok();
-  }
-  impl.offload_requested = true;
+  const offload::OnRequest action = offload::rules(impl.phase()).offload_now;
+  if (action != offload::OnRequest::kSave) return impl.refusal(action);
+  impl.offload_requested = true;  // due at once; a save ahead's file is released only
   impl.arm_timer_at(impl.save_due());
   return Status::Ok();
 }
@@ -426,25 +475,23 @@ Status Offloader::offload_now() {
 Status Offloader::save_ahead() {
   Impl& impl = *impl_;
   MutexLock lock(impl.mu);
-  SIESTA_RETURN_IF_ERROR(impl.refuse_unless_idle());
-  // Saving, saved, disk or expired: there is nothing to write ahead.
-  if (impl.phase() != Phase::kResident) return Status::Ok();
+  const offload::OnRequest action = offload::rules(impl.phase()).save_ahead;
+  if (action != offload::OnRequest::kSave) return impl.refusal(action);
   impl.ahead_requested = true;
   impl.arm_timer_at(impl.deps.clock.now());
   return Status::Ok();
 }
 
-void Offloader::Impl::wait_out_save(MutexLock& lock) {
-  lock.wait(cv, [&]() SIESTA_REQUIRES(mu) {
-    switch (phase()) {
-      case Phase::kSaveReading:
-      case Phase::kSaveCancelling:
-      case Phase::kSaveFinishing:
-      case Phase::kSaveReleasing:
-      case Phase::kSaveTail: return closing;
-      default: return true;
-    }
-  });
+Result<offload::OnRequest> Offloader::Impl::decide_request(
+    MutexLock& lock, offload::OnRequest offload::PhaseRules::*column) {
+  for (;;) {
+    const offload::OnRequest action = offload::rules(phase()).*column;
+    if (action != offload::OnRequest::kWaitForSave) return action;
+    // A save of this session runs on the executor: it ends on its own (or stops, closing).
+    if (closing) return Cancelled("the offloader is closing");
+    const Phase saving = phase();
+    lock.wait(cv, [&]() SIESTA_REQUIRES(mu) { return phase() != saving || closing; });
+  }
 }
 
 Status Offloader::evict() {
@@ -452,31 +499,33 @@ Status Offloader::evict() {
   if (!impl.begin_task()) return Cancelled("the offloader is closing");
   Status outcome;
   int64_t expiry_unix = 0;
-  bool save = false;
-  std::optional<uint64_t> release_file_bytes;  // written ahead: release only
+  offload::OnRequest action = offload::OnRequest::kNothing;
+  uint64_t file_bytes = 0;
   {
     MutexLock lock(impl.mu);
-    impl.wait_out_save(lock);
-    if (!impl.enabled()) {
-      outcome = FailedPrecondition("idle offload is disabled");
-    } else if (offload::holds_command(impl.phase())) {
-      outcome = FailedPrecondition("a command is running");
-    } else if (impl.phase() == Phase::kLost) {
-      outcome = FailedPrecondition("the session's memory was lost: " + impl.lost_reason);
+    Result<offload::OnRequest> decided = impl.decide_request(lock, &offload::PhaseRules::evict);
+    if (!decided.ok()) {
+      outcome = decided.status();
     } else if (impl.closing) {
       outcome = Cancelled("the offloader is closing");
-    } else if (impl.phase() == Phase::kResident) {
+    } else {
+      action = *decided;
+      outcome = impl.refusal(action);
+    }
+    if (outcome.ok() && action == offload::OnRequest::kSave) {
       impl.ahead_requested = false;  // saved here, and released
       impl.apply(Event::kSaveDue);
-      expiry_unix = impl.last_activity_unix + impl.options.expire_seconds;
-      save = true;
-    } else if (impl.phase() == Phase::kSaved) {
-      impl.apply(Event::kSaveDue);
-      release_file_bytes = impl.st.disk_bytes;
-    }  // disk, expiring, expired: released already
+      expiry_unix = impl.last_activity_unix + impl.options.config.expire_seconds;
+    } else if (outcome.ok() && action == offload::OnRequest::kRelease) {
+      impl.apply(Event::kSaveDue);  // written ahead: the file holds the memory
+      file_bytes = impl.st.disk_bytes;
+    }
   }
-  if (save) outcome = impl.run_save(expiry_unix, /*keep_memory=*/false);
-  if (release_file_bytes) outcome = impl.release_saved(*release_file_bytes);
+  if (outcome.ok() && action == offload::OnRequest::kSave) {
+    outcome = impl.run_save(expiry_unix, /*keep_memory=*/false);
+  } else if (outcome.ok() && action == offload::OnRequest::kRelease) {
+    outcome = impl.release_saved(file_bytes);
+  }
   impl.end_task();
   return outcome;
 }
@@ -488,17 +537,14 @@ Status Offloader::forget() {
   bool remove = false;
   {
     MutexLock lock(impl.mu);
-    impl.wait_out_save(lock);
-    if (offload::holds_command(impl.phase())) {
-      outcome = FailedPrecondition("a command is running");
-    } else if (impl.phase() == Phase::kLost) {
-      outcome = FailedPrecondition("the session's memory was lost: " + impl.lost_reason);
-    } else if (impl.phase() == Phase::kDisk) {
+    Result<offload::OnRequest> decided = impl.decide_request(lock, &offload::PhaseRules::forget);
+    outcome = decided.ok() ? impl.refusal(*decided) : decided.status();
+    if (outcome.ok() && *decided == offload::OnRequest::kDelete) {
       impl.apply(Event::kExpiryDue);
-      impl.log("offload: the snapshot's conversation was forgotten to make room; deleting it");
+      impl.log("offload: the snapshot's conversation was forgotten; deleting it");
       remove = true;
-    } else if (impl.phase() == Phase::kExpiring) {
-      remove = true;  // a deletion to retry
+    } else if (outcome.ok() && *decided == offload::OnRequest::kRetryDelete) {
+      remove = true;  // a deletion that failed before
     }
   }
   if (remove) {
@@ -520,7 +566,10 @@ OffloadStatus Offloader::status() const {
   const Impl& impl = *impl_;
   MutexLock lock(impl.mu);
   OffloadStatus out = impl.st;
-  out.state = offload::state_of(impl.phase());
+  const offload::PhaseRules& rules = offload::rules(impl.phase());
+  out.state = rules.state;
+  out.memory_committed = rules.memory != offload::Memory::kReleased;
+  out.memory_lost = rules.command == offload::OnCommand::kRefuseLost;
   out.seconds_since_activity =
       std::chrono::duration<double>(impl.deps.clock.now() - impl.last_activity).count();
   return out;

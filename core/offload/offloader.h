@@ -3,6 +3,10 @@
 // that needs the session's memory holds a Lease from acquire() while it runs.
 //
 //   resident --idle timer--> saving --written+synced--> (release memory) --> disk
+//   resident --idle timer--> saving --copied to the RAM tier--> (release memory) --> ram
+//                                (with Deps::ram_tier, when the snapshot fits; else disk)
+//   ram --command--> restoring --ok--> resident    (the RAM copy is given back to the tier)
+//   ram --expiry--> expired (the RAM copy given back)
 //   resident --save_ahead()--> saving --written+synced--> resident, snapshot kept ("saved")
 //   saved --idle timer or evict()--> saving (release memory only) --> disk
 //   saved --command--> resident                 (the file no longer holds the memory: retired,
@@ -11,7 +15,7 @@
 //   saving --write fails--> resident            (memory kept; retried with capped backoff)
 //   disk --command--> restoring --ok--> resident
 //   restoring --missing/corrupt/truncated/foreign/expired--> resident, history discarded
-//   (a snapshot in segments -- max_delta_segments -- is read oldest first, each over the last)
+//   (a snapshot in segments -- config.delta_segments -- is read oldest first, each over the last)
 //   restoring --out of memory--> disk           (the command fails, retryable; snapshot kept)
 //   restoring --any other commit/map failure--> disk, lost (on_fatal; every command fails)
 //   disk --expiry--> expired (file deleted)  --command--> restoring --> resident, fresh
@@ -64,6 +68,7 @@
 #include "core/offload/offload_config.h"
 #include "core/offload/offload_state.h"
 #include "core/offload/offload_target.h"
+#include "core/offload/ram_tier.h"
 #include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_store.h"
 
@@ -83,24 +88,21 @@ enum class FallbackReason : uint8_t {
 inline constexpr size_t kFallbackReasonCount = 7;
 std::string_view fallback_reason_name(FallbackReason reason);
 
-inline constexpr uint32_t kMaxDeltaSegments = 64;
-
 struct OffloaderOptions {
-  // Seconds without a command before the save; offload_enabled() (offload_config.h) says
-  // whether it is on (0: disabled). Both lie in 0..kMaxOffloadSeconds.
-  int64_t idle_seconds = 0;
-  int64_t expire_seconds = 3600;
-  bool encrypt = true;        // AES-256-GCM seals; false: digests (--cache-encrypt off)
+  // The times, seals and delta saves (core/offload/offload_config.h); enabled() says whether
+  // offload is on (an idle time of 0: disabled). The durations lie in 0..kMaxOffloadSeconds,
+  // delta_segments in 0..kMaxDeltaSegments. Delta saves: after a whole snapshot, up to that
+  // many saves write only what changed since the save before (the rows a conversation added,
+  // its recurrent state), each into a segment restored over the ones before it, and a
+  // snapshot stays on disk, as the base of the next delta, after the restore that read it and
+  // the command that used a snapshot written ahead. A save writes the whole session again
+  // when the deltas would hold more than half of it, or when the history was rewritten from
+  // its start. 0: every save writes the whole session and a used snapshot is retired at once.
+  // (The Offloader builds no default of its own: delta_segments is OffloadConfig's default, 8,
+  // as the server's.)
+  OffloadConfig config;
   std::string session = "0";  // the store's session name: siesta-<nonce>-<session>.snap
   uint32_t chunk_bytes = 4u << 20;
-  // Delta saves: up to this many saves after a whole one write only what changed since the
-  // save before (the rows a conversation added, its recurrent state), each into a segment
-  // restored over the ones before it, and a snapshot stays on disk, as the base of the next
-  // delta, after the restore that read it and the command that used a snapshot written
-  // ahead. A save writes the whole session again when the deltas would hold more than half
-  // of it, or when the history was rewritten from its start. 0..kMaxDeltaSegments; 0: every
-  // save writes the whole session and a used snapshot is retired at once.
-  uint32_t max_delta_segments = 0;
   // Write failures are retried after backoff_initial, doubling up to backoff_max.
   Clock::Duration backoff_initial = std::chrono::seconds(1);
   Clock::Duration backoff_max = std::chrono::seconds(60);
@@ -133,6 +135,13 @@ struct DurationHistogram {
     ++count;
     sum_seconds += seconds;
   }
+  // Adds `more`'s observations (a histogram over several sessions).
+  DurationHistogram& operator+=(const DurationHistogram& more) {
+    for (size_t i = 0; i < kBuckets; ++i) cumulative[i] += more.cumulative[i];
+    count += more.count;
+    sum_seconds += more.sum_seconds;
+    return *this;
+  }
 };
 
 struct OffloadCounters {
@@ -147,8 +156,15 @@ struct OffloadCounters {
   uint64_t cancelled_saves = 0;        // a command arrived during the save
   uint64_t out_of_memory_retries = 0;  // restores refused for lack of memory (command failed)
   uint64_t delete_failures = 0;
-  DurationHistogram save_seconds;     // snapshots made durable, from synchronize to durable
+  uint64_t ram_saves = 0;          // of the saves (both kinds), those kept in the RAM tier
+  uint64_t ram_restores = 0;       // of the restores, those from the RAM tier
+  uint64_t ram_full = 0;           // saves the RAM tier had no room for (written to disk instead)
+  DurationHistogram save_seconds;  // snapshots made durable, from synchronize to durable
   DurationHistogram restore_seconds;  // restores, hits and fallbacks, commit to copy-in
+
+  // Adds every count of `more` (the counters of several sessions). offloader_test checks that
+  // no field is left out.
+  OffloadCounters& operator+=(const OffloadCounters& more);
 };
 
 struct OffloadStatus {
@@ -158,17 +174,27 @@ struct OffloadStatus {
   double seconds_since_activity = 0;  // since the end of the last command
   uint64_t disk_bytes = 0;            // size of the current snapshot's files (0 when none)
   uint32_t snapshot_segments = 0;     // its files: a whole one, then deltas (0 when none)
-  uint64_t released_vram_bytes = 0;   // device memory given back by the last save, per backend
-  uint64_t released_host_bytes = 0;   // host memory given back by the last save, per HostVmm
-  uint64_t tokens = 0;                // history tokens at the end of the last command
-  double operation_ms = 0;            // duration of the last save or restore
+  uint64_t ram_bytes = 0;  // what its snapshot holds of the RAM tier (0 when it is not there)
+  uint64_t released_vram_bytes = 0;  // device memory given back by the last save, per backend
+  uint64_t released_host_bytes = 0;  // host memory given back by the last save, per HostVmm
+  uint64_t tokens = 0;               // history tokens at the end of the last command
+  double operation_ms = 0;           // duration of the last save or restore
   double last_save_ms = 0;
   double last_restore_ms = 0;
   bool command_waiting = false;  // a command is waiting for a save to stop or a release to end
-  bool memory_lost = false;      // the memory could not be mapped back; every command fails
+  // The session's memory is committed, or being released by a save: it counts against the
+  // device's sessions (the phase table's memory column, not the state's name).
+  bool memory_committed = false;
+  bool memory_lost = false;  // the memory could not be mapped back; every command fails
   OffloadCounters counters;
   std::string last_error;  // the last save, delete or restore error; empty when none
 };
+
+// Adds `one` session's sizes and counts into `total` (disk bytes, segments, released bytes,
+// tokens, counters), ORs its flags (command waiting, memory committed or lost), and keeps
+// `total`'s last error or takes `one`'s when it has none; the state and times stay `total`'s.
+// The one place a status over several sessions is summed.
+void add_totals(OffloadStatus& total, const OffloadStatus& one);
 
 // What acquire() did before the command could run.
 struct Admission {
@@ -192,6 +218,10 @@ class Offloader {
     Executor* executor = nullptr;     // required when enabled: timers, saves, removals
     SnapshotStore* store = nullptr;   // required when enabled
     const ProcessKey* key = nullptr;  // required when enabled
+    // The RAM tier (core/offload/ram_tier.h), shared with the process's other sessions; null:
+    // every snapshot goes to disk. A save keeps its snapshot there when it fits, else writes
+    // the file as without it.
+    RamTier* ram_tier = nullptr;
   };
 
   // The session, held by one command: from acquire() until the Lease is destroyed (or

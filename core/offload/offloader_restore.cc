@@ -9,6 +9,7 @@
 
 #include "core/offload/internal/offloader_impl.h"
 #include "core/offload/offloader.h"
+#include "core/offload/ram_snapshot.h"
 #include "core/snapshot/snapshot_reader.h"
 
 namespace siesta {
@@ -57,10 +58,11 @@ Result<uint64_t> Offloader::Impl::read_chain(const std::vector<Segment>& segment
   for (size_t i = 0; i < segments.size(); ++i) {
     SnapshotReadOptions read;
     read.path = segment_paths[i];
-    read.mode = options.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
-                                : snapshot::SnapshotMode::kSessionDigest;
+    read.mode = options.config.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
+                                       : snapshot::SnapshotMode::kSessionDigest;
     read.fingerprint = deps.target.fingerprint();
     read.generation = segments[i].generation;
+    read.owner = options.session;
     read.check_expiry = i + 1 == segments.size();
     read.record_buffers = &record_buffers;
     SIESTA_ASSIGN_OR_RETURN(const SnapshotReadResult result, reader.read(read, regions));
@@ -127,7 +129,6 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
       MutexLock lock(mu);
       apply(Event::kMemoryLost);
       lost_reason = reason;
-      st.memory_lost = true;
       st.last_error = reason;
       if (!options.on_fatal) {
         log("offload: the session's memory could not be mapped back at its addresses (" + reason +
@@ -142,6 +143,7 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
   std::optional<FallbackReason> fallback;
   Status given_up;
   uint64_t read_bytes = 0;
+  std::shared_ptr<RamSnapshot> from_ram;  // the snapshot, when it is in the RAM tier
   if (fresh) {
     admission.fresh_after_expiry = true;
     given_up = deps.target.discard_history();
@@ -150,10 +152,17 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
     {
       MutexLock lock(mu);
       segments = chain;
+      from_ram = ram;
     }
     const std::vector<SnapshotRegion> regions = deps.target.snapshot_regions();
-    Result<uint64_t> restored = read_chain(segments, regions);
-    if (!restored.ok() && restored.status().code() == StatusCode::kIoError) {
+    Result<uint64_t> restored = NotFound("no snapshot was written");
+    if (from_ram) {
+      const Status copied = copy_from_ram(*from_ram, deps.backend, regions);
+      restored = copied.ok() ? Result<uint64_t>(from_ram->payload_bytes) : copied;
+    } else {
+      restored = read_chain(segments, regions);
+    }
+    if (!from_ram && !restored.ok() && restored.status().code() == StatusCode::kIoError) {
       // A transient read error must not cost an intact history: read once more (every saved
       // extent is written again, so a half-done first attempt leaves nothing behind).
       restored = read_chain(segments, regions);
@@ -178,9 +187,16 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
   // it changes from here on.
   if (fresh) {
     (void)remove_snapshot("expired");
+  } else if (from_ram) {
+    // The memory holds it again: the tier gets its room back at once.
+    drop_ram();
   } else if (admission.restored && keeps_snapshots()) {
+    // The memory is the chain's: the target's count of unchanged tokens starts here (an
+    // import or reset later in this command still lowers it to 0).
+    const uint64_t restored_tokens = deps.target.history_tokens();
+    (void)deps.target.take_unchanged_tokens();
     MutexLock lock(mu);
-    unchanged_tokens = deps.target.history_tokens();
+    unchanged_tokens = restored_tokens;
   } else {
     retire_snapshot(admission.restored ? "restored" : "refused");
   }
@@ -191,13 +207,15 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
   apply(Event::kRestored);
   if (!fresh) ++st.counters.restores;
   if (admission.restored) ++st.counters.restore_hits;
+  if (from_ram) ++st.counters.ram_restores;
   if (fallback) ++st.counters.fallbacks[static_cast<size_t>(*fallback)];
   st.last_restore_ms = st.operation_ms =
       std::chrono::duration<double, std::milli>(retired_at - started).count();
   st.counters.restore_seconds.observe(st.last_restore_ms / 1000.0);
   const std::string total = ms_text(retired_at - started);
   if (admission.restored) {
-    log("offload: restored " + std::to_string(tokens) + " tokens in " + total + " ms (" +
+    log("offload: restored " + std::to_string(tokens) + " tokens" + (from_ram ? " from RAM" : "") +
+        " in " + total + " ms (" +
         restore_breakdown(committed_at - started, read_at - committed_at, read_bytes,
                           retired_at - read_at) +
         "); state resident");

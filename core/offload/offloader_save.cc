@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "core/offload/internal/offloader_impl.h"
+#include "core/offload/internal/save_outcome.h"
 #include "core/offload/offloader.h"
+#include "core/offload/ram_snapshot.h"
 #include "core/snapshot/snapshot_writer.h"
 
 namespace siesta {
@@ -40,12 +42,13 @@ Offloader::Impl::SavePlan Offloader::Impl::plan_save() {
   {
     MutexLock lock(mu);
     segments = chain.size();
+    plan.chain_segments = segments;
     if (segments > 0) unchanged = std::min(unchanged_tokens, chain.back().tokens);
     for (size_t i = 1; i < segments; ++i) deltas_payload += chain[i].payload_bytes;
   }
   // A delta needs a base and room for one more segment, and must leave the restore reading
   // at most half as much again as a whole snapshot would hold.
-  if (segments == 0 || segments > options.max_delta_segments || unchanged == 0) return plan;
+  if (segments == 0 || segments > options.config.delta_segments || unchanged == 0) return plan;
   std::vector<SnapshotRegion> delta = deps.target.snapshot_regions_after(unchanged);
   const uint64_t delta_payload = payload_of(delta);
   if (2 * (deltas_payload + delta_payload) > plan.payload_bytes) return plan;
@@ -53,6 +56,18 @@ Offloader::Impl::SavePlan Offloader::Impl::plan_save() {
   plan.regions = std::move(delta);
   plan.payload_bytes = delta_payload;
   return plan;
+}
+
+Result<std::shared_ptr<RamSnapshot>> Offloader::Impl::save_to_ram(const SavePlan& plan) {
+  // A delta plan lists only what changed since the chain: the RAM copy is always whole.
+  const std::vector<SnapshotRegion> whole =
+      plan.segment == 0 ? plan.regions : deps.target.snapshot_regions();
+  SIESTA_ASSIGN_OR_RETURN(RamSnapshot copied,
+                          copy_to_ram(*deps.ram_tier, deps.backend, whole, &cancel_save, [this] {
+                            MutexLock lock(mu);
+                            apply(Event::kMemoryRead);
+                          }));
+  return std::make_shared<RamSnapshot>(std::move(copied));
 }
 
 Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
@@ -65,16 +80,38 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
                                      : deps.backend.synchronize();
   Result<SnapshotWriteResult> written = synced;
   SavePlan plan;
+  const uint64_t generation = deps.key->next_generation();
+  // The RAM tier first, when there is one: the snapshot goes there when it fits (in_ram), and
+  // to disk when the tier has no room (ram_full); any other failure of the copy is the save's.
+  bool to_ram = false;
+  bool ram_full = false;
+  std::shared_ptr<RamSnapshot> in_ram;
   if (synced.ok()) {
     plan = plan_save();
+    if (deps.ram_tier != nullptr) {
+      Result<std::shared_ptr<RamSnapshot>> copied = save_to_ram(plan);
+      ram_full = !copied.ok() && copied.status().code() == StatusCode::kOutOfMemory;
+      to_ram = !ram_full;
+      if (copied.ok()) {
+        in_ram = std::move(copied).value();
+        written = SnapshotWriteResult{};  // no file
+        plan.segment = 0;
+        plan.payload_bytes = in_ram->payload_bytes;
+      } else if (to_ram) {
+        written = copied.status();
+      }
+    }
+  }
+  if (synced.ok() && !to_ram) {
     SnapshotWriteOptions write;
     write.path = segment_paths[plan.segment];
-    write.mode = options.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
-                                 : snapshot::SnapshotMode::kSessionDigest;
+    write.mode = options.config.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
+                                        : snapshot::SnapshotMode::kSessionDigest;
     write.fingerprint = deps.target.fingerprint();
     write.expiry_unix = expiry_unix;
     write.chunk_bytes = options.chunk_bytes;
-    write.generation = ++generation;
+    write.generation = generation;
+    write.owner = options.session;
     write.cancel = &cancel_save;
     write.record_buffers = &record_buffers;
     write.on_memory_read = [this] {
@@ -85,94 +122,113 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
     written = writer.write(write, plan.regions);
   }
   const Clock::Duration written_at = deps.clock.now();
+  // A whole snapshot, durable, supersedes the chain's deltas: they go now, while the phase
+  // still lets no other save begin (a command arriving meanwhile cancels this save, whose
+  // outcome then removes the whole chain anyway). Small files: cheap to unlink here.
+  Status superseded = Status::Ok();
+  if (!to_ram && written.ok() && plan.segment == 0 && plan.chain_segments > 1) {
+    superseded = deps.store->remove_deltas(options.session);
+  }
 
+  // ---- the outcome, decided and applied under the mutex ----
+  using offload::SaveOutcome;
   MutexLock lock(mu);
   // The writer has returned: it reads nothing more (also when it failed before its first
   // chunk, without saying so).
   if (phase() == Phase::kSaveReading || phase() == Phase::kSaveCancelling) {
     apply(Event::kMemoryRead);
   }
-  const bool cancelled = phase() != Phase::kSaveFinishing || closing ||
-                         written.status().code() == StatusCode::kCancelled;
-  if (cancelled) {
-    ++st.counters.cancelled_saves;
-    if (written.ok()) {
-      // Complete but stale: the command changes the session. Removed before the save ends:
-      // from then on the Offloader (its store with it) may be destroyed. A delta goes alone
-      // (the chain below it still holds what it held); a whole save replaced the chain's base.
-      lock.unlock();
-      if (plan.segment > 0) {
-        (void)deps.store->remove_segment(options.session, plan.segment);
+  offload::SaveFacts facts;
+  facts.phase = phase();
+  facts.closing = closing;
+  facts.written = written.status().code();
+  facts.waited = synced.ok();
+  facts.segment = plan.segment;
+  facts.chain_segments = chain.size();
+  facts.keep_memory = keep_memory;
+  facts.to_ram = to_ram;
+  facts.failures_in_a_row = failures_in_a_row;
+  facts.backoff_initial = options.backoff_initial;
+  facts.backoff_max = options.backoff_max;
+  const SaveOutcome outcome = offload::decide_save_outcome(facts);
+  if (ram_full) ++st.counters.ram_full;
+  if (!superseded.ok()) {
+    ++st.counters.delete_failures;
+    log_change("delete", superseded,
+               "could not delete superseded deltas: " + superseded.to_string());
+  }
+  std::string what;  // the file, for the log line
+  switch (outcome.end) {
+    case SaveOutcome::End::kCancelled: ++st.counters.cancelled_saves; break;
+    case SaveOutcome::End::kFailed:
+      ++st.counters.write_failures;
+      st.last_error = written.status().to_string();
+      ++failures_in_a_row;
+      retry_at = written_at + outcome.backoff;
+      log_change("write", written.status(),
+                 "snapshot write failed (memory kept, retrying): " + st.last_error);
+      break;
+    case SaveOutcome::End::kWrittenAhead:
+    case SaveOutcome::End::kDurable:
+      failures_in_a_row = 0;
+      if (outcome.new_chain) chain.clear();
+      if (in_ram) {
+        // The snapshot is the RAM copy; the files of an earlier chain go below.
+        ram = in_ram;
+        st.ram_bytes = in_ram->block.charged_bytes();
+        ++st.counters.ram_saves;
+        what = std::to_string(in_ram->payload_bytes) + " bytes to RAM";
       } else {
-        (void)remove_snapshot("cancelled");
+        chain.push_back({generation, written->file_bytes, plan.payload_bytes, plan.tokens});
+        unchanged_tokens = plan.tokens;
+        if (plan.segment > 0) ++st.counters.delta_saves;
+        what = std::to_string(written->file_bytes) + " bytes" +
+               (plan.segment > 0 ? " (delta " + std::to_string(plan.segment) + ")" : "");
       }
-      lock.lock();
-    }
-    // A command let in during the save's last steps may have ended already; the timer its
-    // lease armed runs after this task (the executor runs one task at a time).
-    apply(Event::kSaveCancelled);
-    return Cancelled("the save was cancelled");
+      report_chain();
+      st.last_save_ms = st.operation_ms = milliseconds(written_at - start);
+      st.counters.save_seconds.observe(st.last_save_ms / 1000.0);
+      break;
   }
-  if (!written.ok()) {
-    ++st.counters.write_failures;
-    st.last_error = written.status().to_string();
-    const Clock::Duration backoff = std::min(
-        options.backoff_max, options.backoff_initial * (1u << std::min(failures_in_a_row, 20u)));
-    ++failures_in_a_row;
-    retry_at = written_at + backoff;
-    log_change("write", written.status(),
-               "snapshot write failed (memory kept, retrying): " + st.last_error);
-    apply(Event::kSaveFailed);
-    arm_timer_at(retry_at);
-    if (synced.ok() && plan.segment == 0 && !chain.empty()) {
-      // The writer leaves the final name alone on failure, except when only the directory's
-      // sync failed after the rename: then the base may be the new one. No chain is trusted
-      // over a base in doubt; the memory, kept, holds everything. (A failed wait for the
-      // device wrote nothing: the chain stands.)
-      lock.unlock();
-      (void)remove_snapshot("superseded");
-      lock.lock();
-    }
-    return written.status();
-  }
-
-  failures_in_a_row = 0;
-  const size_t superseded = plan.segment == 0 ? chain.size() : 0;
-  if (plan.segment == 0) chain.clear();
-  chain.push_back({generation, written->file_bytes, plan.payload_bytes, plan.tokens});
-  unchanged_tokens = plan.tokens;
-  report_chain();
-  if (plan.segment > 0) ++st.counters.delta_saves;
-  st.last_save_ms = st.operation_ms = milliseconds(written_at - start);
-  st.counters.save_seconds.observe(st.last_save_ms / 1000.0);
-  const std::string what =
-      std::to_string(written->file_bytes) + " bytes" +
-      (plan.segment > 0 ? " (delta " + std::to_string(plan.segment) + ")" : "");
-  if (superseded > 1) {
-    // The deltas of the chain this whole save replaced (small: cheap to unlink here).
-    lock.unlock();
-    Status removed = deps.store->remove_deltas(options.session);
-    lock.lock();
-    if (!removed.ok()) {
-      ++st.counters.delete_failures;
-      log_change("delete", removed, "could not delete superseded deltas: " + removed.to_string());
-    }
-  }
-  if (keep_memory) {
+  // A cancelled save ends now (a command let in during its last steps may have ended already;
+  // the timer its lease armed runs after this task: the executor runs one task at a time); a
+  // failed one is retried; a durable one is released (a command that arrives meanwhile waits
+  // for the release to end, then restores).
+  if (outcome.end != SaveOutcome::End::kCancelled) apply(outcome.event);
+  if (outcome.end == SaveOutcome::End::kFailed) arm_timer_at(retry_at);
+  if (outcome.end == SaveOutcome::End::kWrittenAhead) {
     // Written ahead: the session stays usable at once, and releasing it later (the idle
     // deadline, an eviction) costs only the release.
-    apply(Event::kFileKept);
     ++st.counters.saves_ahead;
     log("offload: wrote " + what + " ahead in " +
         std::to_string(static_cast<int64_t>(st.last_save_ms)) + " ms; memory kept; state resident");
     arm_timer_at(save_due());
-    return Status::Ok();
   }
-  // Durable: give the memory back, without the mutex. A command that arrives now waits for
-  // the release to end (the phase says so) and then restores.
-  apply(Event::kFileDurable);
   const uint64_t disk_bytes = st.disk_bytes;
   lock.unlock();
+
+  // ---- the files, without the mutex ----
+  switch (outcome.remove) {
+    case SaveOutcome::Remove::kNothing: break;
+    case SaveOutcome::Remove::kThisDelta:
+      (void)deps.store->remove_segment(options.session, plan.segment);
+      break;
+    case SaveOutcome::Remove::kChain:
+      (void)remove_files(outcome.end == SaveOutcome::End::kCancelled ? "cancelled" : "superseded");
+      break;
+  }
+  switch (outcome.end) {
+    case SaveOutcome::End::kCancelled: {
+      // Ended only once its file is gone: from then on the Offloader (its store with it) may be
+      // destroyed.
+      MutexLock relock(mu);
+      apply(Event::kSaveCancelled);
+      return Cancelled("the save was cancelled");
+    }
+    case SaveOutcome::End::kFailed: return written.status();
+    case SaveOutcome::End::kWrittenAhead: return Status::Ok();
+    case SaveOutcome::End::kDurable: break;
+  }
   return release_saved(disk_bytes);
 }
 
@@ -197,25 +253,28 @@ Status Offloader::Impl::release_saved(uint64_t file_bytes) {
   }
   // What was released stays released (the snapshot holds it) and a restore commits exactly
   // that.
-  apply(Event::kReleased);
+  const bool in_ram = ram != nullptr;
+  apply(in_ram ? Event::kReleasedToRam : Event::kReleased);
   failures_in_a_row = 0;
   offload_requested = false;
   ++st.counters.saves;
   st.disk_bytes = file_bytes;
-  log("offload: saved " + std::to_string(st.disk_bytes) + " bytes in " +
-      std::to_string(static_cast<int64_t>(st.last_save_ms)) + " ms; released " +
+  log("offload: saved " +
+      (in_ram ? std::to_string(ram->payload_bytes) + " bytes to RAM"
+              : std::to_string(st.disk_bytes) + " bytes") +
+      " in " + std::to_string(static_cast<int64_t>(st.last_save_ms)) + " ms; released " +
       std::to_string(st.released_vram_bytes) + " device bytes, " +
-      std::to_string(st.released_host_bytes) + " host bytes; state disk");
+      std::to_string(st.released_host_bytes) + " host bytes; state " + (in_ram ? "ram" : "disk"));
   arm_timer_at(expiry_due());
   return Status::Ok();
 }
 
-// Stops at the first failure. Released bytes are the backend's and HostVmm's committed bytes
-// before minus after.
+// Stops at the first failure. Released bytes are this session's own: the sizes of the ranges
+// whose decommit (or host release) the backend (or HostVmm) reported done. The backend's
+// committed total cannot say it: with several sessions another may commit or release between
+// the two reads (that total is what a test with one session checks these sums against).
 Offloader::Impl::ReleaseOutcome Offloader::Impl::release_memory() {
   ReleaseOutcome out;
-  const MemoryStats device_before = deps.backend.stats();
-  const HostVmmStats host_before = deps.host.stats();
   const std::vector<DeviceRange> device = deps.target.device_memory();
   for (size_t i = 0; i < device.size() && out.failed.ok(); ++i) {
     if (device_released[i]) continue;
@@ -223,6 +282,7 @@ Offloader::Impl::ReleaseOutcome Offloader::Impl::release_memory() {
     if (out.failed.ok()) {
       device_released[i] = true;
       ++out.released;
+      out.device_bytes += device[i].size;
     }
   }
   if (out.failed.ok()) {
@@ -231,10 +291,9 @@ Offloader::Impl::ReleaseOutcome Offloader::Impl::release_memory() {
       out.failed = range->release();
       if (!out.failed.ok()) break;
       ++out.released;
+      out.host_bytes += range->size();
     }
   }
-  out.device_bytes = device_before.committed_bytes - deps.backend.stats().committed_bytes;
-  out.host_bytes = host_before.committed_bytes - deps.host.stats().committed_bytes;
   return out;
 }
 

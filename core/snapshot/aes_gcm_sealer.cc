@@ -134,6 +134,7 @@ ProcessKey& ProcessKey::operator=(ProcessKey&& other) noexcept {
   if (this != &other) {
     key_ = other.key_;
     nonce_ = other.nonce_;
+    generations_.store(other.generations_.load());
     other.wipe();
   }
   return *this;

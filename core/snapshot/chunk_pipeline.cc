@@ -30,7 +30,7 @@ ChunkPipeline::ChunkPipeline(std::vector<std::unique_ptr<ChunkSealer>> sealers)
 
 ChunkPipeline::~ChunkPipeline() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   work_ready_.notify_all();
@@ -41,13 +41,13 @@ void ChunkPipeline::submit(Job job) {
   ++pending_;
   if (workers_.empty()) {
     Status status = job(*sealers_.front());
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     entries_.push_back(Entry{nullptr, std::move(status), true});
     ++next_to_start_;
     return;
   }
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     entries_.push_back(Entry{std::move(job), Status::Ok(), false});
   }
   work_ready_.notify_one();
@@ -55,8 +55,8 @@ void ChunkPipeline::submit(Job job) {
 
 Status ChunkPipeline::retire() {
   if (pending_ == 0) return Internal("chunk pipeline: nothing to retire");
-  std::unique_lock lock(mutex_);
-  job_done_.wait(lock, [this] { return entries_.front().done; });
+  MutexLock lock(mutex_);
+  lock.wait(job_done_, [this]() SIESTA_REQUIRES(mutex_) { return entries_.front().done; });
   Status status = std::move(entries_.front().status);
   entries_.pop_front();
   --next_to_start_;  // every entry before next_to_start_ was taken, the front one included
@@ -66,9 +66,11 @@ Status ChunkPipeline::retire() {
 
 void ChunkPipeline::work(size_t worker) {
   ChunkSealer& sealer = *sealers_[worker];
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   for (;;) {
-    work_ready_.wait(lock, [this] { return stopping_ || next_to_start_ < entries_.size(); });
+    lock.wait(work_ready_, [this]() SIESTA_REQUIRES(mutex_) {
+      return stopping_ || next_to_start_ < entries_.size();
+    });
     if (stopping_) return;  // queued jobs are dropped: only a failed or cancelled owner stops early
     Entry& entry = entries_[next_to_start_++];
     lock.unlock();

@@ -16,11 +16,12 @@
 // What a seal binds is the caller's aad plus (domain, index); the snapshot writer and reader
 // put the file id, the header digest and the chunk header in the aad (SNAPSHOT_FORMAT.md).
 //
-// Thread rule: a ChunkSealer is used by one thread at a time. A ProcessKey is immutable after
-// creation and may be shared.
+// Thread rule: a ChunkSealer is used by one thread at a time. A ProcessKey's key and nonce are
+// immutable after creation; it may be shared (its generation count is atomic).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -52,11 +53,21 @@ class ProcessKey {
   // The raw key, for the sealer only.
   const KeyBytes& key_bytes() const { return key_; }
 
+  // A generation no file sealed under this key had before (1, 2, 3, ...: every session's saves
+  // draw from this one count), so that a reader expecting the generation its save wrote
+  // refuses every other file this process wrote, whichever session it came from
+  // (SnapshotHeader::generation). Thread rule: any thread.
+  uint64_t next_generation() const {
+    return generations_.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+
  private:
   ProcessKey() = default;
   void wipe();
   KeyBytes key_{};
   snapshot::ProcessNonce nonce_{};
+  // The last generation handed out. Mutable: numbering files does not change the key.
+  mutable std::atomic<uint64_t> generations_{0};
 };
 
 // Fills `out` with cryptographically random bytes. Failure: Internal.

@@ -6,7 +6,7 @@
 namespace siesta {
 
 std::vector<uint8_t> RecordBufferPool::take() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (kept_.empty()) return {};
   // kept_ is sorted by capacity, smallest first: the largest buffer is the likeliest to hold
   // a record without growing.
@@ -17,7 +17,7 @@ std::vector<uint8_t> RecordBufferPool::take() {
 
 void RecordBufferPool::give_back(std::vector<uint8_t> buffer) {
   if (buffer.capacity() == 0) return;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const auto at = std::upper_bound(
       kept_.begin(), kept_.end(), buffer.capacity(),
       [](size_t capacity, const std::vector<uint8_t>& kept) { return capacity < kept.capacity(); });
@@ -25,7 +25,7 @@ void RecordBufferPool::give_back(std::vector<uint8_t> buffer) {
 }
 
 uint64_t RecordBufferPool::kept_bytes() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   uint64_t bytes = 0;
   for (const std::vector<uint8_t>& buffer : kept_) bytes += buffer.capacity();
   return bytes;

@@ -13,8 +13,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <vector>
+
+#include "core/base/mutex.h"
+#include "core/base/thread_annotations.h"
 
 namespace siesta {
 
@@ -22,17 +24,17 @@ class RecordBufferPool {
  public:
   // A buffer given back earlier, the largest first, or an empty one when none is kept. Its
   // size and contents are whatever they were; the caller resizes it.
-  std::vector<uint8_t> take();
+  std::vector<uint8_t> take() SIESTA_EXCLUDES(mutex_);
 
   // Keeps `buffer` (its capacity) for a later take(); an empty one is dropped.
-  void give_back(std::vector<uint8_t> buffer);
+  void give_back(std::vector<uint8_t> buffer) SIESTA_EXCLUDES(mutex_);
 
   // Capacity of the buffers kept now, in bytes.
-  uint64_t kept_bytes() const;
+  uint64_t kept_bytes() const SIESTA_EXCLUDES(mutex_);
 
  private:
-  mutable std::mutex mutex_;
-  std::vector<std::vector<uint8_t>> kept_;
+  mutable Mutex mutex_;
+  std::vector<std::vector<uint8_t>> kept_ SIESTA_GUARDED_BY(mutex_);
 };
 
 }  // namespace siesta

@@ -35,12 +35,13 @@ Status validate_export_name(std::string_view name) {
 
 Result<std::unique_ptr<SnapshotExporter>> SnapshotExporter::open(FileSystem& fs, const Clock& clock,
                                                                  MemoryBackend* backend,
-                                                                 std::string dir, Options options) {
+                                                                 const std::string& dir,
+                                                                 Options options) {
   SIESTA_ASSIGN_OR_RETURN(PrivateDirectory directory,
                           PrivateDirectory::open(fs, dir, {options.owner_uid, "export directory"}));
   SIESTA_ASSIGN_OR_RETURN(ProcessKey key, ProcessKey::generate());
-  return std::unique_ptr<SnapshotExporter>(new SnapshotExporter(
-      fs, clock, backend, std::move(directory), std::move(options), std::move(key)));
+  return std::unique_ptr<SnapshotExporter>(
+      new SnapshotExporter(fs, clock, backend, std::move(directory), options, std::move(key)));
 }
 
 Result<std::string> SnapshotExporter::path_of(std::string_view name) const {
@@ -57,7 +58,8 @@ Result<SnapshotWriteResult> SnapshotExporter::export_session(
   write.mode = snapshot::SnapshotMode::kDurableExport;
   write.fingerprint = fingerprint;
   write.expiry_unix = snapshot::kNeverExpires;
-  write.generation = 0;  // an export has none: it may be imported any number of times
+  write.generation = 0;             // an export has none: it may be imported any number of times
+  write.owner = std::string(name);  // imported under this name only
   write.chunk_bytes = options_.chunk_bytes;
   write.cancel = cancel;
   SnapshotWriter writer(fs_, clock_, key_, backend_);
@@ -71,8 +73,12 @@ Result<SnapshotReadResult> SnapshotExporter::import_session(
   SnapshotReader reader(fs_, clock_, key_, backend_);
   // The expected mode is always durable export: a session file (encrypted or digest) put under
   // an export's name is refused as Foreign before its seal is even looked at.
-  return reader.read(
-      {std::move(path), snapshot::SnapshotMode::kDurableExport, expected_fingerprint}, regions);
+  SnapshotReadOptions read;
+  read.path = std::move(path);
+  read.mode = snapshot::SnapshotMode::kDurableExport;
+  read.fingerprint = expected_fingerprint;
+  read.owner = std::string(name);  // an export renamed (or copied) under this name is Foreign
+  return reader.read(read, regions);
 }
 
 Status SnapshotExporter::erase(std::string_view name) {

@@ -76,8 +76,8 @@ class SnapshotExporter {
   // `backend` may be null when no region is on the device. `fs`, `clock` and `backend` must
   // outlive the exporter.
   static Result<std::unique_ptr<SnapshotExporter>> open(FileSystem& fs, const Clock& clock,
-                                                        MemoryBackend* backend, std::string dir,
-                                                        Options options);
+                                                        MemoryBackend* backend,
+                                                        const std::string& dir, Options options);
 
   SnapshotExporter(const SnapshotExporter&) = delete;
   SnapshotExporter& operator=(const SnapshotExporter&) = delete;

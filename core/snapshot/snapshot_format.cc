@@ -183,6 +183,10 @@ Status validate_header(const SnapshotHeader& header) {
   if (header.mode == SnapshotMode::kDurableExport && header.generation != 0) {
     return InvalidArgument("a durable export has no generation (it must be 0)");
   }
+  if (header.owner.size() > kMaxOwnerBytes) {
+    return InvalidArgument("the owner has " + std::to_string(header.owner.size()) +
+                           " bytes; at most " + std::to_string(kMaxOwnerBytes));
+  }
   if (header.regions.size() > kMaxRegions) {
     return InvalidArgument(std::to_string(header.regions.size()) + " regions; at most " +
                            std::to_string(kMaxRegions));
@@ -237,6 +241,8 @@ Result<std::vector<uint8_t>> encode_header_body(const SnapshotHeader& header) {
   sink.u64(header.generation);
   sink.u32(header.chunk_bytes);
   sink.u32(static_cast<uint32_t>(header.regions.size()));
+  sink.u8(static_cast<uint8_t>(header.owner.size()));
+  sink.bytes(header.owner.data(), header.owner.size());
   for (const RegionLayout& region : header.regions) {
     sink.u16(static_cast<uint16_t>(region.name.size()));
     sink.bytes(region.name.data(), region.name.size());
@@ -300,6 +306,10 @@ Result<SnapshotHeader> decode_header_body(std::span<const uint8_t> body) {
   if (region_count > kMaxRegions) {
     return Corrupt("snapshot header lists " + std::to_string(region_count) + " regions");
   }
+  const uint8_t owner_bytes = in.u8();
+  const uint8_t* owner = in.take(owner_bytes);
+  if (owner != nullptr) header.owner.assign(reinterpret_cast<const char*>(owner), owner_bytes);
+  if (!in.ok()) return Corrupt("snapshot header ends inside its owner");
   uint64_t extents_seen = 0;
   for (uint32_t r = 0; r < region_count && in.ok(); ++r) {
     RegionLayout region;

@@ -24,23 +24,25 @@ namespace siesta::snapshot {
 
 inline constexpr std::string_view kMagic = "SIESTASN";         // first 8 bytes of a file
 inline constexpr std::string_view kTrailerMagic = "SIESTAEN";  // first 8 bytes of the trailer
-// Version 2 added the generation (u64 at offset 100) to the fixed header; version 1 files are
-// Unsupported.
-inline constexpr uint32_t kFormatVersion = 2;
+// Version 2 added the generation (u64 at offset 100) to the fixed header; version 3 the owner
+// (the writer's identity, before the region table). Files of other versions are Unsupported.
+inline constexpr uint32_t kFormatVersion = 3;
 
 // Bounds a reader enforces before it trusts a header. Generous for any real session (the
 // reference model has a few dozen regions), small enough that a header can never cost more
 // than a few MiB of memory.
 inline constexpr uint32_t kMaxRegions = 1024;
 inline constexpr uint32_t kMaxNameBytes = 255;
+inline constexpr uint32_t kMaxOwnerBytes = 255;
 inline constexpr uint32_t kMaxExtentsPerFile = 1u << 16;
 inline constexpr uint32_t kMaxChunkBytes = 64u << 20;
 inline constexpr uint32_t kMaxHeaderBytes = 4u << 20;
 
 inline constexpr size_t kTagBytes = 16;
 inline constexpr size_t kPrefixBytes = 20;        // magic, version, flags, header_bytes
-inline constexpr size_t kFixedHeaderBytes = 116;  // everything before the region table
-inline constexpr uint32_t kMinHeaderBytes = kFixedHeaderBytes + kTagBytes;  // no regions
+inline constexpr size_t kFixedHeaderBytes = 116;  // everything before the owner
+// An empty owner (one length byte), no regions, the tag.
+inline constexpr uint32_t kMinHeaderBytes = kFixedHeaderBytes + 1 + kTagBytes;
 inline constexpr size_t kChunkHeaderBytes = 16;         // region u32, index u64, length u32
 inline constexpr size_t kTrailerBodyBytes = 8 + 8 + 8;  // end magic, chunk count, payload bytes
 inline constexpr size_t kTrailerBytes = kTrailerBodyBytes + kTagBytes;
@@ -90,12 +92,18 @@ struct SnapshotHeader {
   Fingerprint fingerprint{};
   int64_t created_unix = 0;
   int64_t expiry_unix = 0;
-  // Which save of its session this file is (the Offloader counts them from 1), so that a
-  // reader expecting the latest refuses an older file of the same process and session put
-  // back in place (a replay). Always 0 in durable export mode: an export is meant to be
-  // imported again and again, and no later save makes it stale.
+  // Which save this file is: unique among the files sealed under one process key
+  // (ProcessKey::next_generation()), so that a reader expecting the one it wrote last refuses
+  // any other file of the same process -- an older one of the same session put back (a
+  // replay), or another session's put in its place. Always 0 in durable export mode: an export
+  // is meant to be imported again and again, and no later save makes it stale.
   uint64_t generation = 0;
   uint32_t chunk_bytes = 0;
+  // Who wrote the file and alone may read it back: the session's name for a session file
+  // (the store's <session>), the export's name for an export. 0..kMaxOwnerBytes bytes, never
+  // interpreted; a reader requires the one it expects (else Foreign), so a file renamed or
+  // copied under another owner's name is refused before a byte of it is restored.
+  std::string owner;
   std::vector<RegionLayout> regions;
 };
 
@@ -123,8 +131,8 @@ inline bool is_expired(const SnapshotHeader& header, int64_t now_unix) {
 // Checks what the grammar requires of a header's values: chunk_bytes in 1..kMaxChunkBytes,
 // at most kMaxRegions regions with names of 1..kMaxNameBytes bytes, at most
 // kMaxExtentsPerFile extents in all, extents sorted, disjoint, non-empty and inside their
-// region, extents only on kContents regions, a zero nonce exactly in durable mode, and a zero
-// generation in durable mode.
+// region, extents only on kContents regions, a zero nonce exactly in durable mode, a zero
+// generation in durable mode, and an owner of at most kMaxOwnerBytes bytes.
 // Failure: InvalidArgument naming the first broken rule.
 Status validate_header(const SnapshotHeader& header);
 
@@ -155,7 +163,7 @@ Status check_prefix(const HeaderPrefix& prefix, uint64_t file_bytes);
 Result<SnapshotHeader> decode_header_body(std::span<const uint8_t> body);
 
 // Decodes only the fixed fields (the first kFixedHeaderBytes: magic to region count) into a
-// header without regions, checking neither the seal nor the table: for a caller that must
+// header without owner and regions, checking neither the seal nor the table: for a caller that must
 // look at files it cannot authenticate (the store deciding whether a snapshot has expired).
 // Failure: Truncated when `fixed` is shorter than kFixedHeaderBytes; Corrupt for a bad magic
 // or flags; Unsupported for another version.

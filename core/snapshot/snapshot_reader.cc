@@ -116,10 +116,14 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
                    hex_prefix(header.fingerprint) + "...)");
   }
   SIESTA_RETURN_IF_ERROR(check_layout(header, regions));
-  // After the seal: the generation is as authentic as the rest of the header.
+  // After the seal: owner and generation are as authentic as the rest of the header.
+  if (header.owner != options.owner) {
+    return Foreign(name + " was written by " + quote_for_log(header.owner) + ", expected " +
+                   quote_for_log(options.owner) + " (another owner's file put in its place)");
+  }
   if (header.generation != options.generation) {
-    return Foreign(name + " is generation " + std::to_string(header.generation) +
-                   " of its session, expected " + std::to_string(options.generation) +
+    return Foreign(name + " is generation " + std::to_string(header.generation) + ", expected " +
+                   std::to_string(options.generation) +
                    " (an older or newer snapshot put in its place)");
   }
   const int64_t now = clock_.unix_seconds();

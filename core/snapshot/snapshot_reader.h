@@ -16,8 +16,9 @@
 //   Truncated    the file is shorter than the header's chunks and trailer need
 //   Corrupt      the file is longer than that (bytes after the trailer)
 //   Foreign      another session fingerprint, or a region table that is not the live one
-//                (count, names, persist kinds, sizes), or another generation than the one
-//                the caller expects (an older snapshot of the same session put back: a replay)
+//                (count, names, persist kinds, sizes), another owner (another session's file,
+//                or an export renamed), or another generation than the one the caller expects
+//                (an older snapshot of the same session put back: a replay)
 //   Expired      clock.unix_seconds() >= the header's expiry (snapshot::is_expired: an
 //                export with expiry kNeverExpires never expires), unless the caller reads
 //                an older segment (SnapshotReadOptions::check_expiry)
@@ -56,6 +57,9 @@ struct SnapshotReadOptions {
   // The generation the file must carry (SnapshotWriteOptions::generation): the one the caller
   // last wrote; 0 for exports, which have none.
   uint64_t generation = 0;
+  // The owner the file must name (SnapshotWriteOptions::owner): the session's name, or the
+  // export's.
+  std::string owner{};
   // False for an older segment of a snapshot in segments (the Offloader's delta saves): the
   // expiry that counts is the newest segment's, which is read, and checked, last. Every other
   // check stands.

@@ -175,8 +175,11 @@ Result<std::string> SnapshotStore::snapshot_path(std::string_view session, uint3
     return InvalidArgument("snapshot segment " + std::to_string(segment) + " exceeds " +
                            std::to_string(kMaxSnapshotSegment));
   }
-  if (segment > 0) stem += "." + std::to_string(segment);
-  return path_of(stem + std::string(kSnapSuffix));
+  // Appended piece by piece: `"." + std::to_string(segment)` makes g++ 12 at -O2 warn
+  // (-Wrestrict, a false positive inside std::string's insert).
+  if (segment > 0) stem.append(".").append(std::to_string(segment));
+  stem.append(kSnapSuffix);
+  return path_of(stem);
 }
 
 Result<std::string> SnapshotStore::temp_path(std::string_view session, uint32_t segment) const {

@@ -66,6 +66,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   header.created_unix = clock_.unix_seconds();
   header.expiry_unix = options.expiry_unix;
   header.generation = options.generation;
+  header.owner = options.owner;
   header.chunk_bytes = options.chunk_bytes;
   bool any_device = false;
   for (const SnapshotRegion& region : regions) {

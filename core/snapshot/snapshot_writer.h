@@ -49,10 +49,13 @@ struct SnapshotWriteOptions {
   // Readers refuse the file from this second on; in kDurableExport mode snapshot::kNeverExpires
   // (0) means never (snapshot::is_expired).
   int64_t expiry_unix = 0;
-  // Which save of the session this is (SnapshotHeader::generation): a reader expecting
-  // another generation refuses the file as Foreign. The Offloader counts its saves from 1;
-  // kDurableExport mode requires 0 (else InvalidArgument).
+  // Which save this is (SnapshotHeader::generation): a reader expecting another generation
+  // refuses the file as Foreign. The Offloader takes a fresh one for every save from
+  // ProcessKey::next_generation(); kDurableExport mode requires 0 (else InvalidArgument).
   uint64_t generation = 0;
+  // Who writes the file and alone may read it back (SnapshotHeader::owner): the session's name,
+  // or the export's. At most snapshot::kMaxOwnerBytes bytes (else InvalidArgument).
+  std::string owner{};
   // Largest plaintext per chunk; lowered to the staging buffer size when any device region is
   // written, so that a chunk is exactly one staging copy.
   uint32_t chunk_bytes = 4u << 20;

@@ -264,8 +264,8 @@ TEST(ServerApiE2eTest, CompletionStreamAndChatShapes) {
 
 TEST(ServerApiE2eTest, ModelsAndMetrics) {
   TempDir temp;
-  auto server = start_or_die(
-      with(kTiny, {"--cache-idle-seconds", "600", "--cache-disk-dir", temp.file("cache")}));
+  auto server = start_or_die(with(kTiny, {"--cache-idle-seconds", "600", "--cache-ram-mib", "0",
+                                          "--cache-disk-dir", temp.file("cache")}));
   ASSERT_NE(server, nullptr);
   httplib::Result models = server->get("/v1/models");
   ASSERT_TRUE(models) << httplib::to_string(models.error());
@@ -307,9 +307,9 @@ TEST(ServerApiE2eTest, ModelsAndMetrics) {
 TEST(ServerApiE2eTest, SeveralDevicesAreRefusedWithOffloadOn) {
   TempDir temp;
   for (const char* flag : {"--devices"}) {
-    Result<ProcessExit> exit = ServerProcess::run_to_exit({"--backend", "sim", "--port", "0", flag,
-                                                           "2", "--cache-idle-seconds", "5",
-                                                           "--cache-disk-dir", temp.file("cache")});
+    Result<ProcessExit> exit = ServerProcess::run_to_exit(
+        {"--backend", "sim", "--port", "0", flag, "2", "--cache-idle-seconds", "5",
+         "--cache-ram-mib", "0", "--cache-disk-dir", temp.file("cache")});
     ASSERT_TRUE(exit.ok()) << exit.status().to_string();
     EXPECT_EQ(exit->exit_code, 2) << flag << ": " << exit->describe() << "\n" << exit->stderr_text;
     EXPECT_THAT(exit->stderr_text, HasSubstr(flag));

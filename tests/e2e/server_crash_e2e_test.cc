@@ -40,7 +40,8 @@ std::vector<std::string> offload_args(const std::string& dir, const std::string&
   std::vector<std::string> args = kModel;
   for (const std::string& arg :
        {std::string("--cache-idle-seconds"), idle, std::string("--cache-expire-seconds"),
-        std::string("3600"), std::string("--cache-disk-dir"), dir}) {
+        std::string("3600"), std::string("--cache-ram-mib"), std::string("0"),
+        std::string("--cache-disk-dir"), dir}) {
     args.push_back(arg);
   }
   return args;

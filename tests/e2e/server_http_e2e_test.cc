@@ -2,19 +2,28 @@
 // sockets: idle and trickling connections do not starve /health, the connection limit and
 // the request deadlines answer with a clear status, requests are framed strictly (two
 // Content-Lengths, a negative one, a NUL in a header or a JSON body), pipelined and
-// half-closed requests are answered, browsers' cross-site writes and non-JSON bodies are
-// refused, and GET /v1/models/{model} answers the OpenAI client's models.retrieve.
+// half-closed requests are answered, a broken head (bare LF, binary garbage, a head cut by
+// the client's FIN) is refused at once with 400 instead of waiting for the deadline, browsers'
+// cross-site writes and non-JSON bodies are refused, and GET /v1/models/{model} answers the
+// OpenAI client's models.retrieve.
 //
 // Deadlines: --http-request-timeout-seconds 1 where a test waits for one; every read here has
 // its own deadline well under the old server's 5 s read timeout where that is what is tested.
+// Where a broken head must be refused at once, the timeout is 60 s instead and the read waits
+// past it: a server that waited for the timeout answers 408, so the 400 is the proof, not a
+// wall-clock bound (the time it took is printed).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tests/e2e/raw_http.h"
@@ -264,6 +273,119 @@ TEST(ServerHttpE2eTest, AKeyFollowedByANulDoesNotAuthenticate) {
       http_request_text("GET", "/v1/models", "",
                         {{"Authorization", "Bearer s3cret"}, {"Authorization", "Bearer other"}}));
   EXPECT_THAT(twice, StartsWith("HTTP/1.1 401"));
+}
+
+// ---- Heads refused at their first bad byte ---------------------------------------------------
+
+// A timeout long enough that an answer before it was not the timeout's, and a read that waits
+// past it, so that a server that waited shows its 408 instead of a read error.
+const std::vector<std::string> kLongTimeout = {"--http-request-timeout-seconds", "60"};
+constexpr milliseconds kPastTheLongTimeout{75000};
+
+// Bytes sent on their own connection, and when the last of them went out.
+struct SentBytes {
+  RawConnection connection;
+  std::chrono::steady_clock::time_point sent_at;
+};
+
+// Connects, sends `bytes` and, with `half_close`, shuts down the sending side. Nullopt plus a
+// test failure when that failed.
+std::optional<SentBytes> send_on_new_connection(int port, std::string_view bytes,
+                                                bool half_close = false) {
+  Result<RawConnection> connection = RawConnection::connect(port);
+  EXPECT_TRUE(connection.ok()) << connection.status().to_string();
+  if (!connection.ok()) return std::nullopt;
+  Status sent = connection->send_all(bytes);
+  EXPECT_TRUE(sent.ok()) << sent.to_string();
+  if (!sent.ok()) return std::nullopt;
+  if (half_close) connection->shutdown_send();
+  return SentBytes{std::move(connection).value(), std::chrono::steady_clock::now()};
+}
+
+// Reads what `sent` is answered until the server closes, and prints the last answer's status
+// line and how long it took after the last byte sent (not asserted: the status says whether
+// the server waited).
+std::string answer_to(std::optional<SentBytes>& sent, std::string_view what) {
+  if (!sent) return "";
+  Result<std::string> answer = sent->connection.read_to_end(kPastTheLongTimeout);
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - sent->sent_at);
+  EXPECT_TRUE(answer.ok()) << what << ": " << answer.status().to_string();
+  std::string text = answer.ok() ? *answer : "";
+  const size_t last = text.rfind("HTTP/1.1 ");  // the last answer's status line
+  const std::string status_line =
+      last == std::string::npos ? "" : text.substr(last, text.find("\r\n", last) - last);
+  std::cout << what << ": \"" << status_line << "\" after "
+            << static_cast<double>(took.count()) / 1000.0 << " ms\n";
+  return text;
+}
+
+// A 400 whose error message contains `message_part`.
+void expect_bad_request(const std::string& answer, std::string_view message_part) {
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 400")) << answer;
+  const json error = last_body(answer)["error"];
+  EXPECT_EQ(error["code"], "bad_request") << answer;
+  ASSERT_TRUE(error["message"].is_string()) << answer;
+  EXPECT_THAT(error["message"].get<std::string>(), HasSubstr(std::string(message_part))) << answer;
+}
+
+TEST(ServerHttpE2eTest, ABareLfHeadIs400AtOnce) {
+  std::unique_ptr<ServerProcess> server = start_tiny(kLongTimeout);
+  ASSERT_NE(server, nullptr);
+  // The connection stays open: the server has nothing to wait for but its deadline.
+  std::optional<SentBytes> sent =
+      send_on_new_connection(server->port(), "GET /health HTTP/1.1\nHost: x\n\n");
+  expect_bad_request(answer_to(sent, "bare LF head"), "LF without CR");
+}
+
+TEST(ServerHttpE2eTest, BinaryGarbageIs400AtOnce) {
+  std::unique_ptr<ServerProcess> server = start_tiny(kLongTimeout);
+  ASSERT_NE(server, nullptr);
+  // How a TLS ClientHello starts (a handshake record, TLS 1.0 record version, its length,
+  // type 1, its length, client version 3.3): a client speaking HTTPS to this port.
+  const std::string tls_hello("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11);
+  std::string random_bytes(512, '\0');
+  std::mt19937 generator(23);  // fixed: the same bytes on every run
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (char& c : random_bytes) c = static_cast<char>(byte(generator));
+  // Both connections first, so that a server that waits for its timeout costs one wait.
+  std::optional<SentBytes> tls = send_on_new_connection(server->port(), tls_hello);
+  std::optional<SentBytes> random = send_on_new_connection(server->port(), random_bytes);
+  expect_bad_request(answer_to(tls, "TLS ClientHello"), "control byte");
+  expect_bad_request(answer_to(random, "512 random bytes"), "");
+}
+
+TEST(ServerHttpE2eTest, ABrokenHeadAfterAnAnsweredRequestIs400AtOnce) {
+  std::unique_ptr<ServerProcess> server = start_tiny(kLongTimeout);
+  ASSERT_NE(server, nullptr);
+  // The broken head comes in the same write as the request before it: it is judged once that
+  // one has been answered, by a framer started afresh.
+  std::optional<SentBytes> sent = send_on_new_connection(
+      server->port(), keep_alive_request("GET", "/health") + "GET /health HTTP/1.1\nHost: x\n\n");
+  const std::string answers = answer_to(sent, "pipelined bare LF head");
+  EXPECT_THAT(statuses(answers), ::testing::ElementsAre(200, 400)) << answers;
+  EXPECT_EQ(last_body(answers)["error"]["code"], "bad_request") << answers;
+}
+
+TEST(ServerHttpE2eTest, APartialHeadThenAHalfCloseIs400) {
+  std::unique_ptr<ServerProcess> server = start_tiny(kLongTimeout);
+  ASSERT_NE(server, nullptr);
+  std::optional<SentBytes> sent = send_on_new_connection(
+      server->port(), "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n", /*half_close=*/true);
+  expect_bad_request(answer_to(sent, "partial head, then FIN"), "ended before its head");
+}
+
+TEST(ServerHttpE2eTest, AHalfCloseWithoutARequestIsClosedSilently) {
+  std::unique_ptr<ServerProcess> server = start_tiny(kLongTimeout);
+  ASSERT_NE(server, nullptr);
+  std::optional<SentBytes> nothing = send_on_new_connection(server->port(), "", true);
+  EXPECT_EQ(answer_to(nothing, "FIN before any byte"), "");
+  // After an answered request, and after empty lines (RFC 9112 section 2.2: they are skipped,
+  // not the start of a request).
+  std::optional<SentBytes> after = send_on_new_connection(
+      server->port(), keep_alive_request("GET", "/health") + "\r\n", /*half_close=*/true);
+  const std::string answers = answer_to(after, "FIN after an answered request");
+  EXPECT_THAT(statuses(answers), ::testing::ElementsAre(200)) << answers;
 }
 
 // ---- Browsers --------------------------------------------------------------------------------

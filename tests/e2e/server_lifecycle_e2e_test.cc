@@ -119,8 +119,8 @@ const std::string kFirst = "The offloaded session remembers this opening line.";
 TEST(ServerLifecycleE2eTest, IdleOffloadThenRestoreGivesTheSameBytesTwice) {
   TempDir temp;
   const std::string dir = temp.file("cache");
-  Pair servers = start_pair(
-      {"--cache-idle-seconds", "1", "--cache-expire-seconds", "600", "--cache-disk-dir", dir});
+  Pair servers = start_pair({"--cache-idle-seconds", "1", "--cache-expire-seconds", "600",
+                             "--cache-ram-mib", "0", "--cache-disk-dir", dir});
   ASSERT_NE(servers.offload, nullptr);
   ASSERT_NE(servers.reference, nullptr);
 
@@ -154,8 +154,8 @@ TEST(ServerLifecycleE2eTest, ExplicitOffloadThenRestore) {
   TempDir temp;
   const std::string dir = temp.file("cache");
   // The idle timer is far away: only POST /v1/cache/offload can put the session to sleep.
-  Pair servers = start_pair(
-      {"--cache-idle-seconds", "600", "--cache-expire-seconds", "1200", "--cache-disk-dir", dir});
+  Pair servers = start_pair({"--cache-idle-seconds", "600", "--cache-expire-seconds", "1200",
+                             "--cache-ram-mib", "0", "--cache-disk-dir", dir});
   ASSERT_NE(servers.offload, nullptr);
   ASSERT_NE(servers.reference, nullptr);
   const Completion first = both(servers, completion_request(kFirst, 16), "first");
@@ -176,8 +176,8 @@ TEST(ServerLifecycleE2eTest, ExplicitOffloadThenRestore) {
 TEST(ServerLifecycleE2eTest, CorruptedSnapshotFallsBackToRereadingThePrompt) {
   TempDir temp;
   const std::string dir = temp.file("cache");
-  Pair servers = start_pair(
-      {"--cache-idle-seconds", "1", "--cache-expire-seconds", "600", "--cache-disk-dir", dir});
+  Pair servers = start_pair({"--cache-idle-seconds", "1", "--cache-expire-seconds", "600",
+                             "--cache-ram-mib", "0", "--cache-disk-dir", dir});
   ASSERT_NE(servers.offload, nullptr);
   ASSERT_NE(servers.reference, nullptr);
   const Completion first = both(servers, completion_request(kFirst, 24), "first");
@@ -213,8 +213,8 @@ TEST(ServerLifecycleE2eTest, CorruptedSnapshotFallsBackToRereadingThePrompt) {
 TEST(ServerLifecycleE2eTest, ExpiredSnapshotFallsBackToAFreshSession) {
   TempDir temp;
   const std::string dir = temp.file("cache");
-  Pair servers = start_pair(
-      {"--cache-idle-seconds", "1", "--cache-expire-seconds", "3", "--cache-disk-dir", dir});
+  Pair servers = start_pair({"--cache-idle-seconds", "1", "--cache-expire-seconds", "3",
+                             "--cache-ram-mib", "0", "--cache-disk-dir", dir});
   ASSERT_NE(servers.offload, nullptr);
   ASSERT_NE(servers.reference, nullptr);
   const Completion first = both(servers, completion_request(kFirst, 24), "first");
@@ -240,7 +240,7 @@ TEST(ServerLifecycleE2eTest, CancelledStreamIsFollowedByOffloadAndAGoodGeneratio
                                           "synthetic:tiny", "--ctx", "8192"};
   std::unique_ptr<ServerProcess> server =
       start_or_die(with(model, {"--cache-idle-seconds", "1", "--cache-expire-seconds", "600",
-                                "--cache-disk-dir", dir}));
+                                "--cache-ram-mib", "0", "--cache-disk-dir", dir}));
   std::unique_ptr<ServerProcess> reference = start_or_die(model);
   ASSERT_NE(server, nullptr);
   ASSERT_NE(reference, nullptr);
@@ -282,8 +282,9 @@ TEST(ServerLifecycleE2eTest, SlotSaveWhileAsleepThenRestore) {
   TempDir temp;
   const std::string dir = temp.file("cache");
   const std::string slots = temp.file("slots");
-  Pair servers = start_pair({"--cache-idle-seconds", "1", "--cache-expire-seconds", "600",
-                             "--cache-disk-dir", dir, "--slot-save-path", slots});
+  Pair servers =
+      start_pair({"--cache-idle-seconds", "1", "--cache-expire-seconds", "600", "--cache-ram-mib",
+                  "0", "--cache-disk-dir", dir, "--slot-save-path", slots});
   ASSERT_NE(servers.offload, nullptr);
   ASSERT_NE(servers.reference, nullptr);
   const Completion first = both(servers, completion_request(kFirst, 24), "first");
@@ -325,7 +326,7 @@ TEST(ServerLifecycleE2eTest, SigtermWhileAsleepLeavesNoSnapshotBehind) {
   const std::string dir = temp.file("cache");
   std::unique_ptr<ServerProcess> server =
       start_or_die(with(kModel, {"--cache-idle-seconds", "1", "--cache-expire-seconds", "600",
-                                 "--cache-disk-dir", dir}));
+                                 "--cache-ram-mib", "0", "--cache-disk-dir", dir}));
   ASSERT_NE(server, nullptr);
   Result<Completion> first = complete(*server, completion_request(kFirst, 16));
   ASSERT_TRUE(first.ok()) << first.status().to_string();

@@ -51,8 +51,8 @@ std::string prompt_for(int thread, int request) {
 TEST(ServerRaceE2eTest, HundredsOfRequestsAroundTheIdleDeadline) {
   TempDir temp;
   std::vector<std::string> args = kModel;
-  for (const char* arg :
-       {"--cache-idle-seconds", "1", "--cache-expire-seconds", "600", "--cache-disk-dir"}) {
+  for (const char* arg : {"--cache-idle-seconds", "1", "--cache-expire-seconds", "600",
+                          "--cache-ram-mib", "0", "--cache-disk-dir"}) {
     args.push_back(arg);
   }
   args.push_back(temp.file("cache"));

@@ -69,9 +69,9 @@ TEST(ServerSignalsE2eTest, SigtermDuringALongPrefillStopsWithinAStep) {
 TEST(ServerSignalsE2eTest, SighupIsACleanStop) {
   TempDir temp;
   const std::string dir = temp.file("cache");
-  Result<std::unique_ptr<ServerProcess>> server =
-      ServerProcess::start({"--backend", "sim", "--model", "synthetic:tiny", "--cache-idle-seconds",
-                            "600", "--cache-expire-seconds", "1200", "--cache-disk-dir", dir});
+  Result<std::unique_ptr<ServerProcess>> server = ServerProcess::start(
+      {"--backend", "sim", "--model", "synthetic:tiny", "--cache-idle-seconds", "600",
+       "--cache-expire-seconds", "1200", "--cache-ram-mib", "0", "--cache-disk-dir", dir});
   ASSERT_TRUE(server.ok()) << server.status().to_string();
   httplib::Result answer =
       (*server)->post_json("/v1/completions", {{"prompt", "Keep this"}, {"max_tokens", 4}});

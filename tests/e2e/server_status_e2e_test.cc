@@ -98,8 +98,9 @@ TEST(ServerStatusE2eTest, OffloadOffIsDisabled) {
 TEST(ServerStatusE2eTest, OffloadOnIsResidentFromTheFirstRequest) {
   TempDir temp;
   const std::string dir = temp.file("snapshots");
-  auto server = start_or_die({"--backend", "sim", "--cache-idle-seconds", "30",
-                              "--cache-expire-seconds", "90", "--cache-disk-dir", dir});
+  auto server =
+      start_or_die({"--backend", "sim", "--cache-idle-seconds", "30", "--cache-expire-seconds",
+                    "90", "--cache-ram-mib", "0", "--cache-disk-dir", dir});
   ASSERT_NE(server, nullptr);
   // The very first /v1/status request: the seed said "disabled" until the first save.
   const json body = get_json(*server, "/v1/status", 200);
@@ -130,8 +131,8 @@ TEST(ServerStatusE2eTest, OwnsTheSnapshotDirectoryFromStartToStop) {
     ASSERT_EQ(::close(::creat((dir + "/" + name).c_str(), 0600)), 0) << name;
   }
 
-  auto server =
-      start_or_die({"--backend", "sim", "--cache-idle-seconds", "30", "--cache-disk-dir", dir});
+  auto server = start_or_die({"--backend", "sim", "--cache-idle-seconds", "30", "--cache-ram-mib",
+                              "0", "--cache-disk-dir", dir});
   ASSERT_NE(server, nullptr);
   EXPECT_THAT(server->stderr_text(), HasSubstr("removed 3 files of stopped servers"));
   std::vector<std::string> running = list_names(dir);
@@ -179,8 +180,8 @@ TEST(ServerStatusE2eTest, HealthAndErrors) {
 TEST(ServerStatusE2eTest, StatusDoesNotChangeOnRepeatedReads) {
   // Reading status is a pure read: many reads leave the cache as it was.
   TempDir temp;
-  auto server = start_or_die(
-      {"--backend", "sim", "--cache-idle-seconds", "30", "--cache-disk-dir", temp.file("d")});
+  auto server = start_or_die({"--backend", "sim", "--cache-idle-seconds", "30", "--cache-ram-mib",
+                              "0", "--cache-disk-dir", temp.file("d")});
   ASSERT_NE(server, nullptr);
   const json first = get_json(*server, "/v1/status", 200);
   for (int i = 0; i < 20; ++i) {

@@ -4,7 +4,7 @@
 //
 // The input is the whole file. To let mutations of valid files reach the chunks, the live
 // session is taken from the file itself when its header decodes and describes at most 1 MiB:
-// the expected mode, fingerprint, generation and region table are the header's, so only the
+// the expected mode, fingerprint, generation, owner and region table are the header's, so only the
 // seals and the grammar decide. The key is the fixed test key the corpus was written with
 // (tests/unit/snapshot_refusal_test.cc, SnapshotFuzzCorpus), and the clock stands at
 // 1'800'000'000 as there.
@@ -79,6 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.mode = header.mode;
     options.fingerprint = header.fingerprint;
     options.generation = header.generation;
+    options.owner = header.owner;
     for (const auto& layout : header.regions) {
       memory.emplace_back(layout.size);
       siesta::SnapshotRegion region;

@@ -34,7 +34,9 @@ struct GpuEngine {
   siesta::testing::TempDir dir;
   std::unique_ptr<runtime::EngineStack> stack;
 
-  Status start(const std::string& spec, std::optional<KvType> kv, bool offload) {
+  // `ram_bytes`: the RAM tier's budget (0: every snapshot on disk).
+  Status start(const std::string& spec, std::optional<KvType> kv, bool offload,
+               uint64_t ram_bytes = 0) {
     runtime::EngineStackOptions options;
     options.device.kind = runtime::BackendKind::kCuda;
     SIESTA_ASSIGN_OR_RETURN(options.model, model_config_from_spec(spec, std::nullopt, kv));
@@ -42,6 +44,7 @@ struct GpuEngine {
       options.offload.config.idle_seconds = kIdle;
       options.offload.config.expire_seconds = 10 * kIdle;
       options.offload.config.disk_dir = dir.path();
+      options.offload.config.ram_bytes = ram_bytes;
     }
     options.executor = &executor;
     SIESTA_ASSIGN_OR_RETURN(stack, runtime::EngineStack::open(std::move(options), clock));
@@ -104,6 +107,54 @@ TEST_P(CudaEngineOffloadTest, TwentyCyclesGiveTheBytesOfOffloadOffAtTheSameAddre
     EXPECT_GT(slept.released_vram_bytes, 0u);
   }
   EXPECT_EQ(on.engine().cache_status().counters.restore_hits, 19u);
+}
+
+// The RAM tier on the GPU: each cycle's snapshot goes to host memory (state ram, no file),
+// the device memory is released (cuMemGetInfo), the next turn restores it at the same
+// addresses (the graph captured before replays) with the bytes of offload off, and the tier
+// is empty again once the device holds the session.
+TEST_P(CudaEngineOffloadTest, AHundredCyclesThroughTheRamTierGiveTheBytesOfOffloadOff) {
+  if (GetParam() != KvType::kF16) GTEST_SKIP() << "one KV type is enough for the tier's path";
+  GpuEngine on, off;
+  ASSERT_TRUE(on.start("synthetic:small", GetParam(), true, uint64_t{1} << 30).ok());
+  ASSERT_TRUE(off.start("synthetic:small", GetParam(), false).ok());
+  test_util::DeviceProbe probe;
+  std::string history_on, history_off;
+  for (int cycle = 0; cycle < 100; ++cycle) {
+    const std::string turn = " Turn " + std::to_string(cycle) + ":";
+    if (cycle % 10 == 0) {  // stay within the context
+      history_on.clear();
+      history_off.clear();
+    }
+    history_on += turn;
+    history_off += turn;
+    Result<GenerateResult> a = on.generate(history_on);
+    Result<GenerateResult> b = off.generate(history_off);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    ASSERT_EQ(a->text, b->text) << "cycle " << cycle;
+    ASSERT_EQ(a->cached_tokens, b->cached_tokens) << "cycle " << cycle;
+    if (cycle > 0) {
+      ASSERT_TRUE(a->admission.restored) << "cycle " << cycle;
+    }
+    ASSERT_EQ(on.stack->ram_tier()->stats().used_bytes, 0u) << "cycle " << cycle;
+    history_on += a->text;
+    history_off += b->text;
+    const uint64_t free_before = probe.free_bytes();
+    on.sleep_session();
+    const OffloadStatus slept = on.engine().cache_status();
+    ASSERT_EQ(slept.state, OffloadState::kRam) << slept.last_error;
+    ASSERT_EQ(slept.disk_bytes, 0u);
+    ASSERT_EQ(on.stack->ram_tier()->stats().used_bytes, slept.ram_bytes);
+    const uint64_t free_after = probe.free_bytes();
+    EXPECT_GE(free_after + (2u << 20), free_before + slept.released_vram_bytes)
+        << "cycle " << cycle;
+    EXPECT_GT(slept.released_vram_bytes, 0u);
+  }
+  const OffloadStatus end = on.engine().cache_status();
+  EXPECT_EQ(end.counters.restore_hits, 99u);
+  EXPECT_EQ(end.counters.ram_restores, 99u);
+  EXPECT_EQ(end.counters.ram_saves, 100u);
 }
 
 INSTANTIATE_TEST_SUITE_P(EachKvType, CudaEngineOffloadTest,

@@ -63,13 +63,15 @@ std::string suffix_of(int arg) {
   return std::string(words[arg % 5]) + std::to_string(arg % 7);
 }
 
-// The prompt a client would send: extending the conversation, diverging inside it, or new.
+// The prompt a client would send: extending the conversation, diverging inside it, the last
+// prompt again (a regenerate: the session's prompt-end checkpoint), or new.
 std::string next_prompt(const Model& model, int how, int arg) {
   const std::string whole = model.last_prompt + model.last_answer;
-  switch (how % 3) {
+  switch (how % 4) {
     case 0: return whole + suffix_of(arg);
     case 1:
       return whole.substr(0, whole.size() * static_cast<size_t>(arg % 10) / 10) + suffix_of(arg);
+    case 2: return model.last_prompt.empty() ? suffix_of(arg) : model.last_prompt;
     default: return suffix_of(arg);
   }
 }

@@ -8,7 +8,9 @@
 //     offloads (the engine's offload_now, as POST /v1/cache/offload);
 //   - injected faults: a file-system fault plan (FsFaultPlan::from_seed: any operation of the
 //     snapshot store, I/O error, no space or short write, once or sticky), the device taken by
-//     "another process" (SimBackend::set_external_usage), and the step that heals both.
+//     "another process" (SimBackend::set_external_usage), and the step that heals both;
+//   - tampering: two conversations' snapshot files (whole or delta segments) swapped, or one
+//     renamed over the other's, as someone with write access to the cache directory could.
 // The reference is one engine that never offloads and keeps every conversation resident (P =
 // N = K), each turn sent to that conversation's own session, so it replays each conversation
 // alone; where the offloading engine reports that it discarded a conversation's history (a
@@ -16,9 +18,10 @@
 //
 // Invariants:
 //   - every answer is byte-identical to the reference's, and so is cached_tokens;
-//   - a history is discarded only while a fault is injected, and a returning conversation
-//     whose prompt extends its last turn otherwise gets its whole kept history back
-//     (cached_tokens = its history);
+//   - a history is discarded only while a fault is injected or after files were tampered with
+//     (a file put under another conversation's name is refused, never restored), and a
+//     returning conversation whose prompt extends its last turn otherwise gets its whole kept
+//     history back (cached_tokens = its history);
 //   - a turn fails only while a fault is injected, and then with Unavailable or OutOfMemory
 //     (retry later), leaving its conversation as it was: the next turn after healing gets the
 //     same answer and history as if the failed one had never been sent;
@@ -30,8 +33,13 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <future>
+#include <iterator>
+#include <map>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,7 +55,7 @@ namespace {
 
 using siesta::testing::OffloadEngineRig;
 
-enum Kind : int { kTurn, kBatch, kIdle, kOffload, kFileFault, kMemoryTaken, kHeal };
+enum Kind : int { kTurn, kBatch, kIdle, kOffload, kFileFault, kMemoryTaken, kHeal, kTamper };
 
 struct Step {
   int kind = kTurn;
@@ -68,13 +76,59 @@ struct World {
   std::vector<std::string> history;  // what each conversation's next prompt extends
   bool file_fault = false;           // a plan is set on the faulty file system
   bool memory_taken = false;         // the device is full of another process's memory
+  // Snapshot files were moved between conversations: any conversation may lose its history at
+  // a later restore (the test does not know which session holds which conversation).
+  bool tampered = false;
   bool faulty() const { return file_fault || memory_taken; }
+  bool may_discard() const { return faulty() || tampered; }
   // What happened in the case, for its tags (each once, so that the distribution stays short).
   bool refused_for_memory = false;
   bool refused_otherwise = false;
   bool discarded = false;
   bool file_fault_fired = false;
+  bool tamper_refused = false;
 };
+
+// The snapshot files in `dir` by session number ("siesta-<nonce>-<session>[.<k>].snap").
+std::map<uint32_t, std::vector<std::string>> snapshots_by_session(const std::string& dir) {
+  static const std::regex name("siesta-[0-9a-f]{32}-([0-9]+)(\\.[0-9]+)?\\.snap");
+  std::map<uint32_t, std::vector<std::string>> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string file = entry.path().filename().string();
+    std::smatch match;
+    if (std::regex_match(file, match, name)) {
+      out[static_cast<uint32_t>(std::stoul(match[1]))].push_back(entry.path().string());
+    }
+  }
+  for (auto& [session, files] : out) std::sort(files.begin(), files.end());
+  return out;
+}
+
+// Tampering: one file of a session and one of another, swapped (`how` even) or the first
+// renamed over the second. Returns what was done, or an empty string when fewer than two
+// sessions have files.
+std::string tamper(const std::string& dir, int how, int arg) {
+  const auto by_session = snapshots_by_session(dir);
+  if (by_session.size() < 2) return {};
+  auto pick = [&](size_t n) {
+    auto it = by_session.begin();
+    std::advance(it, static_cast<long>(n % by_session.size()));
+    return it->second[static_cast<size_t>(arg) % it->second.size()];
+  };
+  const std::string a = pick(static_cast<size_t>(arg));
+  const std::string b = pick(static_cast<size_t>(arg) + 1);
+  if (how % 2 == 0) {
+    const std::string aside = a + ".aside";
+    std::filesystem::rename(a, aside);
+    std::filesystem::rename(b, a);
+    std::filesystem::rename(aside, b);
+    return "swapped " + std::filesystem::path(a).filename().string() + " and " +
+           std::filesystem::path(b).filename().string();
+  }
+  std::filesystem::rename(a, b);
+  return "renamed " + std::filesystem::path(a).filename().string() + " over " +
+         std::filesystem::path(b).filename().string();
+}
 
 // One conversation's turn: the prompt and what the test expects of its answer.
 struct Turn {
@@ -125,7 +179,14 @@ void check_answer(World& world, const Turn& turn, Result<GenerateResult> got,
   }
   const bool discarded = got->admission.fallback.has_value();
   if (discarded) {
-    RC_ASSERT(world.faulty());
+    RC_ASSERT(world.may_discard());
+    if (!world.faulty()) {
+      // Only tampering can explain it: the file under this conversation's name was another
+      // conversation's (foreign) or was moved away (not found).
+      const FallbackReason reason = *got->admission.fallback;
+      RC_ASSERT(reason == FallbackReason::kForeign || reason == FallbackReason::kNotFound);
+      world.tamper_refused = true;
+    }
     world.discarded = true;
     RC_ASSERT(reference.engine->reset(c).get().ok());
   }
@@ -150,7 +211,8 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
                                                                {1, kOffload},
                                                                {2, kFileFault},
                                                                {1, kMemoryTaken},
-                                                               {1, kHeal}})),
+                                                               {1, kHeal},
+                                                               {1, kTamper}})),
       rc::gen::set(&Step::conversation, rc::gen::inRange<uint32_t>(0, k)),
       rc::gen::set(&Step::how, rc::gen::inRange(0, 4)),
       rc::gen::set(&Step::arg, rc::gen::inRange(0, 100)),
@@ -191,6 +253,14 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
         on.backend->set_external_usage(on.backend->stats().device_total_bytes);
         world.memory_taken = true;
         break;
+      case kTamper: {
+        const std::string done = tamper(on.dir.path(), step.how, step.arg);
+        if (!done.empty()) {
+          RC_LOG() << "injected: " << done << "\n";
+          world.tampered = true;
+        }
+        break;
+      }
       case kHeal:
         if (files.counters().faults_fired > 0) world.file_fault_fired = true;
         files.set_plan(FsFaultPlan::none());
@@ -239,6 +309,7 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
   if (world.refused_otherwise) RC_TAG("a turn refused under a file fault");
   if (world.discarded) RC_TAG("a history discarded under a fault");
   if (world.file_fault_fired || files.counters().faults_fired > 0) RC_TAG("a file fault fired");
+  if (world.tamper_refused) RC_TAG("a tampered snapshot refused");
 }
 
 }  // namespace

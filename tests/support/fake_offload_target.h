@@ -151,7 +151,7 @@ class FakeOffloadTarget final : public OffloadTarget {
     std::memcpy(meta, host_->data(), sizeof meta);
     if (meta[0] != kMetaMagic || meta[1] > positions_) return Corrupt("fake meta is impossible");
     length_ = static_cast<uint32_t>(meta[1]);
-    unchanged_ = length_;
+    unchanged_ = 0;  // replaced, as Session's
     fill_table();
     return Status::Ok();
   }

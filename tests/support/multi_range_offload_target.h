@@ -126,7 +126,9 @@ class MultiRangeOffloadTarget final : public OffloadTarget {
     return i < device_.size() ? device_sizes_[i] : host_[i - device_.size()]->size();
   }
   std::byte* bytes_of(size_t i) const {
-    return i < device_.size() ? reinterpret_cast<std::byte*>(device_[i].range().base)
+    // The simulator's device addresses are host addresses.
+    return i < device_.size() ? reinterpret_cast<std::byte*>(  // NOLINT(performance-no-int-to-ptr)
+                                    device_[i].range().base)
                               : host_[i - device_.size()]->data();
   }
   uint64_t seed_of(size_t i) const { return generation_ * 1000 + i + 1; }

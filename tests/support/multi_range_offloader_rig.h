@@ -25,8 +25,8 @@ struct MultiRangeOffloaderRig {
                                              {3 * HostVmm::page_size(), 5 * HostVmm::page_size()});
     if (target == nullptr) return;
     OffloaderOptions options;
-    options.idle_seconds = OffloaderFixture::kIdle;
-    options.expire_seconds = OffloaderFixture::kExpire;
+    options.config.idle_seconds = OffloaderFixture::kIdle;
+    options.config.expire_seconds = OffloaderFixture::kExpire;
     options.chunk_bytes = 4096;
     options.on_fatal = [this](const Status& s) { fatal.push_back(s); };
     options.log = [this](const std::string& line) { log.push_back(line); };

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "core/base/executor.h"
 #include "core/base/posix_file_system.h"
 #include "core/offload/offloader.h"
+#include "core/offload/ram_tier.h"
 #include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_store.h"
@@ -39,6 +41,23 @@ struct OffloaderSetup {
   FaultPlan backend_faults = FaultPlan::none();  // on the Offloader's commits/decommits
   uint32_t chunk_bytes = 4096;                   // many chunks: many cancellation points
   uint32_t max_delta_segments = 0;               // OffloaderOptions' (0: whole saves only)
+  uint64_t ram_tier_bytes = 0;                   // > 0: a RamTier of that budget (ram_tier_)
+};
+
+// The RAM tier's pages, refused on demand (a test's injected fault): anonymous mappings
+// otherwise.
+class SwitchableRamPages final : public RamPages {
+ public:
+  Result<std::byte*> map(size_t bytes) override {
+    if (refuse.load())
+      return OutOfMemory("injected: RamPages::map refused " + std::to_string(bytes));
+    return pages_.map(bytes);
+  }
+  void unmap(std::byte* pages, size_t bytes) override { pages_.unmap(pages, bytes); }
+  std::atomic<bool> refuse{false};
+
+ private:
+  AnonymousRamPages pages_;
 };
 
 class OffloaderFixture {
@@ -60,23 +79,28 @@ class OffloaderFixture {
     };
     store_ = SnapshotStore::open(fs_, clock_, dir_.path(), store_options).value();
     target_ = FakeOffloadTarget::create(*sim_, host_, setup.positions);
+    if (setup.ram_tier_bytes > 0) {
+      auto pages = std::make_unique<SwitchableRamPages>();
+      ram_pages_ = pages.get();
+      ram_tier_ = std::make_unique<RamTier>(setup.ram_tier_bytes, std::move(pages));
+    }
     make_offloader();
   }
 
   void make_offloader() {
     OffloaderOptions options;
-    options.idle_seconds = setup_.idle_seconds;
-    options.expire_seconds = setup_.expire_seconds;
-    options.encrypt = setup_.encrypt;
+    options.config.idle_seconds = setup_.idle_seconds;
+    options.config.expire_seconds = setup_.expire_seconds;
+    options.config.encrypt = setup_.encrypt;
     options.chunk_bytes = setup_.chunk_bytes;
-    options.max_delta_segments = setup_.max_delta_segments;
+    options.config.delta_segments = setup_.max_delta_segments;
     options.on_fatal = [this](const Status& s) { fatal_.push_back(s); };
     options.log = [this](const std::string& line) {
       if (log_hook_) log_hook_(line);
       log_.push_back(line);
     };
     offloader_ = Offloader::create({*target_, *hooked_backend_, host_, fs_, clock_, &executor_,
-                                    store_.get(), key_.get()},
+                                    store_.get(), key_.get(), ram_tier_.get()},
                                    options)
                      .value();
   }
@@ -116,6 +140,8 @@ class OffloaderFixture {
   std::unique_ptr<ProcessKey> key_;
   std::unique_ptr<SnapshotStore> store_;
   std::unique_ptr<FakeOffloadTarget> target_;
+  SwitchableRamPages* ram_pages_ = nullptr;  // ram_tier_'s, while it lives
+  std::unique_ptr<RamTier> ram_tier_;        // setup.ram_tier_bytes > 0; outlives the offloader
   std::unique_ptr<Offloader> offloader_;
   std::vector<Status> fatal_;
   std::vector<std::string> log_;

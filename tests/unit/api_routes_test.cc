@@ -260,8 +260,6 @@ TEST(ApiRoutesTest, RefusedRequests) {
   expect_error(server.post("/v1/chat/completions",
                            {{"messages", json::array({{{"role", "bot"}, {"content", "x"}}})}}),
                400, "messages[0].role");
-  expect_error(server.post("/v1/completions", {{"prompt", "x"}, {"model", "gpt-4o"}}), 404, "model",
-               "model_not_found");
   // A refused request leaves the engine as it was: nothing ran.
   EXPECT_EQ(server.app().engine().status().commands_run, 0u);
 }
@@ -305,9 +303,9 @@ TEST(ApiRoutesTest, SlotSaveEraseRestore) {
   auto file_erased = server.post("/slots/0?action=erase", {{"filename", "conv.bin"}});
   ASSERT_EQ(file_erased->status, 200) << file_erased->body;
   EXPECT_EQ(body_of(file_erased), json({{"id_slot", 0}, {"filename", "conv.bin"}}));
-  expect_error(server.post("/slots/0?action=restore", {{"filename", "conv.bin"}}), 404, "filename",
+  expect_error(server.post("/slots/0?action=restore", {{"filename", "conv.bin"}}), 400, "filename",
                "not_found");
-  expect_error(server.post("/slots/0?action=erase", {{"filename", "conv.bin"}}), 404, "filename");
+  expect_error(server.post("/slots/0?action=erase", {{"filename", "conv.bin"}}), 400, "filename");
   expect_error(server.post("/slots/0?action=save", {{"filename", "../up"}}), 400, "filename");
   expect_error(server.post("/slots/0?action=save", json::object()), 400, "filename");
   expect_error(server.post("/slots/0?action=save", {{"filename", 7}}), 400, "filename");
@@ -320,13 +318,123 @@ TEST(ApiRoutesTest, SlotFilesNeedTheFlag) {
   ASSERT_TRUE(server.ok());
   for (const char* action : {"save", "restore", "erase"}) {
     auto result = server.post(std::string("/slots/0?action=") + action, {{"filename", "x"}});
-    expect_error(result, 400, "");
+    expect_error(result, 501, "");  // llama-server's answer: the feature is not offered
     EXPECT_THAT(result->body, HasSubstr("--slot-save-path")) << action;
   }
   // Erasing the slot's history needs no file.
   auto erased = server.client().Post("/slots/0?action=erase", "", "application/json");
   ASSERT_TRUE(erased);
   EXPECT_EQ(erased->status, 200) << erased->body;
+}
+
+// llama-server serves OpenAI's routes with and without /v1; --alias names the model in every
+// answer and in the model list, whatever name a request sends.
+TEST(ApiRoutesTest, UnprefixedTwinsAndTheAlias) {
+  ServerConfig config;
+  config.alias = "my-model";
+  ApiServer server(config);
+  ASSERT_TRUE(server.ok());
+  for (const char* path : {"/models", "/v1/models"}) {
+    auto listed = server.client().Get(path);
+    ASSERT_TRUE(listed);
+    EXPECT_EQ(listed->status, 200) << path;
+    EXPECT_EQ(json::parse(listed->body)["data"][0]["id"], "my-model") << path;
+  }
+  for (const char* path : {"/models/my-model", "/v1/models/synthetic:tiny"}) {
+    auto one = server.client().Get(path);
+    ASSERT_TRUE(one);
+    EXPECT_EQ(one->status, 200) << path;
+    EXPECT_EQ(json::parse(one->body)["id"], "my-model");
+  }
+  auto unknown = server.client().Get("/models/gpt-4o");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  auto answered =
+      server.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"model", "gpt-4o"}});
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(answered->status, 200) << answered->body;
+  EXPECT_EQ(json::parse(answered->body)["model"], "my-model");
+  // /completions is llama-server's native API there, not OpenAI's twin.
+  for (const char* path : {"/completions", "/completion"}) {
+    auto native = server.post(path, {{"prompt", "x"}, {"n_predict", 2}, {"model", "gpt-4o"}});
+    ASSERT_TRUE(native);
+    EXPECT_EQ(native->status, 200) << native->body;
+    const json body = json::parse(native->body);
+    EXPECT_EQ(body["model"], "my-model") << path;
+    EXPECT_EQ(body["content"].get<std::string>().size(), 2u) << path;
+    EXPECT_FALSE(body.contains("choices")) << path;
+  }
+  auto chat = server.post(
+      "/chat/completions",
+      {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"max_tokens", 2}});
+  ASSERT_TRUE(chat);
+  EXPECT_EQ(chat->status, 200) << chat->body;
+  EXPECT_EQ(json::parse(chat->body)["object"], "chat.completion");
+}
+
+// llama-server's own endpoints: tokens are bytes, the template is chat's, /props and /slots
+// in its field names.
+TEST(ApiRoutesTest, LlamaServersTokenizeDetokenizeAndTemplate) {
+  ApiServer server;
+  ASSERT_TRUE(server.ok());
+  auto plain = server.post("/tokenize", {{"content", "Hi"}});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(json::parse(plain->body), json({{"tokens", {72, 105}}}));
+  auto pieces = server.post("/tokenize", {{"content", "\xc3\xa9"}, {"with_pieces", true}});
+  ASSERT_TRUE(pieces);
+  EXPECT_EQ(json::parse(pieces->body)["tokens"],
+            json::array({{{"id", 195}, {"piece", {195}}}, {{"id", 169}, {"piece", {169}}}}))
+      << "a byte of a multi-byte character is its bytes, as llama-server";
+  auto text = server.post("/detokenize", {{"tokens", {72, 105}}});
+  ASSERT_TRUE(text);
+  EXPECT_EQ(json::parse(text->body)["content"], "Hi");
+  expect_error(server.post("/detokenize", {{"tokens", {72, 256}}}), 400, "tokens[1]");
+  expect_error(server.post("/tokenize", json::object()), 400, "content");
+  expect_error(server.post("/tokenize", {{"content", "x"}, {"with_pieces", 1}}), 400,
+               "with_pieces");
+  auto prompt = server.post("/apply-template",
+                            {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}});
+  ASSERT_TRUE(prompt);
+  EXPECT_EQ(json::parse(prompt->body)["prompt"], "<|user|>\nhi\n<|assistant|>\n");
+  expect_error(server.post("/apply-template", {{"messages", json::array()}}), 400, "messages");
+}
+
+TEST(ApiRoutesTest, LlamaServersPropsAndSlots) {
+  ServerConfig config;
+  config.alias = "local";
+  ApiServer server(config);
+  ASSERT_TRUE(server.ok());
+  auto props = server.client().Get("/props");
+  ASSERT_TRUE(props);
+  const json body = json::parse(props->body);
+  EXPECT_EQ(body["total_slots"], 1);
+  EXPECT_EQ(body["model_alias"], "local");
+  EXPECT_EQ(body["default_generation_settings"]["n_ctx"], 256);
+  EXPECT_EQ(body["default_generation_settings"]["params"]["n_predict"], -1);
+  EXPECT_EQ(body["default_generation_settings"]["params"]["min_p"], 0.05);
+  EXPECT_EQ(body["default_generation_settings"]["params"]["samplers"],
+            json({"top_k", "top_p", "min_p", "temperature"}));
+  EXPECT_FALSE(body["is_sleeping"].get<bool>()) << "offload is off: the server never sleeps";
+  EXPECT_THAT(body["build_info"].get<std::string>(), HasSubstr("siesta-server"));
+  auto slots = server.client().Get("/slots");
+  ASSERT_TRUE(slots);
+  const json listed = json::parse(slots->body);
+  ASSERT_EQ(listed.size(), 1u);
+  for (const char* name :
+       {"id", "id_task", "n_ctx", "is_processing", "params", "next_token", "state", "tokens"}) {
+    EXPECT_TRUE(listed[0].contains(name)) << name;
+  }
+}
+
+TEST(ApiRoutesTest, NoSlotsTurnsTheSlotsEndpointsOff) {
+  ServerConfig config;
+  config.slots_endpoints = false;
+  ApiServer server(config);
+  ASSERT_TRUE(server.ok());
+  auto listed = server.client().Get("/slots");
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->status, 501);
+  expect_error(server.post("/slots/0?action=erase", json::object()), 501, "", "not_supported");
 }
 
 TEST(ApiRoutesTest, ApiKey) {

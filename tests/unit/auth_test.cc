@@ -1,4 +1,5 @@
-// API key checks: the Bearer header, /health left open, 401 answers in OpenAI's shape.
+// API key checks: the Bearer and X-Api-Key headers, /health left open, 401 answers in OpenAI's
+// shape.
 #include "server/auth.h"
 
 #include <gtest/gtest.h>
@@ -88,6 +89,41 @@ TEST(AuthTest, TwoAuthorizationHeadersAreRefused) {
   httplib::Response response;
   EXPECT_FALSE(authorize(request, response, with_key("s3cret")));
   expect_refused(response, "invalid_api_key");
+}
+
+// Anthropic's and llama-server's clients send the key as X-Api-Key.
+TEST(AuthTest, AnXApiKeyHeaderIsAcceptedLikeABearerOne) {
+  httplib::Request request = request_for("/v1/messages");
+  request.set_header("x-api-key", "s3cret");  // header names compare without case
+  httplib::Response response;
+  EXPECT_TRUE(authorize(request, response, with_key("s3cret")));
+  EXPECT_EQ(response.status, -1);
+  for (const char* wrong : {"wrong-key", "s3cre", "Bearer s3cret", ""}) {
+    httplib::Request bad = request_for("/v1/messages");
+    bad.set_header("X-Api-Key", wrong);
+    httplib::Response refused;
+    EXPECT_FALSE(authorize(bad, refused, with_key("s3cret"))) << wrong;
+    expect_refused(refused, "invalid_api_key");
+  }
+}
+
+// Both kinds sent: both must hold the key; two of one kind are refused.
+TEST(AuthTest, BothHeadersMustHoldTheKeyAndNeitherTwice) {
+  httplib::Request both = request_for("/v1/models", "Bearer s3cret");
+  both.set_header("X-Api-Key", "s3cret");
+  httplib::Response ok;
+  EXPECT_TRUE(authorize(both, ok, with_key("s3cret")));
+  httplib::Request mixed = request_for("/v1/models", "Bearer s3cret");
+  mixed.set_header("X-Api-Key", "wrong-key");
+  httplib::Response refused;
+  EXPECT_FALSE(authorize(mixed, refused, with_key("s3cret")));
+  expect_refused(refused, "invalid_api_key");
+  httplib::Request twice = request_for("/v1/models");
+  twice.headers.emplace("X-Api-Key", "s3cret");
+  twice.headers.emplace("X-Api-Key", "s3cret");
+  httplib::Response refused_twice;
+  EXPECT_FALSE(authorize(twice, refused_twice, with_key("s3cret")));
+  expect_refused(refused_twice, "invalid_api_key");
 }
 
 TEST(AuthTest, KeyComparison) {

@@ -10,7 +10,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <iterator>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -38,12 +41,23 @@ TEST(EngineSessionsTest, StartRefusesImpossibleCounts) {
   options.device = siesta::testing::engine_test_device();
   options.model = model_config_from_spec("synthetic:tiny").value();
   options.log = [](const std::string&) {};
-  for (auto [parallel, sessions] : {std::pair{0u, 1u}, {65u, 65u}, {2u, 1u}, {1u, 2u}}) {
+  for (auto [parallel, sessions] :
+       {std::pair{0u, 1u}, {65u, 65u}, {2u, 1u}, {1u, 2u}, {1u, kMaxSessions + 1}}) {
     options.sessions.parallel = parallel;
     options.sessions.max_sessions = sessions;
     auto stack = runtime::EngineStack::open(options, clock);
     ASSERT_FALSE(stack.ok()) << parallel << " " << sessions;
     EXPECT_EQ(stack.status().code(), StatusCode::kInvalidArgument) << stack.status().to_string();
+  }
+  // The share of a history a prompt must repeat to continue it is a share.
+  options.sessions.parallel = 2;
+  options.sessions.max_sessions = 2;
+  for (double match : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    options.sessions.match = match;
+    auto stack = runtime::EngineStack::open(options, clock);
+    ASSERT_FALSE(stack.ok()) << match;
+    EXPECT_EQ(stack.status().code(), StatusCode::kInvalidArgument) << stack.status().to_string();
+    EXPECT_NE(stack.status().message().find("match share"), std::string::npos);
   }
 }
 
@@ -143,6 +157,44 @@ TEST(EngineSessionsTest, SlotOutOfRangeIsRefusedAndChangesNothing) {
   EXPECT_TRUE(rig.engine->sessions().size() == 1);
 }
 
+// GenerateResult::session names the conversation that served a request, and on_start tells
+// it once, before the first piece of text: the number a client's id_slot then continues.
+TEST(EngineSessionsTest, EachResultNamesTheConversationThatServedIt) {
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(3, 3, /*offload=*/false));
+  auto generate = [&](const std::string& prompt, SessionRoute route,
+                      std::vector<std::string>* events) {
+    GenerateRequest request;
+    request.prompt = prompt;
+    request.max_tokens = 6;
+    request.route = route;
+    request.on_start = [events](uint32_t id) { events->push_back("start " + std::to_string(id)); };
+    request.on_text = [events](std::string_view) { events->push_back("text"); };
+    return rig.engine->generate(std::move(request)).get();
+  };
+  for (uint32_t slot : {2u, 0u, 1u}) {
+    std::vector<std::string> events;
+    Result<GenerateResult> got =
+        generate("slot " + std::to_string(slot) + " speaks", route_by_slot(slot), &events);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(got->session, slot);
+    ASSERT_GE(events.size(), 2u) << "a start and at least one piece";
+    EXPECT_EQ(events[0], "start " + std::to_string(slot));
+    for (size_t i = 1; i < events.size(); ++i) EXPECT_EQ(events[i], "text") << i;
+  }
+  // A keyed conversation: the number it reports is the one its history lives in.
+  std::vector<std::string> events;
+  Result<GenerateResult> keyed = generate("a keyed conversation", route_by_key("k"), &events);
+  ASSERT_TRUE(keyed.ok()) << keyed.status().to_string();
+  EXPECT_EQ(events.front(), "start " + std::to_string(keyed->session));
+  const std::vector<SessionStatus> sessions = rig.engine->sessions();
+  ASSERT_LT(keyed->session, sessions.size());
+  EXPECT_TRUE(sessions[keyed->session].keyed);
+  // A request refused before it starts never calls on_start.
+  events.clear();
+  EXPECT_FALSE(generate("", route_by_slot(0), &events).ok());
+  EXPECT_TRUE(events.empty());
+}
+
 TEST(EngineSessionsTest, AFullWaitQueueIsRefusedForNow) {
   OffloadEngineRigOptions options = siesta::testing::rig_with_sessions(2, 2, /*offload=*/false);
   options.sessions.max_queued = 1;
@@ -177,6 +229,62 @@ TEST(EngineSessionsTest, AFullWaitQueueIsRefusedForNow) {
   cv.notify_all();
   EXPECT_TRUE(first.get().ok());
   EXPECT_TRUE(second.get().ok());
+}
+
+// Guards: the wait queue's cap counting only the commands not yet taken up by the engine
+// thread (queue_), not those it has moved to its waiting list. Here the waiting commands are
+// certainly on that list: the running command's next token is emitted only after the thread
+// has gone round its loop, which moves every queued command there first.
+TEST(EngineSessionsTest, TheWaitQueuesCapCountsCommandsAlreadyOnTheWaitingList) {
+  OffloadEngineRigOptions options = siesta::testing::rig_with_sessions(1, 1, /*offload=*/false);
+  options.sessions.max_queued = 2;
+  OffloadEngineRig rig(options);
+  // The running command stops in each token's on_text until the test lets it go on.
+  std::mutex mutex;
+  std::condition_variable cv;
+  int emitted = 0;
+  int allowed = 0;  // on_text calls that may return
+  GenerateRequest running;
+  running.prompt = "running";
+  running.max_tokens = 4;
+  running.on_text = [&](std::string_view) {
+    std::unique_lock lock(mutex);
+    ++emitted;
+    cv.notify_all();
+    cv.wait(lock, [&] { return emitted <= allowed; });
+  };
+  auto let_tokens = [&](int count) {
+    std::lock_guard lock(mutex);
+    allowed = count;
+    cv.notify_all();
+  };
+  auto wait_emitted = [&](int count) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, std::chrono::seconds(30), [&] { return emitted >= count; });
+  };
+  auto first = rig.engine->generate(std::move(running));
+  ASSERT_TRUE(wait_emitted(1));
+  GenerateRequest queued;
+  queued.prompt = "queued";
+  queued.max_tokens = 2;
+  auto second = rig.engine->generate(queued);
+  auto third = rig.engine->generate(queued);
+  // Token 2 is emitted after the loop has moved both to its waiting list (the one session
+  // runs a command: they stay there).
+  let_tokens(1);
+  ASSERT_TRUE(wait_emitted(2));
+  EXPECT_EQ(rig.engine->status().queued_commands, 2u);
+  auto fourth = rig.engine->generate(queued);
+  const bool answered = fourth.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  let_tokens(4);
+  EXPECT_TRUE(answered) << "a third waiting command was taken beyond max_queued = 2";
+  Result<GenerateResult> refused = fourth.get();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(rig.engine->status().refused_busy, 1u);
+  EXPECT_TRUE(first.get().ok());
+  EXPECT_TRUE(second.get().ok());
+  EXPECT_TRUE(third.get().ok());
 }
 
 TEST(EngineSessionsTest, EveryoneResidentWithoutOffloadWhenParallelEqualsSessions) {
@@ -301,6 +409,110 @@ TEST(EngineSessionsTest, AReturningConversationIsWrittenAgainAsADeltaOfItsTurn) 
   std::printf("whole snapshot %llu bytes, delta of a turn %llu bytes\n",
               static_cast<unsigned long long>(base_bytes),
               static_cast<unsigned long long>(delta_bytes));
+}
+
+// A file's bytes, "" when there is none: other bytes mean another file was written.
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Guards: a reset's discard of the history that does not zero the session's unchanged count,
+// so that the chain of the conversation reset still counts as the base of the next delta. The
+// old conversation's snapshot must be retired by the reset itself (a save of the empty
+// history would be a whole one anyway, being no larger than a delta), and the next save must
+// not build on it.
+TEST(EngineSessionsTest, AResetConversationsNextSaveDoesNotBuildOnTheOldChain) {
+  OffloadEngineRig rig;  // one conversation, delta saves on (the default)
+  const std::string prompt = "A conversation that is about to be reset by its operator.";
+  Result<GenerateResult> first = rig.generate(prompt, 4);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  rig.sleep_session();
+  ASSERT_EQ(rig.state(), OffloadState::kDisk);
+  const std::string base = rig.store->snapshot_path("0").value();
+  const std::string old_base = file_bytes(base);
+  ASSERT_FALSE(old_base.empty());
+  // Restored: its snapshot stays, as the base of the next delta.
+  Result<GenerateResult> again = rig.generate(prompt + first->text + " more", 4);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  ASSERT_TRUE(again->admission.restored);
+  ASSERT_TRUE(file_bytes(base) == old_base);
+
+  ASSERT_TRUE(rig.engine->reset(0).get().ok());
+  rig.executor.run_due();  // the retired files' removal
+  // Rewritten from its start: the old conversation's snapshot is retired at once, not kept
+  // until the next save replaces it.
+  EXPECT_FALSE(std::filesystem::exists(base)) << "the reset conversation's snapshot outlived it";
+  EXPECT_EQ(rig.engine->cache_status().disk_bytes, 0u);
+  rig.sleep_session();
+  const OffloadStatus status = rig.engine->cache_status();
+  ASSERT_EQ(status.state, OffloadState::kDisk) << status.last_error;
+  EXPECT_EQ(status.counters.delta_saves, 0u) << "the reset history was saved as a delta";
+  EXPECT_EQ(status.snapshot_segments, 1u);
+  EXPECT_FALSE(std::filesystem::exists(rig.store->snapshot_path("0", 1).value()));
+  EXPECT_TRUE(file_bytes(base) != old_base) << "the old conversation's snapshot is still the base";
+
+  // And the conversation starts over from nothing.
+  Result<GenerateResult> after = rig.generate(prompt, 4);
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  EXPECT_TRUE(after->admission.restored);
+  EXPECT_EQ(after->cached_tokens, 0u);
+  EXPECT_EQ(after->text, first->text);
+}
+
+// Guards: the same for a conversation forgotten to make room while its session is resident
+// (its history discarded under the new conversation's lease, the new prompt read in the same
+// command): the new conversation's save must not be a delta over the forgotten one's chain,
+// which would restore the forgotten conversation's tokens and rows under the new one's.
+TEST(EngineSessionsTest, AForgottenConversationsSessionIsNotSavedAsADeltaOfIt) {
+  OffloadEngineRig rig(siesta::testing::rig_with_sessions(2, 2));
+  OffloadEngineRig reference(siesta::testing::rig_with_sessions(2, 2, /*offload=*/false));
+  auto both = [&](const std::string& prompt, const std::string& key) {
+    Result<GenerateResult> got = rig.generate(prompt, 4, route_by_key(key));
+    Result<GenerateResult> want = reference.generate(prompt, 4, route_by_key(key));
+    EXPECT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_TRUE(want.ok()) << want.status().to_string();
+    if (got.ok() && want.ok()) {
+      EXPECT_EQ(got->text, want->text) << key << ": " << prompt;
+      EXPECT_EQ(got->cached_tokens, want->cached_tokens) << key << ": " << prompt;
+    }
+    return got.ok() ? *got : GenerateResult{};
+  };
+  const std::string prompt_a = "Conversation a, the one used last of the first two.";
+  const std::string prompt_b = "Conversation b: the least recently used one, to be forgotten.";
+  const GenerateResult a = both(prompt_a, "a");
+  const GenerateResult b = both(prompt_b, "b");
+  rig.sleep_session();  // both saved and released
+  // Both return, restored; their snapshots stay as the bases of their next deltas. b first
+  // (a second apart): it is the least recently used when c comes.
+  rig.clock.advance(std::chrono::seconds(1));
+  const GenerateResult b_back = both(prompt_b + b.text + " again", "b");
+  ASSERT_TRUE(b_back.admission.restored);
+  rig.clock.advance(std::chrono::seconds(1));
+  const GenerateResult a_back = both(prompt_a + a.text + " again", "a");
+  ASSERT_TRUE(a_back.admission.restored);
+  const std::string b_base = rig.store->snapshot_path("1").value();
+  const std::string forgotten_base = file_bytes(b_base);
+  ASSERT_FALSE(forgotten_base.empty());
+
+  // c: a third key at N = 2: b (resident, idle, least recently used) is forgotten for it.
+  rig.clock.advance(std::chrono::seconds(1));
+  const std::string prompt_c = "Conversation c takes b's session.";
+  const GenerateResult c = both(prompt_c, "c");
+  ASSERT_EQ(rig.engine->status().forgotten, 1u);
+  ASSERT_EQ(rig.engine->sessions()[1].tokens, prompt_c.size() + c.text.size() - 1)
+      << "c did not take b's session";
+  rig.executor.run_due();  // the retired files' removal
+  rig.sleep_session();     // c's session saved (and a's turn, as a delta of a's)
+  ASSERT_EQ(rig.engine->sessions()[1].state, OffloadState::kDisk);
+  EXPECT_FALSE(std::filesystem::exists(rig.store->snapshot_path("1", 1).value()))
+      << "c's session was saved as a delta of the forgotten conversation's snapshot";
+  EXPECT_TRUE(file_bytes(b_base) != forgotten_base)
+      << "the forgotten conversation's snapshot outlived it";
+  // c comes back with its own history, as from an engine that never offloads.
+  const GenerateResult c_back = both(prompt_c + c.text + " and more", "c");
+  EXPECT_TRUE(c_back.admission.restored);
+  EXPECT_EQ(c_back.cached_tokens, prompt_c.size() + c.text.size() - 1);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ TEST(EngineStackTest, OffloadOnOpensTheStoreNamedByTheKeyAndAnExecutorOfItsOwn) 
   options.offload.config.idle_seconds = 600;  // only offload_now() saves
   options.offload.config.expire_seconds = 3600;
   options.offload.config.disk_dir = dir.file("cache");
-  options.offload.encrypt = false;
+  options.offload.config.encrypt = false;
   Result<std::unique_ptr<EngineStack>> opened =
       EngineStack::open(std::move(options), SystemClock::instance());
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();

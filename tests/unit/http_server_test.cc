@@ -1,5 +1,6 @@
 // HttpServer's lifecycle (stop before, during and after run, with idle connections open; a port
-// that is taken), the connection loop's handling of Expect and HEAD, and the routes' answers,
+// that is taken), the connection loop's handling of Expect and HEAD, the routes' answers and
+// the CORS headers of --cors-origin (a preflight 204 on a kept connection),
 // in process on a loopback port.
 #include "server/http_server.h"
 
@@ -271,6 +272,7 @@ TEST(HttpServerTest, OffloadRequestSavesTheSession) {
   ServerConfig config;
   config.offload.idle_seconds = 600;  // only the request offloads
   config.offload.disk_dir = temp.file("cache");
+  config.offload.ram_bytes = uint64_t{64} << 20;  // a RAM tier: the snapshot waits in memory
   ASSERT_TRUE(prepare_cache_dir(config.offload.disk_dir, nullptr).ok());
   config.backend = runtime::BackendKind::kSim;
   config.model = "synthetic:tiny";
@@ -282,15 +284,16 @@ TEST(HttpServerTest, OffloadRequestSavesTheSession) {
   ASSERT_TRUE(offload);
   EXPECT_EQ(offload->status, 200) << offload->body;
   const std::string state = nlohmann::json::parse(offload->body)["state"];
-  EXPECT_TRUE(state == "resident" || state == "saving" || state == "disk") << state;
-  // The save the request posted has run once the executor is idle.
+  EXPECT_TRUE(state == "resident" || state == "saving" || state == "ram") << state;
+  // The save the request posted has run once the executor is idle; with the RAM tier, the
+  // snapshot is in host memory.
   ASSERT_TRUE((*app)->stack().wait_offload_idle(std::chrono::seconds(20)));
-  EXPECT_EQ((*app)->status().cache.state, OffloadState::kDisk);
-  // Again while on disk: nothing to do, still 200.
+  EXPECT_EQ((*app)->status().cache.state, OffloadState::kRam);
+  // Again while offloaded: nothing to do, still 200.
   offload = served.client().Post("/v1/cache/offload", "", "application/json");
   ASSERT_TRUE(offload);
   EXPECT_EQ(offload->status, 200);
-  EXPECT_EQ(nlohmann::json::parse(offload->body)["state"], "disk");
+  EXPECT_EQ(nlohmann::json::parse(offload->body)["state"], "ram");
 }
 
 TEST(HttpServerTest, OversizedBodyIs413OpenAiShaped) {
@@ -440,6 +443,101 @@ TEST(HttpServerTest, HeadAnswersWithoutABody) {
       served.port(), "HEAD /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "\x01");
   EXPECT_THAT(answer, ::testing::StartsWith("HTTP/1.1 200"));
   EXPECT_THAT(answer, ::testing::EndsWith("\r\n\r\n"));
+}
+
+// The head of the first answer in `answers` (up to its blank line).
+std::string first_head(const std::string& answers) {
+  return answers.substr(0, answers.find("\r\n\r\n") + 2);
+}
+
+TEST(HttpServerTest, CorsHeadersOnEveryAnswerToAListedOrigin) {
+  ManualClock clock;
+  ServerConfig config;
+  config.api_key = "sekrit-123";
+  config.cors_origins = {"http://ui.example:3000"};
+  auto app = make_app(clock, config);
+  ASSERT_NE(app, nullptr);
+  Served served(*app);
+  httplib::Client client = served.client();
+  const httplib::Headers from_ui = {{"Origin", "http://ui.example:3000"}};
+  // Routed (cpp-httplib writes it) and refused by the loop's screen (the loop writes it).
+  for (const char* path : {"/health", "/v1/status"}) {
+    httplib::Result answer = client.Get(path, from_ui);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->status, std::string(path) == "/health" ? 200 : 401) << path;
+    EXPECT_EQ(answer->get_header_value("Access-Control-Allow-Origin"), "http://ui.example:3000")
+        << path;
+    EXPECT_EQ(answer->get_header_value("Vary"), "Origin") << path;
+    EXPECT_FALSE(answer->has_header("Access-Control-Allow-Methods")) << path;
+  }
+  // Refused by the body's screen.
+  const std::string nul_body("{\"prompt\": \"\0\"}", 15);
+  const std::string refused = raw_exchange(
+      served.port(),
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://ui.example:3000\r\n"
+      "Authorization: Bearer sekrit-123\r\nContent-Type: application/json\r\nContent-Length: " +
+          std::to_string(nul_body.size()) + "\r\nConnection: close\r\n\r\n" + nul_body,
+      "\x01");
+  EXPECT_THAT(refused, ::testing::StartsWith("HTTP/1.1 400"));
+  EXPECT_THAT(refused, HasSubstr("\r\nAccess-Control-Allow-Origin: http://ui.example:3000\r\n"));
+  // Another origin: only Vary.
+  httplib::Result other = client.Get("/health", {{"Origin", "http://evil.example"}});
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(other->has_header("Access-Control-Allow-Origin"));
+  EXPECT_EQ(other->get_header_value("Vary"), "Origin");
+}
+
+TEST(HttpServerTest, APreflightIs204AndKeepsItsConnection) {
+  ManualClock clock;
+  ServerConfig config;
+  config.api_key = "sekrit-123";
+  config.cors_origins = {"http://ui.example:3000"};
+  auto app = make_app(clock, config);
+  ASSERT_NE(app, nullptr);
+  Served served(*app);
+  // The preflight, without the key, then the request it allows on the same connection.
+  const std::string answers = raw_exchange(
+      served.port(),
+      "OPTIONS /v1/status HTTP/1.1\r\nHost: x\r\nOrigin: http://ui.example:3000\r\n"
+      "Access-Control-Request-Method: GET\r\nAccess-Control-Request-Headers: authorization\r\n"
+      "\r\n"
+      "GET /v1/status HTTP/1.1\r\nHost: x\r\nOrigin: http://ui.example:3000\r\n"
+      "Authorization: Bearer sekrit-123\r\nConnection: close\r\n\r\n",
+      "\x01");
+  const std::string preflight = first_head(answers);
+  EXPECT_THAT(preflight, ::testing::StartsWith("HTTP/1.1 204 No Content\r\n"));
+  EXPECT_THAT(preflight, HasSubstr("\r\nAccess-Control-Allow-Origin: http://ui.example:3000\r\n"));
+  EXPECT_THAT(preflight,
+              HasSubstr("\r\nAccess-Control-Allow-Methods: GET, POST, DELETE, OPTIONS\r\n"));
+  EXPECT_THAT(preflight, HasSubstr("\r\nAccess-Control-Allow-Headers: Authorization, X-Api-Key, "
+                                   "Content-Type, anthropic-version, anthropic-beta\r\n"));
+  EXPECT_THAT(preflight, HasSubstr("\r\nAccess-Control-Max-Age: 7200\r\n"));
+  EXPECT_THAT(preflight, HasSubstr("\r\nVary: Origin\r\n"));
+  EXPECT_THAT(preflight, Not(HasSubstr("Content-Length"))) << "a 204 has none (RFC 9110 8.6)";
+  EXPECT_THAT(preflight, Not(HasSubstr("Connection: close")));
+  const std::string rest = answers.substr(preflight.size() + 2);
+  EXPECT_THAT(rest, ::testing::StartsWith("HTTP/1.1 200")) << answers;
+  EXPECT_THAT(rest, HasSubstr("\r\nAccess-Control-Allow-Origin: http://ui.example:3000\r\n"));
+  EXPECT_THAT(rest, HasSubstr("\"cache\""));
+}
+
+TEST(HttpServerTest, NoCorsHeadersWithoutListedOrigins) {
+  ManualClock clock;
+  auto app = make_app(clock);
+  ASSERT_NE(app, nullptr);
+  Served served(*app);
+  httplib::Result health = served.client().Get("/health", {{"Origin", "http://ui.example"}});
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_FALSE(health->has_header("Access-Control-Allow-Origin"));
+  EXPECT_FALSE(health->has_header("Vary"));
+  const std::string preflight =
+      raw_exchange(served.port(),
+                   "OPTIONS /v1/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://ui.example\r\n"
+                   "Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n",
+                   "\x01");
+  EXPECT_THAT(preflight, ::testing::StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(preflight, Not(HasSubstr("Access-Control")));
 }
 
 }  // namespace

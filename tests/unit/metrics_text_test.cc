@@ -78,6 +78,7 @@ TEST(MetricsTextTest, EveryFamilyHasHelpAndTypeOnce) {
   const std::map<std::string, std::string> types = {
       {"cache_state", "gauge"},
       {"cache_disk_bytes", "gauge"},
+      {"cache_ram_bytes", "gauge"},
       {"cache_released_vram_bytes", "gauge"},
       {"cache_released_host_bytes", "gauge"},
       {"cache_tokens", "gauge"},
@@ -92,6 +93,9 @@ TEST(MetricsTextTest, EveryFamilyHasHelpAndTypeOnce) {
       {"cache_cancelled_saves_total", "counter"},
       {"cache_out_of_memory_retries_total", "counter"},
       {"cache_delete_failures_total", "counter"},
+      {"cache_ram_saves_total", "counter"},
+      {"cache_ram_restores_total", "counter"},
+      {"cache_ram_full_total", "counter"},
       {"cache_save_duration_seconds", "histogram"},
       {"cache_restore_duration_seconds", "histogram"},
       {"engine_commands_total", "counter"},

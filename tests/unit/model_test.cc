@@ -1,5 +1,5 @@
 // Model: weights are the same on every load, have a reservation of their own, and nothing
-// stays reserved when a load fails.
+// stays reserved when a load fails (a bad config, no memory, a failing upload or wait).
 #include "engine/model.h"
 
 #include <gmock/gmock.h>
@@ -16,6 +16,7 @@
 
 #include "core/memory/device_copy.h"
 #include "engine/session_layout.h"
+#include "tests/support/call_failing_kernels.h"
 #include "tests/support/engine_test_util.h"
 
 namespace siesta::engine {
@@ -60,6 +61,28 @@ TEST(Model, OutOfMemoryReleasesTheReservation) {
   SIESTA_EXPECT_CODE(Model::load(tiny(KvType::kF32), *backend, *kernels), StatusCode::kOutOfMemory);
   EXPECT_EQ(backend->stats().reserved_bytes, 0u);
   EXPECT_EQ(backend->stats().committed_bytes, 0u);
+}
+
+// The weights go up in pieces, then the load waits for them: a failure of any of those calls
+// is the load's error, and the weights' memory is given back.
+TEST(Model, AFailedUploadOrWaitReleasesTheWeights) {
+  SIESTA_ASSERT_OK_AND_ASSIGN(auto backend, SimBackend::create());
+  SIESTA_ASSERT_OK_AND_ASSIGN(auto host_kernels, HostKernels::create(*backend));
+  siesta::testing::CallFailingKernels kernels(*host_kernels);
+  SIESTA_ASSERT_OK(Model::load(tiny(KvType::kF32), *backend, kernels).status());
+  const uint64_t calls = kernels.calls();  // one upload per tensor, then synchronize()
+  ASSERT_GT(calls, 20u);
+  for (uint64_t n : {uint64_t{1}, calls / 2, calls}) {
+    SCOPED_TRACE("kernels call " + std::to_string(n) + " of " + std::to_string(calls));
+    kernels.arm(n);
+    Result<std::unique_ptr<Model>> loaded = Model::load(tiny(KvType::kF32), *backend, kernels);
+    ASSERT_NE(kernels.fired(), nullptr);
+    EXPECT_EQ(kernels.fired(), std::string(n == calls ? "synchronize" : "upload"));
+    SIESTA_EXPECT_CODE(loaded, StatusCode::kDeviceError);
+    EXPECT_THAT(loaded.status().message(), HasSubstr("injected"));
+    EXPECT_EQ(backend->stats().reserved_bytes, 0u);
+    EXPECT_EQ(backend->stats().committed_bytes, 0u);
+  }
 }
 
 }  // namespace

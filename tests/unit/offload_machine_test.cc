@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -82,6 +84,100 @@ TEST(OffloadMachineTest, EveryPairIsWhatTheDocumentSays) {
               kEventCount, legal);
 }
 
+// One phase's rules as a row of the table under "### The offloader's phases" in
+// docs/ARCHITECTURE.md: | `phase` | state | memory | command | timer | offload_now |
+// save_ahead | evict | forget |, every action in backquotes.
+std::string rules_row(Phase phase) {
+  const PhaseRules& r = rules(phase);
+  auto quoted = [](std::string_view name) { return "`" + std::string(name) + "` |"; };
+  return "| `" + std::string(r.name) + "` | " + std::string(offload_state_name(r.state)) + " | " +
+         quoted(memory_name(r.memory)) + " " + quoted(on_command_name(r.command)) + " " +
+         quoted(on_timer_name(r.timer)) + " " + quoted(on_request_name(r.offload_now)) + " " +
+         quoted(on_request_name(r.save_ahead)) + " " + quoted(on_request_name(r.evict)) + " " +
+         quoted(on_request_name(r.forget));
+}
+
+// The rows of the section `heading` of docs/ARCHITECTURE.md that start with "| `".
+std::vector<std::string> documented_lines(const std::string& heading) {
+  std::ifstream doc(std::string(SIESTA_SOURCE_DIR) + "/docs/ARCHITECTURE.md");
+  EXPECT_TRUE(doc.good()) << "cannot read docs/ARCHITECTURE.md";
+  std::vector<std::string> lines;
+  bool in_section = false;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.starts_with("#")) {
+      in_section = line == heading;
+      continue;
+    }
+    if (in_section && line.starts_with("| `")) lines.push_back(line);
+  }
+  return lines;
+}
+
+// The phase table decides what each phase allows; the document shows it, row for row
+// (SIESTA_PRINT_PHASE_RULES=1 prints the rows the code holds).
+TEST(OffloadMachineTest, EveryPhasesRulesAreWhatTheDocumentSays) {
+  const std::vector<std::string> documented = documented_lines("### The offloader's phases");
+  ASSERT_EQ(documented.size(), kPhaseCount) << "one row per phase in docs/ARCHITECTURE.md";
+  for (size_t i = 0; i < kPhaseCount; ++i) {
+    const std::string row = rules_row(static_cast<Phase>(i));
+    if (std::getenv("SIESTA_PRINT_PHASE_RULES") != nullptr) std::printf("%s\n", row.c_str());
+    EXPECT_EQ(documented[i], row) << "row " << i;
+  }
+}
+
+// The rules agree with the transitions: an action that applies an event finds it legal.
+TEST(OffloadMachineTest, EveryRuleLeadsAlongTheTable) {
+  for (size_t i = 0; i < kPhaseCount; ++i) {
+    const Phase phase = static_cast<Phase>(i);
+    const PhaseRules& r = rules(phase);
+    SCOPED_TRACE(phase_name(phase));
+    const bool command_moves = r.command != OnCommand::kRefuseBusy &&
+                               r.command != OnCommand::kRefuseLost &&
+                               r.command != OnCommand::kWaitForRelease;
+    EXPECT_EQ(next_phase(phase, Event::kCommandArrives).has_value(), command_moves);
+    if (r.command == OnCommand::kWaitForRelease) {
+      EXPECT_EQ(r.memory, Memory::kReleasing);
+    }
+    if (r.command == OnCommand::kRestore || r.command == OnCommand::kStartFresh) {
+      EXPECT_EQ(r.memory, Memory::kReleased) << "only released memory is mapped back";
+    }
+    if (r.command == OnCommand::kRun || r.command == OnCommand::kRunOverSavedFile) {
+      EXPECT_EQ(r.memory, Memory::kCommitted) << "a command runs on committed memory";
+    }
+    if (r.command == OnCommand::kCancelSaveAndWait || r.command == OnCommand::kCancelSaveAndRun) {
+      EXPECT_TRUE(r.save_running);
+    }
+    switch (r.timer) {
+      case OnTimer::kSave:
+      case OnTimer::kRelease: EXPECT_TRUE(next_phase(phase, Event::kSaveDue)); break;
+      case OnTimer::kExpire:
+      case OnTimer::kRetryDelete: EXPECT_TRUE(next_phase(phase, Event::kExpiryDue)); break;
+      case OnTimer::kNothing: break;
+    }
+    if (r.evict == OnRequest::kSave || r.evict == OnRequest::kRelease) {
+      EXPECT_TRUE(next_phase(phase, Event::kSaveDue));
+    }
+    if (r.forget == OnRequest::kDelete) {
+      EXPECT_TRUE(next_phase(phase, Event::kExpiryDue));
+    }
+    // A request waits only for a save that ends on its own, and is refused while a command
+    // holds the session.
+    for (OnRequest request : {r.offload_now, r.save_ahead, r.evict, r.forget}) {
+      if (request == OnRequest::kWaitForSave) {
+        EXPECT_TRUE(r.save_running);
+      }
+    }
+    if (holds_command(phase) && r.state != OffloadState::kDisabled) {
+      EXPECT_EQ(r.offload_now, OnRequest::kRefuseBusy);
+      EXPECT_EQ(r.evict, OnRequest::kRefuseBusy);
+    }
+    if (r.state == OffloadState::kDisabled) {
+      EXPECT_EQ(r.offload_now, OnRequest::kRefuseDisabled);
+      EXPECT_EQ(r.timer, OnTimer::kNothing);
+    }
+  }
+}
+
 TEST(OffloadMachineTest, NamesAreUniqueAndRoundTrip) {
   std::set<std::string_view> names;
   for (size_t i = 0; i < kPhaseCount; ++i) {
@@ -140,7 +236,9 @@ TEST(OffloadMachineTest, ACommandNeverMeetsAHalfReleasedSession) {
   for (size_t e = 0; e < kEventCount; ++e) {
     const Event event = static_cast<Event>(e);
     if (std::optional<Phase> to = next_phase(Phase::kSaveReleasing, event)) {
-      EXPECT_TRUE(event == Event::kReleased || event == Event::kReleaseFailed) << event_name(event);
+      EXPECT_TRUE(event == Event::kReleased || event == Event::kReleasedToRam ||
+                  event == Event::kReleaseFailed)
+          << event_name(event);
     }
   }
 }
@@ -158,7 +256,7 @@ TEST(OffloadMachineTest, TheCancelFlagIsRaisedExactlyWhereACommandOvertookTheSav
   }
 }
 
-// Projected onto the six states, the table is the diagram in core/offload/offloader.h.
+// Projected onto the seven states, the table is the diagram in core/offload/offloader.h.
 TEST(OffloadMachineTest, ProjectedOntoTheStatesItIsTheHeadersDiagram) {
   using S = OffloadState;
   const std::set<std::pair<S, S>> diagram = {
@@ -171,6 +269,10 @@ TEST(OffloadMachineTest, ProjectedOntoTheStatesItIsTheHeadersDiagram) {
       {S::kDisk, S::kExpired},        // expiry: the file is deleted
       {S::kExpired, S::kRestoring},   // a command: a fresh session
       {S::kRestoring, S::kExpired},   // out of memory after expiry
+      {S::kSaving, S::kRam},          // copied to the RAM tier, memory released
+      {S::kRam, S::kRestoring},       // a command arrives
+      {S::kRestoring, S::kRam},       // out of memory (the RAM copy kept)
+      {S::kRam, S::kExpired},         // expiry: the RAM copy given back
   };
   std::set<std::pair<S, S>> projected;
   for (const Transition& t : transitions()) {

@@ -264,6 +264,51 @@ TEST(OffloaderDeltaTest, AFailedWaitForTheDeviceKeepsTheChain) {
   EXPECT_EQ(f.target_->verify(), "");
 }
 
+// Guards: a whole save that fails after its rename (the directory's sync) taken for a write
+// that left the final name alone, so that the chain stays trusted over a base that may be
+// the new file. A delta written next over that chain reads, on restore, a base of another
+// generation: Foreign, and the history is lost. The chain must go with the failure; the
+// memory, kept, holds everything, and the next save is a whole one.
+TEST(OffloaderDeltaTest, AWholeSaveFailingAfterItsRenameDropsTheChain) {
+  OffloaderFixture f(with_deltas());
+  ASSERT_TRUE(f.command(100).ok());
+  // Restored, 120 rows added: a delta of 120 rows would exceed half of a whole save of 220,
+  // so the next save is a whole one over a chain of one segment.
+  EXPECT_TRUE(offload_then_return(f, 120).restored);
+  ASSERT_EQ(f.offloader_->status().snapshot_segments, 1u);
+  // Injected: the save's directory sync (after the rename into place) fails with EIO.
+  const FsFaultPlan plan(FsOp::kSyncDirectory, 1, FsFaultKind::kIoError, false);
+  std::printf("fault plan: %s\n", plan.describe().c_str());
+  f.fs_.set_plan(plan);
+  f.pass(OffloaderFixture::kIdle);
+  f.fs_.set_plan(FsFaultPlan::none());
+  ASSERT_EQ(f.fs_.counters().faults_fired, 1u);
+  OffloadStatus status = f.offloader_->status();
+  EXPECT_EQ(status.state, OffloadState::kResident) << "a failed save keeps the memory";
+  EXPECT_EQ(status.counters.write_failures, 1u);
+  EXPECT_NE(status.last_error.find("injected"), std::string::npos) << status.last_error;
+  EXPECT_EQ(status.snapshot_segments, 0u) << "the chain stayed trusted over a base in doubt";
+  EXPECT_EQ(status.disk_bytes, 0u);
+  EXPECT_FALSE(f.snapshot_exists(0)) << "the base in doubt stayed on disk";
+  EXPECT_EQ(f.target_->verify(), "");
+
+  // A command that keeps 105 rows: a delta over the old chain would be small enough to be
+  // written, so only a dropped chain makes the next save a whole one.
+  ASSERT_TRUE(rewind_command(f, 105, 2).ok());
+  f.pass(OffloaderFixture::kIdle);
+  status = f.offloader_->status();
+  ASSERT_EQ(status.state, OffloadState::kDisk) << status.last_error;
+  EXPECT_EQ(status.counters.delta_saves, 0u) << "a delta was written over the distrusted chain";
+  EXPECT_EQ(status.snapshot_segments, 1u);
+  Result<Admission> back = f.command(0);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(back->restored) << status.last_error;
+  EXPECT_FALSE(back->fallback.has_value())
+      << fallback_reason_name(*back->fallback) << ": " << f.offloader_->status().last_error;
+  EXPECT_EQ(f.target_->length(), 107u);
+  EXPECT_EQ(f.target_->verify(), "");
+}
+
 TEST(OffloaderDeltaTest, WithoutDeltasAUsedSnapshotIsRetiredAsBefore) {
   OffloaderFixture f;  // max_delta_segments 0
   ASSERT_TRUE(f.command(30).ok());

@@ -163,7 +163,7 @@ TEST(OffloaderErrorPathTest, ASnapshotOfAnotherFormatVersionFallsBackAsUnsupport
     // The version: u32 little-endian at offset 8, after the magic (docs/SNAPSHOT_FORMAT.md).
     std::fstream file(f.snapshot_path(), std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(8);
-    const char version[4] = {3, 0, 0, 0};
+    const char version[4] = {4, 0, 0, 0};  // this build writes 3
     file.write(version, sizeof version);
   }
   Result<Admission> admitted = f.command(0);

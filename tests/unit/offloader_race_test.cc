@@ -265,8 +265,8 @@ TEST(OffloaderConcurrencyTest, CommandsAroundTheIdleDeadlineNeverHangCrashOrLose
   ThreadExecutor executor(clock);
   OffloaderFixture f(setup);
   OffloaderOptions options;
-  options.idle_seconds = OffloaderFixture::kIdle;
-  options.expire_seconds = OffloaderFixture::kExpire;
+  options.config.idle_seconds = OffloaderFixture::kIdle;
+  options.config.expire_seconds = OffloaderFixture::kExpire;
   options.chunk_bytes = setup.chunk_bytes;
   options.log = [](const std::string&) {};
   f.offloader_.reset();
@@ -279,9 +279,14 @@ TEST(OffloaderConcurrencyTest, CommandsAroundTheIdleDeadlineNeverHangCrashOrLose
   for (int round = 0; round < kRounds; ++round) {
     clock.advance(std::chrono::seconds(OffloaderFixture::kIdle));
     executor.post([] {});  // wake the executor: the idle deadline has passed
-    // Arrive somewhere around the save: before it starts, during it, or after it released.
-    const int spins = static_cast<int>(draws() % 20000);
-    for (int i = 0; i < spins; ++i) std::this_thread::yield();
+    // Arrive somewhere around the save: before it starts, during it, or after it released,
+    // after a random 0-5 ms of busy waiting. Bounded by the clock, not by a count of yields:
+    // on a loaded machine (ctest -j2 under ASan) each yield hands the core away for a whole
+    // time slice, and 20,000 of them made one round take seconds (the test ran past its 300 s).
+    const auto arrive_at =
+        std::chrono::steady_clock::now() + std::chrono::microseconds(draws() % 5000);
+    while (std::chrono::steady_clock::now() < arrive_at) {
+    }
     Result<Offloader::Lease> admitted = f.offloader_->acquire();
     ASSERT_TRUE(admitted.ok()) << "round " << round << ": " << admitted.status().to_string();
     ASSERT_FALSE(admitted->admission().fallback.has_value()) << "round " << round;

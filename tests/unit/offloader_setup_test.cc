@@ -20,8 +20,8 @@ using ::testing::HasSubstr;
 
 OffloaderOptions enabled() {
   OffloaderOptions options;
-  options.idle_seconds = OffloaderFixture::kIdle;
-  options.expire_seconds = OffloaderFixture::kExpire;
+  options.config.idle_seconds = OffloaderFixture::kIdle;
+  options.config.expire_seconds = OffloaderFixture::kExpire;
   return options;
 }
 

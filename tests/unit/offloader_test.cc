@@ -37,8 +37,8 @@ TEST(OffloaderTest, DisabledNeverSavesAndAdmitsAtOnce) {
 TEST(OffloaderTest, RejectsExpiryNotAfterIdle) {
   OffloaderFixture f;
   OffloaderOptions options;
-  options.idle_seconds = 60;
-  options.expire_seconds = 60;
+  options.config.idle_seconds = 60;
+  options.config.expire_seconds = 60;
   auto made = Offloader::create(
       {*f.target_, *f.sim_, f.host_, f.fs_, f.clock_, &f.executor_, f.store_.get(), f.key_.get()},
       options);
@@ -295,8 +295,8 @@ TEST(OffloaderTest, ALostSessionWithoutAHandlerIsLogged) {
     s.backend_faults = {FaultKind::kCommitDeviceError, 1, false};
   }));
   OffloaderOptions options;
-  options.idle_seconds = OffloaderFixture::kIdle;
-  options.expire_seconds = OffloaderFixture::kExpire;
+  options.config.idle_seconds = OffloaderFixture::kIdle;
+  options.config.expire_seconds = OffloaderFixture::kExpire;
   options.log = [&f](const std::string& line) { f.log_.push_back(line); };
   f.offloader_ = Offloader::create({*f.target_, *f.faulty_backend_, f.host_, f.fs_, f.clock_,
                                     &f.executor_, f.store_.get(), f.key_.get()},

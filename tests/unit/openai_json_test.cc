@@ -17,7 +17,9 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-const ServedModel kModel{"synthetic:tiny", 256};
+const ServedModel kModel{.name = "synthetic:tiny", .context = 256};
+// A server started with --n-predict 16.
+const ServedModel kSixteen{.name = "synthetic:tiny", .context = 256, .n_predict = 16};
 
 Result<ParsedGeneration> completion(const json& body, ErrorDetail* detail = nullptr) {
   return parse_completion_request(body.dump(), kModel, detail);
@@ -62,7 +64,10 @@ TEST(OpenAiJsonTest, CompletionDefaults) {
   Result<ParsedGeneration> parsed = completion({{"prompt", "Hello"}});
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   EXPECT_EQ(parsed->request.prompt, "Hello");
-  EXPECT_EQ(parsed->request.max_tokens, kDefaultMaxTokens);
+  // --n-predict's default -1: until a stop string or the context is full (the engine's 0).
+  EXPECT_EQ(parsed->request.max_tokens, 0u);
+  EXPECT_FALSE(parsed->shown_logprobs);
+  EXPECT_EQ(parsed->request.logprobs, 0u);
   EXPECT_TRUE(parsed->request.stop.empty());
   EXPECT_EQ(parsed->request.temperature, 0.0f);
   EXPECT_FALSE(parsed->stream);
@@ -90,7 +95,14 @@ TEST(OpenAiJsonTest, CompletionEveryField) {
                                                 {"stream", true},
                                                 {"stream_options", {{"include_usage", true}}},
                                                 {"top_p", 0.9},
+                                                {"top_k", 5},
+                                                {"logit_bias", {{"65", -100}, {"0", 2.5}}},
                                                 {"user", "ignored"},
+                                                {"echo", false},
+                                                {"best_of", 1},
+                                                {"suffix", ""},
+                                                {"presence_penalty", 0},
+                                                {"frequency_penalty", 0.0},
                                                 {"logprobs", nullptr}});
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   EXPECT_EQ(parsed->request.prompt, "Hi");
@@ -98,6 +110,10 @@ TEST(OpenAiJsonTest, CompletionEveryField) {
   EXPECT_EQ(parsed->request.stop, (std::vector<std::string>{"a", "bc"}));
   EXPECT_FLOAT_EQ(parsed->request.temperature, 0.5f);
   EXPECT_EQ(parsed->request.seed, ~uint64_t{0});
+  EXPECT_FLOAT_EQ(parsed->request.top_p, 0.9f);
+  EXPECT_EQ(parsed->request.top_k, 5u);
+  EXPECT_EQ(parsed->request.logit_bias,
+            (std::vector<std::pair<uint8_t, float>>{{0, 2.5f}, {65, -100.0f}}));
   EXPECT_TRUE(parsed->stream);
   EXPECT_TRUE(parsed->include_usage);
 }
@@ -107,7 +123,7 @@ TEST(OpenAiJsonTest, StopMayBeOneStringAndNullsMeanAbsent) {
       completion({{"prompt", "x"}, {"stop", "\n"}, {"max_tokens", nullptr}, {"model", nullptr}});
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   EXPECT_EQ(parsed->request.stop, (std::vector<std::string>{"\n"}));
-  EXPECT_EQ(parsed->request.max_tokens, kDefaultMaxTokens);
+  EXPECT_EQ(parsed->request.max_tokens, 0u);
 }
 
 TEST(OpenAiJsonTest, BadJsonAndNonObjects) {
@@ -151,6 +167,29 @@ TEST(OpenAiJsonTest, CompletionRefusalsNameTheirField) {
       {{{"prompt", "x"}, {"stream_options", {{"include_usage", 1}}}},
        "stream_options.include_usage"},
       {{{"prompt", "x"}, {"model", 3}}, "model"},
+      {{{"prompt", "x"}, {"top_p", 1.5}}, "top_p"},
+      {{{"prompt", "x"}, {"top_p", "0.5"}}, "top_p"},
+      {{{"prompt", "x"}, {"top_k", -1}}, "top_k"},
+      {{{"prompt", "x"}, {"logit_bias", json::array()}}, "logit_bias"},
+      {{{"prompt", "x"}, {"logit_bias", {{"256", 1}}}}, "logit_bias.256"},
+      {{{"prompt", "x"}, {"logit_bias", {{"065", 1}}}}, "logit_bias.065"},
+      {{{"prompt", "x"}, {"logit_bias", {{"a", 1}}}}, "logit_bias.a"},
+      {{{"prompt", "x"}, {"logit_bias", {{"65", 101}}}}, "logit_bias.65"},
+      {{{"prompt", "x"}, {"logit_bias", {{"65", "1"}}}}, "logit_bias.65"},
+      {{{"prompt", "x"}, {"logprobs", 6}}, "logprobs"},
+      {{{"prompt", "x"}, {"logprobs", true}}, "logprobs"},
+      {{{"prompt", "x"}, {"logprobs", 2}, {"stream", true}}, "logprobs"},
+      {{{"prompt", "x"}, {"echo", true}}, "echo"},
+      {{{"prompt", "x"}, {"best_of", 2}}, "best_of"},
+      {{{"prompt", "x"}, {"suffix", "end"}}, "suffix"},
+      {{{"prompt", "x"}, {"presence_penalty", 0.5}}, "presence_penalty"},
+      {{{"prompt", "x"}, {"frequency_penalty", "0"}}, "frequency_penalty"},
+      {{{"prompt", "x"}, {"user", 5}}, "user"},
+      // llama-server's and chat's fields this endpoint does not serve: refused, not ignored.
+      {{{"prompt", "x"}, {"grammar", "root ::= \"a\""}}, "grammar"},
+      {{{"prompt", "x"}, {"json_schema", json::object()}}, "json_schema"},
+      {{{"prompt", "x"}, {"n_probs", 3}}, "n_probs"},
+      {{{"prompt", "x"}, {"response_format", {{"type", "text"}}}}, "response_format"},
   };
   for (const auto& [body, param] : cases) {
     ErrorDetail detail;
@@ -160,14 +199,16 @@ TEST(OpenAiJsonTest, CompletionRefusalsNameTheirField) {
   }
 }
 
-TEST(OpenAiJsonTest, AnotherModelIsNotFound) {
+// One model per server, as llama-server: any name an SDK sends is served; only its type counts.
+TEST(OpenAiJsonTest, AnyModelNameIsServed) {
+  for (const char* name : {"gpt-4", "synthetic:tiny", "", "my-alias"}) {
+    EXPECT_TRUE(completion({{"prompt", "x"}, {"model", name}}).ok()) << name;
+  }
   ErrorDetail detail;
-  Result<ParsedGeneration> parsed = completion({{"prompt", "x"}, {"model", "gpt-4"}}, &detail);
+  Result<ParsedGeneration> parsed = completion({{"prompt", "x"}, {"model", 4}}, &detail);
   ASSERT_FALSE(parsed.ok());
-  EXPECT_EQ(parsed.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(detail.param, "model");
-  EXPECT_EQ(detail.code, "model_not_found");
-  EXPECT_THAT(parsed.status().message(), HasSubstr("\"gpt-4\""));
 }
 
 TEST(OpenAiJsonTest, ContextExceededUsesOpenAisMessage) {
@@ -186,13 +227,117 @@ TEST(OpenAiJsonTest, ContextExceededUsesOpenAisMessage) {
   EXPECT_TRUE(completion({{"prompt", std::string(250, 'a')}, {"max_tokens", 6}}).ok());
 }
 
+// --n-predict N: the length of a request that names none, lowered to what the context leaves.
 TEST(OpenAiJsonTest, DefaultMaxTokensShrinksToWhatTheContextLeaves) {
-  Result<ParsedGeneration> parsed = completion({{"prompt", std::string(250, 'a')}});
+  Result<ParsedGeneration> parsed =
+      parse_completion_request(json({{"prompt", "abc"}}).dump(), kSixteen, nullptr);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_EQ(parsed->request.max_tokens, 16u);
+  parsed =
+      parse_completion_request(json({{"prompt", std::string(250, 'a')}}).dump(), kSixteen, nullptr);
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   EXPECT_EQ(parsed->request.max_tokens, 6u);
-  ErrorDetail detail;
-  expect_bad(completion({{"prompt", std::string(256, 'a')}}, &detail), detail, "prompt");
-  EXPECT_EQ(detail.code, "context_length_exceeded");
+  for (const ServedModel& model : {kModel, kSixteen}) {
+    ErrorDetail detail;
+    Result<ParsedGeneration> full =
+        parse_completion_request(json({{"prompt", std::string(256, 'a')}}).dump(), model, &detail);
+    expect_bad(full, detail, "prompt");
+    EXPECT_EQ(detail.code, "context_length_exceeded");
+    EXPECT_THAT(full.status().message(), HasSubstr("you requested 257 tokens"));
+  }
+  // -1 with a prompt one token short of the context: room for one token, so served.
+  parsed = completion({{"prompt", std::string(255, 'a')}});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_EQ(parsed->request.max_tokens, 0u);
+}
+
+TEST(OpenAiJsonTest, TopPZeroKeepsOnlyTheMostProbableToken) {
+  Result<ParsedGeneration> parsed = completion({{"prompt", "x"}, {"top_p", 0}});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_GT(parsed->request.top_p, 0.0f);
+  EXPECT_LT(parsed->request.top_p, 1e-30f);
+}
+
+TEST(OpenAiJsonTest, CompletionLogprobsAskTheEngineForAtLeastOne) {
+  for (int n : {0, 1, 5}) {
+    Result<ParsedGeneration> parsed = completion({{"prompt", "x"}, {"logprobs", n}});
+    ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+    ASSERT_TRUE(parsed->shown_logprobs);
+    EXPECT_EQ(*parsed->shown_logprobs, static_cast<uint32_t>(n));
+    EXPECT_EQ(parsed->request.logprobs, static_cast<uint32_t>(std::max(n, 1)));
+  }
+}
+
+TEST(OpenAiJsonTest, ChatLogprobsAndTopLogprobs) {
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  Result<ParsedGeneration> parsed = chat({{"messages", messages}, {"logprobs", true}});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_EQ(parsed->shown_logprobs, std::optional<uint32_t>(0));
+  EXPECT_EQ(parsed->request.logprobs, 1u);
+  parsed = chat({{"messages", messages}, {"logprobs", true}, {"top_logprobs", 20}});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_EQ(parsed->shown_logprobs, std::optional<uint32_t>(20));
+  EXPECT_EQ(parsed->request.logprobs, 20u);
+  parsed = chat({{"messages", messages}, {"logprobs", false}});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_FALSE(parsed->shown_logprobs);
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"messages", messages}, {"top_logprobs", 2}}, "top_logprobs"},
+      {{{"messages", messages}, {"logprobs", false}, {"top_logprobs", 2}}, "top_logprobs"},
+      {{{"messages", messages}, {"logprobs", true}, {"top_logprobs", 21}}, "top_logprobs"},
+      {{{"messages", messages}, {"logprobs", 3}}, "logprobs"},
+      {{{"messages", messages}, {"logprobs", true}, {"stream", true}}, "logprobs"},
+  };
+  for (const auto& [body, param] : cases) {
+    ErrorDetail detail;
+    SCOPED_TRACE(body.dump());
+    expect_bad(chat(body, &detail), detail, param);
+  }
+}
+
+// What chat serves only at its neutral value, and what it does not serve at all: each refused
+// by name, never ignored.
+TEST(OpenAiJsonTest, ChatFieldsNotServedAreRefusedByName) {
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  auto with = [&](const char* name, json value) {
+    json body = {{"messages", messages}};
+    body[name] = std::move(value);
+    return body;
+  };
+  for (const json& body :
+       {with("response_format", {{"type", "text"}}), with("tools", json::array()),
+        with("tool_choice", "none"), with("tool_choice", "auto"),
+        with("modalities", json::array({"text"})), with("store", false),
+        with("metadata", {{"a", "b"}}), with("service_tier", "auto"),
+        with("parallel_tool_calls", true), with("safety_identifier", "x"), with("user", "u"),
+        with("presence_penalty", 0), with("n", 1)}) {
+    EXPECT_TRUE(chat(body).ok()) << body.dump();
+  }
+  const std::vector<std::pair<json, std::string>> refused = {
+      {with("response_format", {{"type", "json_object"}}), "response_format"},
+      {with("response_format", {{"type", "json_schema"}, {"json_schema", json::object()}}),
+       "response_format"},
+      {with("response_format", {{"type", "sound"}}), "response_format"},
+      {with("tools", json::array({{{"type", "function"}}})), "tools"},
+      {with("tool_choice", "required"), "tool_choice"},
+      {with("modalities", json::array({"text", "audio"})), "modalities"},
+      {with("store", true), "store"},
+      {with("n", 2), "n"},
+      {with("frequency_penalty", 1), "frequency_penalty"},
+      {with("metadata", "x"), "metadata"},
+      {with("audio", json::object()), "audio"},
+      {with("functions", json::array()), "functions"},
+      {with("reasoning_effort", "low"), "reasoning_effort"},
+      {with("prediction", json::object()), "prediction"},
+      {with("json_schema", json::object()), "json_schema"},
+      {with("grammar", "x"), "grammar"},
+      {with("echo", false), "echo"},
+  };
+  for (const auto& [body, param] : refused) {
+    ErrorDetail detail;
+    SCOPED_TRACE(body.dump());
+    expect_bad(chat(body, &detail), detail, param);
+  }
 }
 
 TEST(OpenAiJsonTest, ChatRendersTheTemplate) {
@@ -282,30 +427,34 @@ engine::GenerateResult sample_result() {
 }
 
 TEST(OpenAiJsonTest, CompletionResponse) {
-  const ResponseMeta meta{ApiKind::kCompletion, "cmpl-1", 1700000000, "synthetic:tiny"};
+  const ResponseMeta meta{.kind = ApiKind::kCompletion,
+                          .id = "cmpl-1",
+                          .created = 1700000000,
+                          .model = "synthetic:tiny",
+                          .system_fingerprint = "fp_0123456789ab"};
   const json body = response_json(meta, sample_result());
   EXPECT_EQ(body, json::parse(R"({
     "id": "cmpl-1", "object": "text_completion", "created": 1700000000,
-    "model": "synthetic:tiny",
+    "model": "synthetic:tiny", "system_fingerprint": "fp_0123456789ab",
     "choices": [{"text": "Hello", "index": 0, "finish_reason": "stop", "logprobs": null}],
     "usage": {"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16,
               "prompt_tokens_details": {"cached_tokens": 4}}})"));
 }
 
 TEST(OpenAiJsonTest, ChatResponse) {
-  const ResponseMeta meta{ApiKind::kChat, "chatcmpl-1", 5, "m"};
+  const ResponseMeta meta{.kind = ApiKind::kChat, .id = "chatcmpl-1", .created = 5, .model = "m"};
   engine::GenerateResult result = sample_result();
   result.finish = engine::FinishReason::kLength;
   const json body = response_json(meta, result);
   EXPECT_EQ(body["object"], "chat.completion");
   EXPECT_EQ(body["choices"][0]["message"],
-            json::parse(R"({"role":"assistant","content":"Hello"})"));
+            json::parse(R"({"role":"assistant","content":"Hello","refusal":null})"));
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(body["usage"]["total_tokens"], 16);
 }
 
 TEST(OpenAiJsonTest, CompletionChunks) {
-  const ResponseMeta meta{ApiKind::kCompletion, "cmpl-2", 5, "m"};
+  const ResponseMeta meta{.kind = ApiKind::kCompletion, .id = "cmpl-2", .created = 5, .model = "m"};
   const json piece = text_chunk_json(meta, "He", true, false);
   EXPECT_EQ(piece["object"], "text_completion");
   EXPECT_EQ(piece["choices"][0]["text"], "He");
@@ -321,7 +470,7 @@ TEST(OpenAiJsonTest, CompletionChunks) {
 }
 
 TEST(OpenAiJsonTest, ChatChunks) {
-  const ResponseMeta meta{ApiKind::kChat, "chatcmpl-2", 5, "m"};
+  const ResponseMeta meta{.kind = ApiKind::kChat, .id = "chatcmpl-2", .created = 5, .model = "m"};
   const json first = text_chunk_json(meta, "He", true, true);
   EXPECT_EQ(first["object"], "chat.completion.chunk");
   EXPECT_EQ(first["choices"][0]["delta"], json::parse(R"({"role":"assistant","content":"He"})"));
@@ -331,6 +480,67 @@ TEST(OpenAiJsonTest, ChatChunks) {
   const json last = finish_chunk_json(meta, engine::FinishReason::kStop, false);
   EXPECT_EQ(last["choices"][0]["delta"], json::object());
   EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+}
+
+// An engine result of the text "A" then a stop string "\xc3" (one token past the text), each
+// token with two most probable alternatives.
+engine::GenerateResult logprob_result() {
+  engine::GenerateResult result = sample_result();
+  result.text = "A";
+  result.tokens = {'A', 0xc3};
+  result.completion_tokens = 2;
+  result.logprobs = {{'A', -0.25f, {{'A', -0.25f}, {0xe9, -2.0f}}},
+                     {0xc3, -0.5f, {{0xc3, -0.5f}, {'b', -1.5f}}}};
+  return result;
+}
+
+TEST(OpenAiJsonTest, CompletionLogprobsCoverTheTextsTokens) {
+  ResponseMeta meta{.kind = ApiKind::kCompletion,
+                    .id = "cmpl-3",
+                    .created = 5,
+                    .model = "m",
+                    .system_fingerprint = "fp_x",
+                    .shown_logprobs = 1};
+  const json logprobs = response_json(meta, logprob_result())["choices"][0]["logprobs"];
+  EXPECT_EQ(logprobs, json::parse(R"({"tokens": ["A"], "token_logprobs": [-0.25],
+                                      "top_logprobs": [{"A": -0.25}], "text_offset": [0]})"));
+  meta.shown_logprobs = 0;
+  EXPECT_EQ(response_json(meta, logprob_result())["choices"][0]["logprobs"]["top_logprobs"],
+            json::parse("[{}]"));
+  meta.shown_logprobs.reset();
+  EXPECT_TRUE(response_json(meta, logprob_result())["choices"][0]["logprobs"].is_null());
+}
+
+TEST(OpenAiJsonTest, ChatLogprobsNameBytesThatAreNoCharacterAlone) {
+  engine::GenerateResult result = logprob_result();
+  result.text = "A\xc3";  // no stop string this time: both tokens are text
+  result.finish = engine::FinishReason::kLength;
+  const ResponseMeta meta{.kind = ApiKind::kChat,
+                          .id = "chatcmpl-3",
+                          .created = 5,
+                          .model = "m",
+                          .system_fingerprint = "fp_x",
+                          .shown_logprobs = 2};
+  const json logprobs = response_json(meta, result)["choices"][0]["logprobs"];
+  EXPECT_EQ(logprobs, json::parse(R"({"refusal": null, "content": [
+      {"token": "A", "logprob": -0.25, "bytes": [65], "top_logprobs": [
+          {"token": "A", "logprob": -0.25, "bytes": [65]},
+          {"token": "bytes:\\xe9", "logprob": -2.0, "bytes": [233]}]},
+      {"token": "bytes:\\xc3", "logprob": -0.5, "bytes": [195], "top_logprobs": [
+          {"token": "bytes:\\xc3", "logprob": -0.5, "bytes": [195]},
+          {"token": "b", "logprob": -1.5, "bytes": [98]}]}]})"));
+}
+
+TEST(OpenAiJsonTest, EveryChunkCarriesTheSystemFingerprint) {
+  const ResponseMeta meta{.kind = ApiKind::kChat,
+                          .id = "chatcmpl-4",
+                          .created = 5,
+                          .model = "m",
+                          .system_fingerprint = "fp_abc"};
+  EXPECT_EQ(text_chunk_json(meta, "x", true, false)["system_fingerprint"], "fp_abc");
+  EXPECT_EQ(finish_chunk_json(meta, engine::FinishReason::kStop, false)["system_fingerprint"],
+            "fp_abc");
+  EXPECT_EQ(usage_chunk_json(meta, sample_result())["system_fingerprint"], "fp_abc");
 }
 
 TEST(OpenAiJsonTest, SseFraming) {
@@ -364,7 +574,7 @@ TEST(OpenAiJsonTest, FinishReasons) {
 namespace siesta::server {
 namespace {
 
-const ServedModel kFourSessions{"synthetic:tiny", 256, 4};
+const ServedModel kFourSessions{.name = "synthetic:tiny", .context = 256, .sessions = 4};
 
 TEST(OpenAiJsonTest, PromptCacheKeyIsHashedAndIdSlotRead) {
   Result<ParsedGeneration> parsed = parse_completion_request(

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace siesta {
 namespace {
@@ -142,6 +143,50 @@ TEST_F(RangeLedgerTest, WrappingRangesAreInvalidEverywhere) {
   EXPECT_EQ(ledger.check_committed(wraps, "zero").code(), StatusCode::kInvalidArgument);
   const DeviceRange to_zero{~DeviceAddress{0} - kG + 1, kG};  // ends exactly at 2^64
   EXPECT_EQ(ledger.check_commit(to_zero, 1).code(), StatusCode::kInvalidArgument);
+}
+
+// A decommit waits for the device without the backend's mutex; meanwhile its commits are
+// being released: nothing may use them or commit over them, they still count, and they go
+// back in use if the release is abandoned.
+TEST_F(RangeLedgerTest, CommitsBeingReleasedCanBeNeitherUsedNorReplaced) {
+  ASSERT_TRUE(commit(0, 2, 1).ok());
+  ASSERT_TRUE(commit(2, 2, 2).ok());
+  ASSERT_TRUE(commit(6, 2, 3).ok());
+  ASSERT_TRUE(ledger.check_decommit(g(0, 4), kG).ok());
+  ledger.begin_release(g(0, 4));
+
+  EXPECT_TRUE(ledger.releasing_within(g(0, 16)));
+  EXPECT_TRUE(ledger.releasing_within(g(2, 1))) << "the second commit starts in it";
+  EXPECT_FALSE(ledger.releasing_within(g(1, 1))) << "no commit starts in it";
+  EXPECT_FALSE(ledger.releasing_within(g(4, 12)));
+  EXPECT_EQ(ledger.committed_bytes(), 6 * kG) << "the device still holds the memory";
+
+  Status copy = ledger.check_committed({kBase + 2 * kG - 1, 2}, "copy_to_staging source");
+  EXPECT_EQ(copy.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(copy.message(),
+            "copy_to_staging source [0x7f00003fffff, +2 bytes): byte 0x7f00003fffff is being "
+            "decommitted");
+  EXPECT_EQ(ledger.check_committed(g(3, 1), "zero").code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(ledger.check_committed(g(6, 2), "zero").ok()) << "another commit";
+  EXPECT_EQ(ledger.check_decommit(g(0, 4), kG).message(),
+            "decommit of [0x7f0000000000, +8388608 bytes): byte 0x7f0000000000 is being "
+            "decommitted");
+  EXPECT_EQ(ledger.check_decommit(g(2, 2), kG).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ledger.check_commit(g(1, 1), kG).code(), StatusCode::kFailedPrecondition)
+      << "nothing is committed over memory not yet released";
+  EXPECT_TRUE(ledger.check_decommit(g(6, 2), kG).ok()) << "another commit";
+  EXPECT_TRUE(ledger.check_commit(g(4, 2), kG).ok()) << "uncommitted bytes in between";
+
+  ledger.cancel_release(g(0, 4));
+  EXPECT_FALSE(ledger.releasing_within(g(0, 16)));
+  EXPECT_TRUE(ledger.check_committed(g(0, 4), "copy").ok()) << "back in use";
+  EXPECT_TRUE(ledger.check_decommit(g(0, 4), kG).ok());
+
+  ledger.begin_release(g(0, 4));
+  EXPECT_EQ(ledger.take_commits(g(0, 4)), (std::vector<int>{1, 2}));
+  EXPECT_FALSE(ledger.releasing_within(g(0, 16))) << "taken: nothing left to release";
+  EXPECT_EQ(ledger.committed_bytes(), 2 * kG);
+  EXPECT_TRUE(ledger.check_commit(g(0, 4), kG).ok());
 }
 
 TEST_F(RangeLedgerTest, MessagesNameTheCallTheRangeAndTheRule) {

@@ -129,5 +129,139 @@ TEST_F(RequestPolicyTest, ABodyWithANul) {
   EXPECT_TRUE(policy().admit_body(request("POST", "/other"), std::string("\0", 1), other));
 }
 
+// ---- Cross-origin access (--cors-origin) ------------------------------------------------------
+
+class CorsPolicyTest : public RequestPolicyTest {
+ protected:
+  CorsPolicyTest() { config_.cors_origins = {"http://localhost:3000", "https://ui.example"}; }
+  // The CORS headers of the answer to `r`, as name: value lines.
+  std::vector<std::string> headers_of(const httplib::Request& r) const {
+    std::vector<std::string> out;
+    for (const auto& [name, value] : policy().cors_headers(r)) out.push_back(name + ": " + value);
+    return out;
+  }
+};
+
+httplib::Request write_from(const std::string& origin) {
+  return request("POST", "/v1/completions",
+                 {{"Host", "127.0.0.1:8080"},
+                  {"Origin", origin},
+                  {"Sec-Fetch-Site", "cross-site"},
+                  {"Content-Type", "application/json"},
+                  {"Content-Length", "20"}});
+}
+
+httplib::Request preflight_from(const std::string& origin, const std::string& path = "/v1/chat") {
+  return request("OPTIONS", path,
+                 {{"Host", "127.0.0.1:8080"},
+                  {"Origin", origin},
+                  {"Access-Control-Request-Method", "POST"},
+                  {"Access-Control-Request-Headers", "authorization, content-type"}});
+}
+
+TEST_F(RequestPolicyTest, WithoutListedOriginsNothingChanges) {
+  config_.api_key = "k";
+  EXPECT_TRUE(policy().cors_headers(write_from("http://localhost:3000")).empty());
+  EXPECT_FALSE(policy().is_preflight(preflight_from("http://localhost:3000")));
+  // A preflight needs the key as any request (so the browser goes no further).
+  EXPECT_EQ(judge(preflight_from("http://localhost:3000")).first, 401);
+  config_.api_key.clear();
+  EXPECT_EQ(judge(preflight_from("http://localhost:3000")).first, 0) << "routed: 405";
+  EXPECT_EQ(judge(write_from("http://localhost:3000")),
+            std::make_pair(403, std::string("cross_origin_request")));
+}
+
+TEST_F(CorsPolicyTest, AListedOriginMayWrite) {
+  EXPECT_EQ(judge(write_from("http://localhost:3000")).first, 0);
+  EXPECT_EQ(judge(write_from("https://ui.example")).first, 0);
+  httplib::Request without_fetch_site = write_from("https://ui.example");
+  without_fetch_site.headers.erase("Sec-Fetch-Site");
+  EXPECT_EQ(judge(without_fetch_site).first, 0);
+  // The rest of the policy still holds for it.
+  httplib::Request form = write_from("http://localhost:3000");
+  form.headers.erase("Content-Type");
+  form.headers.emplace("Content-Type", "text/plain");
+  EXPECT_EQ(judge(form).first, 415);
+}
+
+TEST_F(CorsPolicyTest, AnyOtherOriginIsRefusedAsBefore) {
+  // Byte for byte, as a browser sends its origin: another port, scheme, case, a trailing
+  // slash, the opaque origin, a listed origin's host alone.
+  for (const char* origin :
+       {"http://localhost:3001", "https://localhost:3000", "http://ui.example",
+        "HTTP://LOCALHOST:3000", "http://localhost:3000/", "null", "localhost:3000", "",
+        "http://localhost:3000.evil.example", "http://evil.example"}) {
+    EXPECT_EQ(judge(write_from(origin)), std::make_pair(403, std::string("cross_origin_request")))
+        << origin;
+    EXPECT_THAT(headers_of(write_from(origin)), ::testing::ElementsAre("Vary: Origin")) << origin;
+  }
+  // Two Origin headers name no origin, even when one of them is listed.
+  httplib::Request twice = write_from("http://localhost:3000");
+  twice.headers.emplace("Origin", "http://evil.example");
+  EXPECT_EQ(judge(twice).first, 403);
+  EXPECT_FALSE(policy().is_preflight([] {
+    httplib::Request r = preflight_from("http://localhost:3000");
+    r.headers.emplace("Origin", "http://localhost:3000");
+    return r;
+  }()));
+  // A Sec-Fetch-Site: cross-site write without an Origin stays refused.
+  EXPECT_EQ(judge(request("DELETE", "/x", {{"Sec-Fetch-Site", "cross-site"}})).first, 403);
+}
+
+TEST_F(CorsPolicyTest, AListedOriginsAnswersCarryItsHeaders) {
+  EXPECT_THAT(
+      headers_of(write_from("https://ui.example")),
+      ::testing::ElementsAre("Vary: Origin", "Access-Control-Allow-Origin: https://ui.example"));
+  // Reads too, and an answer to a request without an Origin says it depends on one.
+  EXPECT_THAT(
+      headers_of(request("GET", "/health", {{"Origin", " http://localhost:3000 "}})),
+      ::testing::ElementsAre("Vary: Origin", "Access-Control-Allow-Origin: http://localhost:3000"));
+  EXPECT_THAT(headers_of(request("GET", "/health")), ::testing::ElementsAre("Vary: Origin"));
+}
+
+TEST_F(CorsPolicyTest, APreflightIsAnswered204WithoutTheKey) {
+  config_.api_key = "k";
+  for (const char* path : {"/v1/chat/completions", "/v1/messages", "/health", "/no/such/path"}) {
+    SCOPED_TRACE(path);
+    const httplib::Request r = preflight_from("http://localhost:3000", path);
+    EXPECT_TRUE(policy().is_preflight(r));
+    httplib::Response response;
+    EXPECT_FALSE(policy().admit(r, response));
+    EXPECT_EQ(response.status, 204);
+    EXPECT_EQ(response.body, "") << "not an error, in no API's shape";
+    EXPECT_TRUE(response.headers.empty()) << "the HTTP layer writes the headers";
+    EXPECT_THAT(headers_of(r),
+                ::testing::ElementsAre(
+                    "Vary: Origin", "Access-Control-Allow-Origin: http://localhost:3000",
+                    "Access-Control-Allow-Methods: GET, POST, DELETE, OPTIONS",
+                    "Access-Control-Allow-Headers: Authorization, X-Api-Key, Content-Type, "
+                    "anthropic-version, anthropic-beta",
+                    "Access-Control-Max-Age: 7200"));
+  }
+  // The request after it needs the key, and a refusal of it carries the origin's headers.
+  EXPECT_EQ(judge(write_from("http://localhost:3000")).first, 401);
+  httplib::Request keyed = write_from("http://localhost:3000");
+  keyed.headers.emplace("Authorization", "Bearer k");
+  EXPECT_EQ(judge(keyed).first, 0);
+}
+
+TEST_F(CorsPolicyTest, WhatIsNotAPreflight) {
+  config_.api_key = "k";
+  // From an origin not listed: as before, the key first.
+  const httplib::Request other = preflight_from("http://evil.example");
+  EXPECT_FALSE(policy().is_preflight(other));
+  EXPECT_EQ(judge(other).first, 401);
+  // An OPTIONS without Access-Control-Request-Method, or another method with it.
+  httplib::Request plain = preflight_from("http://localhost:3000");
+  plain.headers.erase("Access-Control-Request-Method");
+  EXPECT_FALSE(policy().is_preflight(plain));
+  EXPECT_EQ(judge(plain).first, 401);
+  httplib::Request get = preflight_from("http://localhost:3000");
+  get.method = "GET";
+  EXPECT_FALSE(policy().is_preflight(get));
+  EXPECT_EQ(judge(get).first, 401);
+  EXPECT_THAT(headers_of(get), ::testing::SizeIs(2)) << "no Allow-Methods outside a preflight";
+}
+
 }  // namespace
 }  // namespace siesta::server

@@ -134,7 +134,8 @@ TEST(ServerAppTest, OffloadNowReleasesAndCloseRemovesTheSnapshot) {
   config.offload.idle_seconds = 600;  // the timer never fires in this test
   config.offload.expire_seconds = 3600;
   config.offload.disk_dir = dir;
-  config.cache_encrypt = false;
+  config.offload.encrypt = false;
+  config.offload.ram_bytes = 0;  // the disk tier's files are what this test follows
   std::vector<std::string> log;
   auto app = start_or_fail(config, SystemClock::instance(), &log);
   ASSERT_NE(app, nullptr);

@@ -5,16 +5,20 @@
 #include <gtest/gtest.h>
 
 #include <initializer_list>
+#include <regex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "core/base/log_text.h"
 namespace siesta::server {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 Result<ParsedFlags> parse(std::initializer_list<std::string_view> args) {
   std::vector<std::string_view> list(args);
@@ -254,7 +258,7 @@ TEST(ServerFlagsTest, NewFlagDefaults) {
   EXPECT_EQ(config.model, "synthetic:small");
   EXPECT_FALSE(config.context.has_value());
   EXPECT_FALSE(config.kv_type.has_value());
-  EXPECT_TRUE(config.cache_encrypt);
+  EXPECT_TRUE(config.offload.encrypt);
   EXPECT_EQ(config.slot_save_path, "");
   EXPECT_EQ(config.api_key, "");
   EXPECT_EQ(config.max_body_bytes, 1u << 20);
@@ -285,17 +289,35 @@ TEST(ServerFlagsTest, ModelContextAndKvType) {
 }
 
 TEST(ServerFlagsTest, CacheEncrypt) {
-  EXPECT_TRUE(run_config({"--cache-encrypt", "on"}).cache_encrypt);
-  EXPECT_FALSE(run_config({"--cache-encrypt=off"}).cache_encrypt);
+  EXPECT_TRUE(run_config({"--cache-encrypt", "on"}).offload.encrypt);
+  EXPECT_FALSE(run_config({"--cache-encrypt=off"}).offload.encrypt);
   EXPECT_EQ(error_of({"--cache-encrypt", "yes"}), "--cache-encrypt must be on or off, got \"yes\"");
 }
 
 TEST(ServerFlagsTest, CacheDeltaSaves) {
-  EXPECT_EQ(ServerConfig{}.cache_delta_saves, 8u);
-  EXPECT_EQ(run_config({"--cache-delta-saves", "0"}).cache_delta_saves, 0u);
-  EXPECT_EQ(run_config({"--cache-delta-saves=64"}).cache_delta_saves, 64u);
+  EXPECT_EQ(ServerConfig{}.offload.delta_segments, 8u);
+  EXPECT_EQ(run_config({"--cache-delta-saves", "0"}).offload.delta_segments, 0u);
+  EXPECT_EQ(run_config({"--cache-delta-saves=64"}).offload.delta_segments, 64u);
   EXPECT_THAT(error_of({"--cache-delta-saves", "65"}), HasSubstr("--cache-delta-saves"));
   EXPECT_THAT(error_of({"--cache-delta-saves", "-1"}), HasSubstr("(-1) must be between"));
+}
+
+TEST(ServerFlagsTest, AliasNamesTheModelInAnswers) {
+  EXPECT_EQ(ServerConfig{}.model_id(), "synthetic:small");
+  const ServerConfig aliased = run_config({"--alias", "gpt-local"});
+  EXPECT_EQ(aliased.model_id(), "gpt-local");
+  EXPECT_EQ(aliased.model, "synthetic:small") << "the alias names the model, it is not one";
+  EXPECT_EQ(error_of({"--alias="}), "--alias must not be empty");
+  EXPECT_THAT(error_of({"--alias", std::string(257, 'a')}), HasSubstr("at most 256 bytes"));
+}
+
+// A switch takes no value: "--no-slots" alone, never "--no-slots=1" or "--no-slots yes".
+TEST(ServerFlagsTest, NoSlotsIsASwitch) {
+  EXPECT_TRUE(ServerConfig{}.slots_endpoints);
+  EXPECT_FALSE(run_config({"--no-slots"}).slots_endpoints);
+  EXPECT_FALSE(run_config({"--no-slots", "--parallel", "2"}).slots_endpoints);
+  EXPECT_EQ(error_of({"--no-slots=1"}), "--no-slots takes no value");
+  EXPECT_THAT(error_of({"--no-slots", "yes"}), HasSubstr("unexpected argument"));
 }
 
 TEST(ServerFlagsTest, SlotSavePath) {
@@ -435,6 +457,106 @@ TEST(ServerFlagsTest, HelpListsTheNewFlags) {
   EXPECT_THAT(help, HasSubstr("(default: 1048576)"));
   EXPECT_THAT(help, HasSubstr("(default: on)"));
   EXPECT_THAT(help, HasSubstr("SIESTA_API_KEY"));
+}
+
+TEST(ServerFlagsTest, CorsOriginIsRepeatable) {
+  EXPECT_TRUE(run_config({}).cors_origins.empty());
+  EXPECT_THAT(run_config({"--cors-origin", "http://localhost:3000"}).cors_origins,
+              ::testing::ElementsAre("http://localhost:3000"));
+  // Each occurrence adds one, in order; the same origin twice is kept once.
+  EXPECT_THAT(
+      run_config({"--cors-origin", "http://localhost:3000", "--cors-origin=https://ui.example",
+                  "--port", "1", "--cors-origin", "http://localhost:3000"})
+          .cors_origins,
+      ::testing::ElementsAre("http://localhost:3000", "https://ui.example"));
+  // Each occurrence is checked on its own.
+  EXPECT_THAT(error_of({"--cors-origin", "http://a.example", "--cors-origin", "*"}),
+              HasSubstr("--cors-origin \"*\" is refused"));
+}
+
+TEST(ServerFlagsTest, CorsOriginIsWrittenAsABrowserSendsIt) {
+  const auto origin = [](std::string_view value) {
+    const std::vector<std::string> origins = run_config({"--cors-origin", value}).cors_origins;
+    return origins.size() == 1 ? origins[0] : "";
+  };
+  EXPECT_EQ(origin("https://ui.example"), "https://ui.example");
+  EXPECT_EQ(origin("http://127.0.0.1:5173"), "http://127.0.0.1:5173");
+  EXPECT_EQ(origin("http://my_host.local:1"), "http://my_host.local:1");
+  EXPECT_EQ(origin("http://localhost:65535"), "http://localhost:65535");
+  // Scheme and host in lower case, the port in decimal, the scheme's default port left out.
+  EXPECT_EQ(origin("HTTP://LocalHost:3000"), "http://localhost:3000");
+  EXPECT_EQ(origin("http://localhost:80"), "http://localhost");
+  EXPECT_EQ(origin("https://ui.example:443"), "https://ui.example");
+  EXPECT_EQ(origin("http://ui.example:443"), "http://ui.example:443");
+  EXPECT_EQ(origin("https://ui.example:80"), "https://ui.example:80");
+  EXPECT_EQ(origin("http://localhost:0080"), "http://localhost");
+  EXPECT_EQ(origin("http://localhost:03000"), "http://localhost:3000");
+  // IPv6 in its canonical form: lower-case hex, no leading zeros, the first longest zero run.
+  EXPECT_EQ(origin("http://[::1]:8080"), "http://[::1]:8080");
+  EXPECT_EQ(origin("http://[0:0:0:0:0:0:0:1]"), "http://[::1]");
+  EXPECT_EQ(origin("http://[FE80:0:0:0:1:0:0:0ABC]:3000"), "http://[fe80::1:0:0:abc]:3000");
+  EXPECT_EQ(origin("http://[1:0:0:2:0:0:0:3]"), "http://[1:0:0:2::3]");
+  EXPECT_EQ(origin("http://[1:0:2:3:4:5:6:7]"), "http://[1:0:2:3:4:5:6:7]");
+  EXPECT_EQ(origin("http://[1::]"), "http://[1::]");
+  EXPECT_EQ(origin("http://[::]"), "http://[::]");
+}
+
+TEST(ServerFlagsTest, EveryBadCorsOriginIsRefusedByName) {
+  // Each message names the flag and the value, and says the rule.
+  const std::vector<std::pair<std::string_view, std::string_view>> cases = {
+      {"*", "is refused: name each origin"},
+      {"null", "is refused: the opaque origin null"},
+      {"localhost:3000", "must be scheme://host[:port]"},
+      {"ui.example", "must be scheme://host[:port]"},
+      {"ftp://ui.example", "must use the scheme http or https"},
+      {"file://", "must use the scheme http or https"},
+      {"://ui.example", "must use the scheme http or https"},
+      {"http://", "has no host"},
+      {"http://:3000", "has no host"},
+      {"http://ui.example/", "must not end in a slash: a browser sends \"http://ui.example\""},
+      {"http://localhost:3000/", "must not end in a slash"},
+      {"http://ui.example/app", "must not hold a path"},
+      {"http://ui.example//", "must not hold a path"},
+      {"http://ui.example?x=1", "must not hold a query"},
+      {"http://ui.example#top", "must not hold a fragment"},
+      {"http://user@ui.example", "must not hold user information"},
+      {"http://ui.example:", "must have a port between 1 and 65535"},
+      {"http://ui.example:0", "must have a port between 1 and 65535"},
+      {"http://ui.example:65536", "must have a port between 1 and 65535"},
+      {"http://ui.example:99999999999", "must have a port between 1 and 65535"},
+      {"http://ui.example:-1", "must have a port between 1 and 65535"},
+      {"http://ui.example:+80", "must have a port between 1 and 65535"},
+      {"http://ui.example:http", "must have a port between 1 and 65535"},
+      {"http://ui.example:80:80", "must have a port between 1 and 65535"},
+      {"http://ui example", "has a host a browser never sends"},
+      {"http://bücher.example", "has a host a browser never sends"},
+      {"http://ui.example\t", "has a host a browser never sends"},
+      {" http://ui.example", "must use the scheme http or https"},
+      {"http://[::1", "must have an IPv6 address in brackets"},
+      {"http://[ui.example]", "must have an IPv6 address in brackets"},
+      {"http://[fe80::1%eth0]", "must have an IPv6 address in brackets"},
+      {"http://[::1]x", "must have nothing but :port after ]"},
+      {"http://[::1]:", "must have a port between 1 and 65535"},
+  };
+  for (const auto& [value, rule] : cases) {
+    const std::string message = error_of({"--cors-origin", value});
+    EXPECT_THAT(message, StartsWith("--cors-origin ")) << value;
+    EXPECT_THAT(message, HasSubstr(quote_for_log(value))) << value;
+    EXPECT_THAT(message, HasSubstr(rule)) << value;
+  }
+  EXPECT_EQ(error_of({"--cors-origin="}), "--cors-origin must not be empty");
+  EXPECT_EQ(error_of({"--cors-origin"}), "--cors-origin requires a value (ORIGIN)");
+}
+
+TEST(ServerFlagsTest, HelpSaysCorsOriginRepeatsAndRefusesTheWildcard) {
+  // The help is wrapped to its columns: compared with every run of spaces and line breaks
+  // read as one space.
+  const std::string help = std::regex_replace(server_help_text(), std::regex("\\s+"), " ");
+  EXPECT_THAT(help, HasSubstr("--cors-origin ORIGIN"));
+  EXPECT_THAT(help, HasSubstr("repeat the flag for each origin"));
+  EXPECT_THAT(help, HasSubstr("'*' is refused"));
+  EXPECT_THAT(help, HasSubstr("(default: none: cross-origin writes are refused)"));
+  EXPECT_THAT(help, HasSubstr("each --cors-origin adds an origin"));
 }
 
 TEST(ServerFlagsTest, ArgvOverload) {

@@ -34,7 +34,7 @@ TEST_P(SessionMemoryTest, UsedExtentsGrowWithTheLength) {
     SCOPED_TRACE("length " + std::to_string(target));
     while (session().length() < target) SIESTA_ASSERT_OK(session().feed('a'));
     auto regions = regions_by_name(session());
-    ASSERT_EQ(regions.size(), 2u + 2u * config_.layers + 4u);
+    ASSERT_EQ(regions.size(), 2u + 2u * config_.layers + 5u);
     EXPECT_TRUE(regions["constants.rope"].layout.extents.empty());
     EXPECT_EQ(regions["constants.rope"].layout.persist, snapshot::PersistKind::kReinit);
     EXPECT_TRUE(regions["scratch"].layout.extents.empty());
@@ -48,10 +48,12 @@ TEST_P(SessionMemoryTest, UsedExtentsGrowWithTheLength) {
       }
     }
     EXPECT_EQ(regions["recurrent.state"].layout.extents, prefix(state));
-    EXPECT_EQ(regions["session.meta"].layout.extents, prefix(16));
+    EXPECT_EQ(regions["session.meta"].layout.extents, prefix(24));
     EXPECT_EQ(regions["session.meta"].place, SnapshotRegion::Place::kHost);
     EXPECT_EQ(regions["session.tokens"].layout.extents, prefix(target));
     EXPECT_EQ(regions["recurrent.checkpoints"].layout.extents, prefix(target / 16 * state));
+    // Taken only where a prompt ends (Session::checkpoint_prompt_end(), by Generation).
+    EXPECT_TRUE(regions["recurrent.prompt_end"].layout.extents.empty());
     const DeviceRange device = session().device_memory().at(0);
     HostRange* host = session().host_memory().at(0);
     for (const auto& [name, r] : regions) {
@@ -174,7 +176,14 @@ TEST_P(SessionMemoryTest, ImpossibleRestoredStateIsCorrupt) {
   wrong_count.checkpoints += 1;
   SessionMeta bad_magic = good;
   bad_magic.magic ^= 1;
-  for (const SessionMeta& bad : {too_long, wrong_count, bad_magic}) {
+  SessionMeta prompt_end_past_length = good;
+  prompt_end_past_length.prompt_end = good.length + 1;
+  SessionMeta prompt_end_never_taken = good;  // the region holds no checkpoint at 10
+  prompt_end_never_taken.prompt_end = 10;
+  SessionMeta reserved_set = good;
+  reserved_set.reserved = 1;
+  for (const SessionMeta& bad : {too_long, wrong_count, bad_magic, prompt_end_past_length,
+                                 prompt_end_never_taken, reserved_set}) {
     std::memcpy(meta_bytes, &bad, sizeof(bad));
     const Status adopted = session().adopt_restored_state();
     SIESTA_EXPECT_CODE(adopted, StatusCode::kCorrupt);
@@ -217,13 +226,13 @@ TEST(SessionFingerprint, EqualForEqualConfigsAndMatchesTheSession) {
 // The figures model_config.h documents for the named sizes at their default context.
 TEST(SessionLayout, FiguresOfTheNamedSizes) {
   const uint64_t device[] = {710912, 5384704, 275845120, 4326955008};
-  const uint64_t host[] = {4608, 18688, 73984, 164096};
+  const uint64_t host[] = {6144, 20480, 77312, 169472};
   const auto table = model_config_table();
   for (size_t i = 0; i < table.size(); ++i) {
     const SessionLayout layout = SessionLayout::compute(table[i].config);
     EXPECT_EQ(layout.device_bytes, device[i]) << table[i].size;
     EXPECT_EQ(layout.host_bytes, host[i]) << table[i].size;
-    EXPECT_EQ(layout.regions.size(), 2u + 2u * table[i].config.layers + 4u);
+    EXPECT_EQ(layout.regions.size(), 2u + 2u * table[i].config.layers + 5u);
   }
 }
 

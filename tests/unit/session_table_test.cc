@@ -70,6 +70,39 @@ TEST(SessionTableTest, TheLongestSharedPrefixWins) {
   EXPECT_EQ(run(table, "abcXQ", 4).id, 1u);   // 4 shared with 1, 3 with 0
 }
 
+// Guards: a tie between two equally long matches broken by anything but the last use (the
+// conversation number, the first found). The most recently used wins, whichever number it
+// has.
+TEST(SessionTableTest, ATieBetweenEquallyLongMatchesGoesToTheMostRecentlyUsed) {
+  SessionTable table({4, 0.5});
+  run(table, "abcdefgh", 1, route_by_slot(0));
+  run(table, "abcdefXY", 2, route_by_slot(1));  // 6 shared with "abcdefQQ", as 0 has
+  RouteChoice tie = run(table, "abcdefQQ", 3);
+  EXPECT_EQ(tie.id, 1u) << "conversation 1 was used last";
+  EXPECT_EQ(tie.rule, RouteRule::kPrefix);
+  // Now the other way round: 0, with the same history again, is the more recent.
+  run(table, "abcdefgh", 4, route_by_slot(0));
+  run(table, "abcdefXY", 5, route_by_slot(1));
+  run(table, "abcdefgh", 6, route_by_slot(0));
+  tie = run(table, "abcdefZZ", 7);
+  EXPECT_EQ(tie.id, 0u) << "conversation 0 was used last";
+  EXPECT_EQ(tie.rule, RouteRule::kPrefix);
+}
+
+// Guards: prefix routing that weighs keyed conversations. A keyed conversation sharing more
+// of the prompt than a keyless one (and used more recently) is skipped: the keyless one
+// continues, and is told so (kPrefix), not a fresh one.
+TEST(SessionTableTest, PrefixRoutingPassesOverAKeyedConversationThatMatchesBetter) {
+  SessionTable table({4, 0.5});
+  run(table, "shared prefix, keyless", 1);                               // 0: 13 shared below
+  run(table, "shared prefix and a private rest", 2, route_by_key("k"));  // 1: 28 shared
+  const RouteChoice routed = run(table, "shared prefix and a private guess", 3);
+  EXPECT_EQ(routed.id, 0u);
+  EXPECT_EQ(routed.rule, RouteRule::kPrefix);
+  EXPECT_FALSE(routed.forget);
+  EXPECT_EQ(table.entries()[1].commands, 1u) << "the keyed conversation was reached";
+}
+
 TEST(SessionTableTest, MatchOneNeedsTheWholeHistory) {
   SessionTable table({4, 1.0});
   run(table, "abcdef", 1);
@@ -102,6 +135,39 @@ TEST(SessionTableTest, KeyComesFirstThenSlotThenPrefix) {
   EXPECT_EQ(run(table, "y", 6, route_by_key("alice")).id, 0u);
 }
 
+// A conversation opened with a key is reached by that key alone: a client's id_slot is refused
+// (nothing changes), and no keyless prompt reaches it by its prefix, however much of its history
+// the prompt repeats and whatever --session-match says; only an operator's /slots command does.
+TEST(SessionTableTest, AKeyedConversationIsReachedOnlyByItsKeyOrAnOperator) {
+  SessionTable table({2, 0.0});
+  EXPECT_EQ(run(table, "a private history", 1, route_by_key("owner")).id, 0u);
+  Result<RouteChoice> by_slot =
+      table.route(route_by_slot(0), bytes("a private history"), seconds(2));
+  ASSERT_FALSE(by_slot.ok());
+  EXPECT_EQ(by_slot.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(by_slot.status().message().find("private"), std::string::npos);
+  EXPECT_EQ(table.entries()[0].commands, 1u) << "a refused route takes nothing";
+  // A keyless prompt repeating the whole history (match 0: any shared prefix would do).
+  const RouteChoice probe = run(table, "a private history and a guess", 3);
+  EXPECT_NE(probe.id, 0u);
+  EXPECT_EQ(probe.rule, RouteRule::kFresh);
+  // The operator's route reaches it; the key still does.
+  EXPECT_EQ(run(table, "", 4, operator_route_to_slot(0), "a private history").id, 0u);
+  EXPECT_EQ(run(table, "a private history.", 5, route_by_key("owner")).id, 0u);
+}
+
+// With one conversation, a keyless prompt does not continue a keyed one (rule 3 skips it): it
+// starts fresh, forgetting the keyed conversation when it runs no command.
+TEST(SessionTableTest, WithOneConversationAKeylessPromptForgetsAKeyedOne) {
+  SessionTable table({1, 0.5});
+  EXPECT_EQ(run(table, "a private history", 1, route_by_key("owner")).id, 0u);
+  const RouteChoice probe = run(table, "a private history and a guess", 2);
+  EXPECT_EQ(probe.id, 0u);
+  EXPECT_EQ(probe.rule, RouteRule::kFresh);
+  EXPECT_TRUE(probe.forget) << "the keyed history is dropped, not continued";
+  EXPECT_FALSE(table.entries()[0].keyed);
+}
+
 TEST(SessionTableTest, SlotOutOfRangeChangesNothing) {
   SessionTable table({2, 0.5});
   Result<RouteChoice> bad = table.route(route_by_slot(2), bytes("x"), seconds(1));
@@ -125,6 +191,43 @@ TEST(SessionTableTest, AFreshConversationAtNForgetsTheLeastRecentlyUsedIdleOne) 
   const RouteChoice back = run(table, "two two two", 6, route_by_key("k2"));
   EXPECT_EQ(back.id, 2u);
   EXPECT_TRUE(back.forget);
+}
+
+// Guards: a forgotten conversation's key kept on the conversation number that a keyless
+// prompt took (its key not dropped), or a keyed conversation with an empty history taken as an
+// empty keyless one: either way the key's owner, coming back, lands in the conversation that
+// took its number, with another client's history. It must land in a fresh one.
+TEST(SessionTableTest, AForgottenKeysOwnerLandsInAFreshConversation) {
+  {
+    SessionTable table({2, 0.5});
+    run(table, "alice's history", 1, route_by_key("alice"));  // 0
+    run(table, "bob's history", 2, route_by_key("bob"));      // 1
+    // A keyless prompt at N: alice's conversation (least recently used) is forgotten for it.
+    const RouteChoice keyless = run(table, "someone else", 3);
+    ASSERT_EQ(keyless.id, 0u);
+    ASSERT_TRUE(keyless.forget);
+    EXPECT_FALSE(table.entries()[0].keyed) << "the forgotten key stayed with number 0";
+    // Alice comes back: a fresh conversation (bob's, now the least recently used), never 0.
+    const RouteChoice back = run(table, "alice's history, continued", 4, route_by_key("alice"));
+    EXPECT_EQ(back.id, 1u) << "alice landed in the conversation that took her number";
+    EXPECT_TRUE(back.forget);
+    EXPECT_EQ(back.rule, RouteRule::kKey);
+  }
+  {
+    // A keyed conversation whose history is empty (its operator reset it) is still its key's:
+    // a keyless prompt takes the empty keyless one, not it.
+    SessionTable table({2, 0.5});
+    run(table, "carol's history", 1, route_by_key("carol"));  // 0
+    run(table, "", 2, operator_route_to_slot(0));             // reset: its history is empty
+    run(table, "", 3, operator_route_to_slot(1));             // 1: keyless and empty
+    const RouteChoice keyless = run(table, "someone else", 4);
+    EXPECT_EQ(keyless.id, 1u) << "a keyless prompt took carol's conversation";
+    EXPECT_FALSE(keyless.forget);
+    EXPECT_TRUE(table.entries()[0].keyed);
+    const RouteChoice back = run(table, "carol again", 5, route_by_key("carol"));
+    EXPECT_EQ(back.id, 0u) << "carol's own conversation, empty, is hers";
+    EXPECT_EQ(back.rule, RouteRule::kKey);
+  }
 }
 
 TEST(SessionTableTest, AnEmptyConversationIsReusedBeforeANewNumber) {
@@ -156,7 +259,7 @@ TEST(SessionTableTest, BusyConversationsAreNeverForgotten) {
 TEST(SessionTableTest, ACommandForABusyConversationWaitsForIt) {
   SessionTable table({3, 0.5});
   ASSERT_TRUE(table.route(route_by_key("a"), bytes("hello there"), seconds(1)).ok());
-  for (const SessionRoute& route : {route_by_key("a"), route_by_slot(0)}) {
+  for (const SessionRoute& route : {route_by_key("a"), operator_route_to_slot(0)}) {
     Result<RouteChoice> again = table.route(route, bytes("hello there again"), seconds(2));
     ASSERT_TRUE(again.ok());
     EXPECT_TRUE(again->wait);

@@ -8,13 +8,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <latch>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/memory/host_address_space.h"
@@ -43,6 +46,12 @@ std::unique_ptr<SimBackend> make_sim(SimBackendOptions options = small_options()
 }
 
 size_t rss() { return host_address_space::resident_bytes().value(); }
+
+// The simulator's device addresses are host pointers.
+template <class T>
+T* host(DeviceAddress address) {
+  return reinterpret_cast<T*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
 
 size_t open_fd_count() {
   size_t count = 0;
@@ -76,9 +85,7 @@ void expect_protection(DeviceRange range, size_t step, const std::string& perms)
   }
 }
 
-void touch(DeviceRange range) {
-  std::memset(reinterpret_cast<void*>(range.base), 0x5a, range.size);
-}
+void touch(DeviceRange range) { std::memset(host<void>(range.base), 0x5a, range.size); }
 
 TEST(SimBackendTest, NameIsSim) { EXPECT_EQ(make_sim()->name(), "sim"); }
 
@@ -124,7 +131,7 @@ TEST(SimBackendTest, ResidentSetFallsAfterDecommit) {
   // writing the poison also maps the range's shadow memory again, as the first touch did.)
   SIESTA_ASSERT_OK(sim->commit(r.range()));
   EXPECT_LT(rss(), touched + 1 * kMiB);
-  const auto* fresh = reinterpret_cast<const std::byte*>(r.range().base);
+  const auto* fresh = host<const std::byte>(r.range().base);
   for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ(fresh[i], kSimPoisonByte) << i;
 }
 
@@ -283,7 +290,7 @@ TEST(SimBackendTest, DecommitWaitsForPendingWork) {
   SIESTA_ASSERT_OK(sim->commit(r.range()));
   std::latch job_may_run(1);
   std::atomic<bool> job_done{false};
-  auto* first_byte = reinterpret_cast<volatile unsigned char*>(r.range().base);
+  auto* first_byte = host<volatile unsigned char>(r.range().base);
   SIESTA_ASSERT_OK(sim->enqueue_work([&] {
     job_may_run.wait();
     *first_byte = 42;  // faults if the range was already decommitted
@@ -305,13 +312,101 @@ TEST(SimBackendTest, DecommitWaitsForPendingWork) {
   EXPECT_TRUE(done_when_decommit_returned);
 }
 
+// ...but it waits without the backend's lock: while a decommit waits for the device, another
+// range's commit goes on (it used to stall behind the drain, as every other session's commit
+// did), and the range being decommitted is already out of use (a copy or zero() of it is
+// refused, so none can slip in between the drain and the unmap). Every wait is bounded, so a
+// regression fails here rather than hanging.
+TEST(SimBackendTest, ADecommitWaitingForTheDeviceStallsNoOtherRange) {
+  constexpr auto kBound = std::chrono::seconds(30);
+  auto sim = make_sim();
+  ASSERT_TRUE(small_options().hazards.run_work_when_waited)
+      << "the test knows the decommit is draining when the job starts: nothing else waits";
+  SIESTA_ASSERT_OK_AND_ASSIGN(ReservedRange draining, ReservedRange::reserve(*sim, 256 * kKiB));
+  SIESTA_ASSERT_OK_AND_ASSIGN(ReservedRange other, ReservedRange::reserve(*sim, 256 * kKiB));
+  SIESTA_ASSERT_OK(sim->commit(draining.range()));
+  SIESTA_ASSERT_OK_AND_ASSIGN(StagingBuffer buffer, sim->acquire_staging());
+
+  // Device work that holds the decommit's drain until the test lets it finish. Queued work
+  // runs only once something waits for it, and only the decommit does: so once the job has
+  // started, the decommit is waiting for the device.
+  std::promise<void> started;
+  std::future<void> job_started = started.get_future();
+  std::latch job_may_finish(1);
+  std::atomic<bool> job_done{false};
+  auto* first_byte = host<volatile unsigned char>(draining.range().base);
+  SIESTA_ASSERT_OK(sim->enqueue_work([&] {
+    started.set_value();
+    job_may_finish.wait();
+    *first_byte = 42;  // faults if the range was unmapped under the job
+    job_done = true;
+    return Status::Ok();
+  }));
+  bool released = false;
+  auto release_job = [&] {
+    if (!std::exchange(released, true)) job_may_finish.count_down();
+  };
+  Status decommitted = Internal("decommit did not return");
+  bool job_done_when_decommit_returned = false;
+  std::thread decommitter([&] {
+    decommitted = sim->decommit(draining.range());
+    job_done_when_decommit_returned = job_done.load();
+  });
+
+  // Each call runs on a thread of its own, so that one that blocks on the drain is reported
+  // (and let go by release_job()) instead of hanging the test.
+  auto on_time = [&](auto& call, const char* what) {
+    if (call.wait_for(kBound) == std::future_status::ready) return true;
+    ADD_FAILURE() << what << " waited for the decommit's drain (still blocked after "
+                  << kBound.count() << " s)";
+    return false;
+  };
+  if (job_started.wait_for(kBound) != std::future_status::ready) {
+    ADD_FAILURE() << "the decommit never began waiting for the device's work";
+  } else {
+    auto other_commit = std::async(std::launch::async, [&] { return sim->commit(other.range()); });
+    if (on_time(other_commit, "commit of another range")) {
+      SIESTA_EXPECT_OK(other_commit.get());
+      EXPECT_EQ(sim->stats().committed_bytes, 2 * 256 * kKiB)
+          << "the range being decommitted counts until its memory is released";
+      // The range being decommitted is out of use from the start of the call.
+      auto copy = std::async(std::launch::async, [&] {
+        return sim->copy_to_staging(draining.range().base, 4 * kKiB, buffer).status();
+      });
+      auto zeroed = std::async(std::launch::async, [&] { return sim->zero(draining.range()); });
+      auto again = std::async(std::launch::async, [&] { return sim->decommit(draining.range()); });
+      const bool all_on_time = on_time(copy, "a copy of the range being decommitted") &&
+                               on_time(zeroed, "zero() of the range being decommitted") &&
+                               on_time(again, "a second decommit of the range");
+      EXPECT_FALSE(job_done.load()) << "the device's work finished before it was let go";
+      release_job();
+      if (all_on_time) {
+        for (auto* call : {&copy, &zeroed, &again}) {
+          Status refused = call->get();
+          EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.to_string();
+          EXPECT_NE(refused.message().find("is being decommitted"), std::string::npos)
+              << refused.to_string();
+        }
+      }
+    } else {
+      release_job();  // before other_commit's destructor waits for the blocked commit
+    }
+  }
+  release_job();
+  decommitter.join();
+  SIESTA_EXPECT_OK(decommitted);
+  EXPECT_TRUE(job_done_when_decommit_returned) << "decommit returned before the device's work";
+  EXPECT_EQ(sim->stats().committed_bytes, 256 * kKiB) << "only the other range stays committed";
+  expect_protection(draining.range(), 64 * kKiB, "---p");
+}
+
 TEST(SimBackendTest, GivingBackAStagingBufferWaitsForItsCopy) {
   // The copy runs only once something waits for it (SimHazards); giving the buffer back is
   // such a wait, so the bytes are in the buffer when reset() returns.
   auto sim = make_sim();
   SIESTA_ASSERT_OK_AND_ASSIGN(ReservedRange r, ReservedRange::reserve(*sim, 64 * kKiB));
   SIESTA_ASSERT_OK(sim->commit(r.range()));
-  std::memset(reinterpret_cast<void*>(r.range().base), 0x5a, 1024);
+  std::memset(host<void>(r.range().base), 0x5a, 1024);
   SIESTA_ASSERT_OK_AND_ASSIGN(StagingBuffer buffer, sim->acquire_staging());
   const std::span<std::byte> staging = buffer.bytes();
   std::fill(staging.begin(), staging.begin() + 1024, std::byte{0});
@@ -327,7 +422,7 @@ TEST(SimBackendTest, CopiesAreNotOrderedAfterEnqueuedWork) {
   auto sim = make_sim();
   SIESTA_ASSERT_OK_AND_ASSIGN(ReservedRange r, ReservedRange::reserve(*sim, 64 * kKiB));
   SIESTA_ASSERT_OK(sim->commit(r.range()));
-  auto* first = reinterpret_cast<std::byte*>(r.range().base);
+  auto* first = host<std::byte>(r.range().base);
   EXPECT_EQ(*first, kSimPoisonByte);
   SIESTA_ASSERT_OK(sim->enqueue_work([first] {
     *first = std::byte{1};
@@ -346,7 +441,7 @@ TEST(SimBackendTest, WithoutHazardsWorkRunsEagerlyAndFreshMemoryIsZero) {
   auto sim = make_sim(options);
   SIESTA_ASSERT_OK_AND_ASSIGN(ReservedRange r, ReservedRange::reserve(*sim, 64 * kKiB));
   SIESTA_ASSERT_OK(sim->commit(r.range()));
-  EXPECT_EQ(*reinterpret_cast<const std::byte*>(r.range().base), std::byte{0});
+  EXPECT_EQ(*host<const std::byte>(r.range().base), std::byte{0});
   std::latch ran(1);
   SIESTA_ASSERT_OK(sim->enqueue_work([&ran] {
     ran.count_down();
@@ -378,7 +473,7 @@ TEST(SimBackendTest, DestructionRunsQueuedWorkAndReleasesEverything) {
     SIESTA_ASSERT_OK(sim->commit(range));
     touch(range);
     SIESTA_ASSERT_OK(sim->enqueue_work([&job_done, range] {
-      reinterpret_cast<volatile unsigned char*>(range.base)[0] = 1;  // still mapped
+      host<volatile unsigned char>(range.base)[0] = 1;  // still mapped
       job_done = true;
       return Status::Ok();
     }));
@@ -403,6 +498,7 @@ TEST(SimBackendTest, ConcurrentCyclesOnSeparateRanges) {
   std::latch start(kThreads);
   std::vector<std::string> failures(kThreads);
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       start.arrive_and_wait();

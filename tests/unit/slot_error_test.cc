@@ -1,6 +1,6 @@
 // How a slot action's failure is answered (server/slot_error.h): a damaged, cut, foreign,
-// other-version or non-regular slot file is the client's 400, a missing one 404, no space 507,
-// no memory 503 with Retry-After; and no answer repeats the engine's message, which names the
+// other-version, non-regular or missing slot file is the client's 400 (as llama-server's), no space
+// 507, no memory 503 with Retry-After; and no answer repeats the engine's message, which names the
 // server's directory: only the file name the client sent appears.
 #include "server/slot_error.h"
 
@@ -35,9 +35,9 @@ TEST(SlotErrorTest, EachReaderOutcomeHasItsStatusAndNoServerPath) {
       {StatusCode::kUnsupported, SlotAction::kRestore, 400},
       {StatusCode::kFailedPrecondition, SlotAction::kRestore, 400},  // FIFO, symlink, directory
       {StatusCode::kInvalidArgument, SlotAction::kSave, 400},
-      {StatusCode::kNotFound, SlotAction::kRestore, 404},
-      {StatusCode::kNotFound, SlotAction::kErase, 404},
-      {StatusCode::kExpired, SlotAction::kRestore, 404},
+      {StatusCode::kNotFound, SlotAction::kRestore, 400},
+      {StatusCode::kNotFound, SlotAction::kErase, 400},
+      {StatusCode::kExpired, SlotAction::kRestore, 400},
       {StatusCode::kNoSpace, SlotAction::kSave, 507},
       {StatusCode::kOutOfMemory, SlotAction::kRestore, 503},
       {StatusCode::kUnavailable, SlotAction::kSave, 503},

@@ -21,19 +21,20 @@ SnapshotHeader sample_header() {
   h.expiry_unix = -2;
   h.generation = 0x1112131415161718;
   h.chunk_bytes = 4096;
+  h.owner = "owner";
   h.regions.push_back({"kv", PersistKind::kContents, 10000, {{0, 100}, {4096, 5000}}});
   h.regions.push_back({"rope", PersistKind::kReinit, 64, {}});
   return h;
 }
 
-// Offsets as docs/SNAPSHOT_FORMAT.md lists them (version 2), written out here on purpose: the
+// Offsets as docs/SNAPSHOT_FORMAT.md lists them (version 3), written out here on purpose: the
 // format module is their one encoder, and this checks it against the document.
 TEST(SnapshotFormatTest, FixedFieldsAreLittleEndianAtDocumentedOffsets) {
   SIESTA_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> body, encode_header_body(sample_header()));
   ASSERT_GE(body.size(), kFixedHeaderBytes);
   EXPECT_EQ(kFixedHeaderBytes, 116u);
   EXPECT_EQ(std::string(body.begin(), body.begin() + 8), "SIESTASN");
-  EXPECT_EQ(body[8], 2);  // version 2, little-endian
+  EXPECT_EQ(body[8], 3);  // version 3, little-endian
   EXPECT_EQ(body[9] | body[10] | body[11], 0);
   EXPECT_EQ(get_u32(body.data() + 12), 0u);  // flags: encrypted
   EXPECT_EQ(get_u32(body.data() + 16), body.size() + kTagBytes);
@@ -47,9 +48,11 @@ TEST(SnapshotFormatTest, FixedFieldsAreLittleEndianAtDocumentedOffsets) {
   EXPECT_EQ(get_u64(body.data() + 100), 0x1112131415161718u);
   EXPECT_EQ(get_u32(body.data() + 108), 4096u);
   EXPECT_EQ(get_u32(body.data() + 112), 2u);  // region count
-  EXPECT_EQ(body[116], 2);                    // first name length (u16)
-  EXPECT_EQ(body[117], 0);
-  EXPECT_EQ(std::string(body.begin() + 118, body.begin() + 120), "kv");
+  EXPECT_EQ(body[116], 5);                    // owner length (u8)
+  EXPECT_EQ(std::string(body.begin() + 117, body.begin() + 122), "owner");
+  EXPECT_EQ(body[122], 2);  // first name length (u16)
+  EXPECT_EQ(body[123], 0);
+  EXPECT_EQ(std::string(body.begin() + 124, body.begin() + 126), "kv");
 }
 
 TEST(SnapshotFormatTest, HeaderRoundTrips) {
@@ -64,7 +67,17 @@ TEST(SnapshotFormatTest, HeaderRoundTrips) {
   EXPECT_EQ(back.expiry_unix, h.expiry_unix);
   EXPECT_EQ(back.generation, h.generation);
   EXPECT_EQ(back.chunk_bytes, h.chunk_bytes);
+  EXPECT_EQ(back.owner, h.owner);
   EXPECT_EQ(back.regions, h.regions);
+  // Every owner length the format holds, none included.
+  for (size_t length : {size_t{0}, size_t{1}, size_t{kMaxOwnerBytes}}) {
+    SnapshotHeader owned = sample_header();
+    owned.owner = std::string(length, 'o');
+    SIESTA_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> encoded, encode_header_body(owned));
+    SIESTA_ASSERT_OK_AND_ASSIGN(SnapshotHeader decoded, decode_header_body(encoded));
+    EXPECT_EQ(decoded.owner, owned.owner);
+    EXPECT_EQ(decoded.regions, owned.regions);
+  }
 }
 
 TEST(SnapshotFormatTest, ModesMapToFlags) {
@@ -131,6 +144,9 @@ TEST(SnapshotFormatTest, ValidateRejectsEveryBrokenRule) {
   h = sample_header();
   h.regions.resize(kMaxRegions + 1, {"r", PersistKind::kDiscard, 1, {}});
   expect_invalid(h, "too many regions");
+  h = sample_header();
+  h.owner = std::string(kMaxOwnerBytes + 1, 'o');
+  expect_invalid(h, "long owner");
 }
 
 TEST(SnapshotFormatTest, DecoderBoundsHostileCounts) {
@@ -140,11 +156,15 @@ TEST(SnapshotFormatTest, DecoderBoundsHostileCounts) {
   put_u32(bad.data() + 112, 0xffffffff);  // region count
   SIESTA_EXPECT_CODE(decode_header_body(bad), StatusCode::kCorrupt);
   bad = body;
-  bad[116] = 0xff;  // name length 0xffff, beyond kMaxNameBytes
-  bad[117] = 0xff;
+  bad[116] = 0xff;  // owner length 255: more than the header holds
+  SIESTA_EXPECT_CODE(decode_header_body(bad), StatusCode::kCorrupt);
+  const size_t table = 116 + 1 + h.owner.size();  // the region table's first byte
+  bad = body;
+  bad[table] = 0xff;  // name length 0xffff, beyond kMaxNameBytes
+  bad[table + 1] = 0xff;
   SIESTA_EXPECT_CODE(decode_header_body(bad), StatusCode::kCorrupt);
   bad = body;
-  put_u32(bad.data() + 116 + 2 + 2 + 1 + 8, 0x7fffffff);  // extent count of region 0
+  put_u32(bad.data() + table + 2 + 2 + 1 + 8, 0x7fffffff);  // extent count of region 0
   SIESTA_EXPECT_CODE(decode_header_body(bad), StatusCode::kCorrupt);
   bad = body;
   bad.push_back(0);  // a byte after the table (and a matching stated length)
@@ -176,6 +196,8 @@ TEST(SnapshotFormatTest, CheckedPrefixRefusesOtherVersionsHostileLengthsAndShort
   SIESTA_EXPECT_OK(check_prefix(prefix, whole));
   HeaderPrefix p = prefix;
   p.version = 1;  // the layout without a generation
+  SIESTA_EXPECT_CODE(check_prefix(p, whole), StatusCode::kUnsupported);
+  p.version = 2;  // the layout without an owner
   SIESTA_EXPECT_CODE(check_prefix(p, whole), StatusCode::kUnsupported);
   p = prefix;
   p.header_bytes = kMinHeaderBytes - 1;

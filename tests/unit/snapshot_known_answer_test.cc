@@ -108,14 +108,15 @@ struct Region {
 };
 
 struct Inputs {
-  SnapshotMode mode;
-  ProcessKey::KeyBytes key;
-  snapshot::ProcessNonce nonce;  // as the file holds it (all zero for exports)
-  snapshot::Fingerprint fingerprint;
-  int64_t created_unix;
-  int64_t expiry_unix;
-  uint64_t generation;
-  uint32_t chunk_bytes;
+  SnapshotMode mode = SnapshotMode::kSessionEncrypted;
+  ProcessKey::KeyBytes key{};
+  snapshot::ProcessNonce nonce{};  // as the file holds it (all zero for exports)
+  snapshot::Fingerprint fingerprint{};
+  int64_t created_unix = 0;
+  int64_t expiry_unix = 0;
+  uint64_t generation = 0;
+  std::string owner;
+  uint32_t chunk_bytes = 0;
   std::vector<Region> regions;
   std::vector<std::vector<std::byte>> contents;  // per region
 };
@@ -156,9 +157,10 @@ Bytes documented_file(const Inputs& in, const snapshot::FileId& file_id) {
   }
   Bytes header;
   put(header, "SIESTASN");
-  put_u32(header, 2);  // version
+  put_u32(header, 3);  // version
   put_u32(header, flags);
-  put_u32(header, 116 + table.size() + 16);  // header_bytes: fixed fields, table, tag
+  // header_bytes: fixed fields, owner, table, tag
+  put_u32(header, 116 + 1 + in.owner.size() + table.size() + 16);
   put(header, file_id);
   put(header, in.nonce);
   put(header, in.fingerprint);
@@ -168,6 +170,8 @@ Bytes documented_file(const Inputs& in, const snapshot::FileId& file_id) {
   put_u32(header, in.chunk_bytes);
   put_u32(header, in.regions.size());
   EXPECT_EQ(header.size(), 116u) << "the fixed fields";
+  header.push_back(static_cast<uint8_t>(in.owner.size()));
+  put(header, in.owner);
   put(header, table);
   const Bytes header_tag = seal(1, 0, header, {});
   put(header, header_tag);  // the header seal: no plaintext, so just the tag
@@ -229,6 +233,7 @@ TEST_P(SnapshotKnownAnswerTest, TheFileIsExactlyTheDocumentedBytes) {
   in.created_unix = 1'900'000'000;
   in.expiry_unix = durable ? 0 : 1'900'000'600;
   in.generation = durable ? 0 : 7;
+  in.owner = durable ? "known.snap" : "session-3";
   in.chunk_bytes = 4;
   in.regions = {{"kv", 0, 11, {{0, 3}, {5, 6}}}, {"rope", 1, 8, {}}, {"scratch", 2, 4, {}}};
   std::vector<snapshot_test::HostRegion> host;
@@ -239,6 +244,7 @@ TEST_P(SnapshotKnownAnswerTest, TheFileIsExactlyTheDocumentedBytes) {
     in.contents.push_back(host.back().bytes);
   }
   std::vector<SnapshotRegion> views;
+  views.reserve(host.size());
   for (auto& h : host) views.push_back(h.region);
 
   SnapshotWriteOptions options;
@@ -247,6 +253,7 @@ TEST_P(SnapshotKnownAnswerTest, TheFileIsExactlyTheDocumentedBytes) {
   options.fingerprint = in.fingerprint;
   options.expiry_unix = in.expiry_unix;
   options.generation = in.generation;
+  options.owner = in.owner;
   options.chunk_bytes = in.chunk_bytes;
   SIESTA_ASSERT_OK_AND_ASSIGN(SnapshotWriteResult written,
                               SnapshotWriter(fs, clock, key, nullptr).write(options, views));

@@ -1,5 +1,5 @@
 // Each typed outcome of the SnapshotReader, in every mode: a missing file, another process's
-// key, fingerprint, layout, mode or generation, a FIFO or directory in the snapshot's place,
+// key, fingerprint, layout, mode, owner or generation, a FIFO or directory in the snapshot's place,
 // expiry at the deadline, truncation anywhere (a file that shrinks while read included),
 // trailing bytes, magic and version, a damaged chunk too large for a staging buffer, and a
 // layout the writer refuses before any file.
@@ -111,6 +111,36 @@ TEST_P(SnapshotRefusalTest, AnOlderGenerationPutBackIsForeign) {
   forged[100] ^= 3;  // generation 1 -> 2 (docs/SNAPSHOT_FORMAT.md, offset 100)
   snapshot_test::write_file(path(), forged);
   read.generation = 2;
+  SIESTA_EXPECT_CODE(reader.read(read, views(into)), StatusCode::kCorrupt);
+}
+
+// Another owner's file: two sessions' snapshots (or two exports) of the same process, key,
+// fingerprint, layout and generation differ only in the owner the writer named. A file put
+// under the other's name is refused before a byte of it is restored; the owner is sealed with
+// the header, so editing it breaks the seal.
+TEST_P(SnapshotRefusalTest, AnotherOwnersFileIsForeign) {
+  auto regions = sample(1);
+  SnapshotWriter writer(fs_, clock_, key_, nullptr);
+  SnapshotWriteOptions options = write_options();
+  options.owner = "1";
+  SIESTA_ASSERT_OK(writer.write(options, views(regions)));
+  auto into = sample(0);
+  SnapshotReader reader(fs_, clock_, key_, nullptr);
+  SnapshotReadOptions read = read_options();
+  read.owner = "0";
+  auto refused = reader.read(read, views(into));
+  SIESTA_EXPECT_CODE(refused, StatusCode::kForeign);
+  EXPECT_NE(refused.status().message().find("written by \"1\", expected \"0\""), std::string::npos)
+      << refused.status().to_string();
+  EXPECT_EQ(into[1].bytes, sample(0)[1].bytes) << "nothing was restored";
+  read.owner = "1";
+  SIESTA_EXPECT_OK(reader.read(read, views(into)));  // the file itself is intact
+  auto forged = snapshot_test::read_file(path());
+  const size_t owner_at = snapshot::kFixedHeaderBytes + 1;  // after its length byte
+  ASSERT_EQ(forged[owner_at], '1');
+  forged[owner_at] = '0';  // injected: the owner edited to the other session's
+  snapshot_test::write_file(path(), forged);
+  read.owner = "0";
   SIESTA_EXPECT_CODE(reader.read(read, views(into)), StatusCode::kCorrupt);
 }
 
@@ -229,11 +259,13 @@ TEST(SnapshotFuzzCorpus, ValidSeedsReadBack) {
       o.chunk_bytes = 64;
       // Session files of the second variant are a later save (exports have no generation).
       o.generation = mode == SnapshotMode::kDurableExport ? 0 : 3 * variant;
+      o.owner = mode == SnapshotMode::kDurableExport ? name : std::to_string(variant);
       SnapshotWriter writer(fs, clock, key, nullptr);
       SIESTA_ASSERT_OK(writer.write(o, views));
       SnapshotReader reader(fs, clock, key, nullptr);
       SnapshotReadOptions read{o.path, mode, o.fingerprint};
       read.generation = o.generation;
+      read.owner = o.owner;
       SIESTA_EXPECT_OK(reader.read(read, views));
       if (export_dir != nullptr) {
         snapshot_test::write_file(std::string(export_dir) + "/" + name,

@@ -68,17 +68,18 @@ void expect_shape(const json& body) {
   expect_integers(body["engine"], {"queued", "commands_run", "history_tokens"});
 
   const json& cache = body["cache"];
-  EXPECT_EQ(cache.size(), 10u);
+  EXPECT_EQ(cache.size(), 11u);
   expect_strings(cache, {"state", "last_error"});
-  expect_integers(cache, {"idle_seconds", "expire_seconds", "disk_bytes", "released_vram_bytes",
-                          "released_host_bytes", "tokens"});
+  expect_integers(cache, {"idle_seconds", "expire_seconds", "disk_bytes", "ram_bytes",
+                          "released_vram_bytes", "released_host_bytes", "tokens"});
   ASSERT_TRUE(cache.contains("operation_ms"));
   EXPECT_TRUE(cache["operation_ms"].is_number());
   ASSERT_TRUE(cache.contains("counters") && cache["counters"].is_object());
   const json& counters = cache["counters"];
-  EXPECT_EQ(counters.size(), 9u);
+  EXPECT_EQ(counters.size(), 12u);
   expect_integers(counters, {"saves", "restores", "restore_hits", "expirations", "write_failures",
-                             "cancelled_saves", "out_of_memory_retries", "delete_failures"});
+                             "cancelled_saves", "out_of_memory_retries", "delete_failures",
+                             "ram_saves", "ram_restores", "ram_full"});
   ASSERT_TRUE(counters.contains("fallbacks") && counters["fallbacks"].is_object());
   EXPECT_EQ(counters["fallbacks"].size(), kFallbackReasonCount);
   for (size_t i = 0; i < kFallbackReasonCount; ++i) {
@@ -187,7 +188,25 @@ namespace {
 TEST(StatusJsonTest, OneConversationHasNoSessionsList) {
   const nlohmann::json body = status_json(sample_snapshot());
   EXPECT_FALSE(body["cache"].contains("sessions"));
-  EXPECT_EQ(body["cache"].size(), 10u);
+  EXPECT_EQ(body["cache"].size(), 11u);
+}
+
+TEST(StatusJsonTest, TheRamTierIsShownWithItsBudgetAndUseWhenThereIsOne) {
+  StatusSnapshot snapshot = sample_snapshot();
+  EXPECT_FALSE(status_json(snapshot)["cache"].contains("ram_tier"));
+  snapshot.ram_tier = RamTierStats{1 << 30, 12288, 2, 3, 1};
+  snapshot.cache.ram_bytes = 12288;
+  snapshot.cache.state = OffloadState::kRam;
+  const nlohmann::json body = status_json(snapshot);
+  EXPECT_EQ(body["cache"]["state"], "ram");
+  EXPECT_EQ(body["cache"]["ram_bytes"], 12288);
+  const nlohmann::json& tier = body["cache"]["ram_tier"];
+  EXPECT_EQ(tier, nlohmann::json({{"budget_bytes", 1 << 30},
+                                  {"used_bytes", 12288},
+                                  {"snapshots", 2},
+                                  {"refused_full", 3},
+                                  {"allocation_failures", 1}}))
+      << tier.dump();
 }
 
 TEST(StatusJsonTest, SeveralConversationsAreListedWithoutPromptOrKey) {
@@ -197,6 +216,7 @@ TEST(StatusJsonTest, SeveralConversationsAreListedWithoutPromptOrKey) {
   one.state = OffloadState::kDisk;
   one.tokens = 120;
   one.disk_bytes = 4096;
+  one.ram_bytes = 8192;
   one.seconds_idle = 1.5;
   one.restores = 2;
   one.fallbacks = 1;
@@ -207,16 +227,17 @@ TEST(StatusJsonTest, SeveralConversationsAreListedWithoutPromptOrKey) {
   ASSERT_TRUE(sessions.is_array());
   ASSERT_EQ(sessions.size(), 1u);
   const nlohmann::json& s = sessions[0];
-  EXPECT_EQ(s.size(), 7u) << s.dump();
+  EXPECT_EQ(s.size(), 8u) << s.dump();
   EXPECT_EQ(s["id"], 3);
   EXPECT_EQ(s["state"], "disk");
   EXPECT_EQ(s["tokens"], 120);
   EXPECT_EQ(s["disk_bytes"], 4096);
+  EXPECT_EQ(s["ram_bytes"], 8192);
   EXPECT_EQ(s["seconds_idle"], 1.5);
   EXPECT_EQ(s["restores"], 2);
   EXPECT_EQ(s["fallbacks"], 1);
   // The totals keep their fields.
-  EXPECT_EQ(body["cache"].size(), 11u);
+  EXPECT_EQ(body["cache"].size(), 12u);
 }
 
 }  // namespace

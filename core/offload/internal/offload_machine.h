@@ -1,7 +1,10 @@
 // The Offloader's state machine as data: the phases a session goes through (each one of the
-// six states /v1/status names, plus the step it is at), the events that move it, and the one
-// table of legal transitions. docs/ARCHITECTURE.md draws the same table; a test reads both and
-// checks that they agree for every (phase, event) pair.
+// seven states /v1/status names, plus the step it is at), the events that move it, the one table
+// of legal transitions, and, per phase, what the phase allows: where the memory is, what an
+// arriving command does, what a due timer does, and what offload_now(), save_ahead(), evict()
+// and forget() do. The Offloader looks its decisions up here and carries them out with one
+// switch each; no rule about a phase is written anywhere else. docs/ARCHITECTURE.md draws the
+// same tables; a test reads both and checks that they agree, pair by pair and phase by phase.
 //
 // Why phases and not the six states alone: a state does not say who may touch the memory. A
 // save reads it, then finishes its file, then releases the memory, and a command that arrives
@@ -40,13 +43,15 @@ enum class Phase : uint8_t {
   kCommandSaveTail,  // a command runs while its cancelled save ends (abandons or removes the file)
   kSaveTail,         // no command; a cancelled save still ends
   kDisk,             // the snapshot is durable and the memory released
+  kRam,              // the snapshot is in the RAM tier and the memory released
   kRestoring,        // a command maps the memory back and reads the snapshot
+  kRestoringRam,     // a command maps the memory back and copies the RAM tier's snapshot in
   kRestoringFresh,   // a command maps the memory back after expiry (no history to read)
   kExpiring,         // expired; the snapshot's file is being deleted (or its deletion retried)
   kExpired,          // expired; the file is gone; the memory stays released
   kLost,             // the memory could not be mapped back: every command fails
 };
-inline constexpr size_t kPhaseCount = 17;
+inline constexpr size_t kPhaseCount = 19;
 
 enum class Event : uint8_t {
   kCommandArrives,      // acquire()
@@ -58,6 +63,7 @@ enum class Event : uint8_t {
   kSaveFailed,          // the write failed; the memory is kept
   kSaveCancelled,       // a cancelled save has ended; its file is gone
   kReleased,            // the memory is given back (all of it, or part: the file holds all)
+  kReleasedToRam,       // as kReleased, for a snapshot held in the RAM tier
   kReleaseFailed,       // releasing failed before anything was given back
   kExpiryDue,           // the expiry deadline passed, or a failed deletion is tried again
   kSnapshotDeleted,     // the expired snapshot's file is gone
@@ -65,7 +71,69 @@ enum class Event : uint8_t {
   kRestoreOutOfMemory,  // the memory cannot be committed now; the snapshot is kept
   kMemoryLost,          // committing failed otherwise: the session's addresses may be gone
 };
-inline constexpr size_t kEventCount = 15;
+inline constexpr size_t kEventCount = 16;
+
+// Where the session's memory is.
+enum class Memory : uint8_t {
+  kCommitted,  // on the device (or in host memory), usable
+  kReleasing,  // being given back by a save's release
+  kReleased,   // given back (a restore maps it again first)
+};
+inline constexpr size_t kMemoryCount = 3;
+
+// What acquire() does when a command arrives in the phase.
+enum class OnCommand : uint8_t {
+  kRun,                // command_arrives; the command runs on the committed memory
+  kRunOverSavedFile,   // as kRun; the file written ahead no longer holds the memory the command
+                       // changes: it is retired, unless it stays as the base of a delta
+  kWaitForRelease,     // wait until the release ends (never half-released memory), look again
+  kCancelSaveAndWait,  // command_arrives raises the writer's cancel flag; wait while it reads
+  kCancelSaveAndRun,   // command_arrives; every byte is read: run while the save ends alone
+  kRestore,            // command_arrives; map the memory back and read the snapshot
+  kStartFresh,         // command_arrives; map the memory back, nothing to read (expired)
+  kRefuseBusy,         // a command holds the session: FailedPrecondition
+  kRefuseLost,         // the memory could not be mapped back: DeviceError
+};
+inline constexpr size_t kOnCommandCount = 9;
+
+// What a timer does in the phase (each action only once its deadline is due).
+enum class OnTimer : uint8_t {
+  kNothing,      // nothing is due here: a command, a save or a restore arms what comes next
+  kSave,         // save_due at the idle deadline (or at once, ahead, when save_ahead() asked)
+  kRelease,      // save_due at the idle deadline: the file written ahead holds the memory
+  kExpire,       // expiry_due at the expiry deadline: the snapshot is deleted
+  kRetryDelete,  // expiry_due: the expired snapshot's deletion, once more
+};
+inline constexpr size_t kOnTimerCount = 5;
+
+// What offload_now(), save_ahead(), evict() and forget() do in the phase.
+enum class OnRequest : uint8_t {
+  kRefuseDisabled,  // offload is off: FailedPrecondition
+  kRefuseBusy,      // a command holds the session: FailedPrecondition
+  kRefuseLost,      // the memory was lost: FailedPrecondition
+  kNothing,         // nothing to do here: success
+  kWaitForSave,     // a save runs on the executor: wait until it ends, look again
+  kSave,            // offload_now(), save_ahead(): post a save; evict(): save and release now
+  kRelease,         // evict(): release only (save_due; the file written ahead holds the memory)
+  kDelete,          // forget(): expiry_due, then delete the snapshot
+  kRetryDelete,     // forget(): delete the expired snapshot, whose deletion failed before
+};
+inline constexpr size_t kOnRequestCount = 9;
+
+// Everything a phase decides.
+struct PhaseRules {
+  std::string_view name;
+  OffloadState state;  // what /v1/status calls it
+  Memory memory;
+  OnCommand command;
+  OnTimer timer;
+  OnRequest offload_now;
+  OnRequest save_ahead;
+  OnRequest evict;
+  OnRequest forget;
+  bool save_running;  // a save is in progress on the executor (the destructor waits for it)
+  bool cancels_save;  // the writer's cancel flag is raised
+};
 
 struct Transition {
   Phase from;
@@ -79,18 +147,26 @@ std::span<const Transition> transitions();
 // The phase `event` leads to from `from`; nullopt when the table does not allow it.
 std::optional<Phase> next_phase(Phase from, Event event);
 
-// "save_reading", "command_arrives": the names the table in docs/ARCHITECTURE.md uses.
+// The phase's rules (one row of the phase table).
+const PhaseRules& rules(Phase phase);
+
+// "save_reading", "command_arrives", "cancel_save_and_wait": the names the tables in
+// docs/ARCHITECTURE.md use.
 std::string_view phase_name(Phase phase);
 std::string_view event_name(Event event);
+std::string_view memory_name(Memory memory);
+std::string_view on_command_name(OnCommand action);
+std::string_view on_timer_name(OnTimer action);
+std::string_view on_request_name(OnRequest action);
 
 // What /v1/status calls the phase.
-OffloadState state_of(Phase phase);
+inline OffloadState state_of(Phase phase) { return rules(phase).state; }
 // A command holds the session (from acquire() until its lease is given back).
-bool holds_command(Phase phase);
+inline bool holds_command(Phase phase) { return rules(phase).command == OnCommand::kRefuseBusy; }
 // A save is in progress on the executor (the destructor waits for it to end).
-bool save_running(Phase phase);
+inline bool save_running(Phase phase) { return rules(phase).save_running; }
 // The running save must stop: the writer's cancel flag is raised in these phases.
-bool cancels_save(Phase phase);
+inline bool cancels_save(Phase phase) { return rules(phase).cancels_save; }
 
 // The phase of one Offloader. Thread rule: none (the owner synchronises).
 class OffloadMachine {

@@ -23,6 +23,7 @@
 #include "core/base/thread_annotations.h"
 #include "core/offload/internal/offload_machine.h"
 #include "core/offload/offloader.h"
+#include "core/offload/ram_snapshot.h"
 #include "core/snapshot/record_buffer_pool.h"
 #include "core/snapshot/snapshot_writer.h"
 
@@ -39,20 +40,15 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   Impl(Deps d, OffloaderOptions o)
       : deps(d),
         options(std::move(o)),
-        machine(offload_enabled(options.idle_seconds) ? offload::Phase::kResident
-                                                      : offload::Phase::kDisabled) {}
+        machine(options.config.enabled() ? offload::Phase::kResident : offload::Phase::kDisabled) {}
 
   // ---- Set once by create() ----
   const Deps deps;
   const OffloaderOptions options;
-  // The snapshot's files: segment 0 (a whole save), then 1..max_delta_segments (deltas).
+  // The snapshot's files: segment 0 (a whole save), then 1..config.delta_segments (deltas).
   std::vector<std::string> segment_paths;
 
   // ---- Owned by the phase ----
-  // The generation of the last save started: every save writes a new one, and a restore
-  // accepts each segment only with the one its save wrote (Segment::generation), so an older
-  // snapshot put back in place is refused (Foreign). Written by save phases alone.
-  uint64_t generation = 0;
   // Every save's and restore's chunk record buffers (core/snapshot/record_buffer_pool.h): kept
   // between them, so that no restore pays to fault fresh pages in. Save phases and restoring
   // phases never overlap.
@@ -66,12 +62,19 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   // The files that hold the session's snapshot, oldest first (store segment i is chain[i]):
   // a whole save, then the deltas written over it. Empty when there is no snapshot.
   struct Segment {
-    uint64_t generation = 0;  // the reader expects it (a replay is Foreign)
+    // The reader expects it: every save draws a fresh one from the process key
+    // (ProcessKey::next_generation()), so any other file of this process put in the segment's
+    // place -- an older one of this session, another session's -- is Foreign.
+    uint64_t generation = 0;
     uint64_t file_bytes = 0;
     uint64_t payload_bytes = 0;
     uint64_t tokens = 0;  // history tokens when it was written
   };
   std::vector<Segment> chain SIESTA_GUARDED_BY(mu);
+  // The snapshot, when the last save kept it in the RAM tier (the chain is then empty): set by
+  // that save, given back by a restore, a removal or a command over a copy written ahead. A
+  // shared_ptr so that a restore reads it without the mutex while the phase keeps it there.
+  std::shared_ptr<RamSnapshot> ram SIESTA_GUARDED_BY(mu);
   // While the chain is kept: how many of the history's tokens are, in memory, what the chain
   // restores (lowered at each command's end by what it rewrote).
   uint64_t unchanged_tokens SIESTA_GUARDED_BY(mu) = 0;
@@ -106,9 +109,9 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   // Taken by flush_log() before mu (never under it), so lines reach the log in queue order.
   std::mutex log_writer;
 
-  bool enabled() const { return offload_enabled(options.idle_seconds); }
+  bool enabled() const { return options.config.enabled(); }
   // A snapshot stays after it was used, as the base of a delta save.
-  bool keeps_snapshots() const { return options.max_delta_segments > 0; }
+  bool keeps_snapshots() const { return options.config.delta_segments > 0; }
   // Sets the reported disk_bytes and segments from the chain.
   void report_chain() SIESTA_REQUIRES(mu);
   offload::Phase phase() const SIESTA_REQUIRES(mu) { return machine.phase(); }
@@ -118,8 +121,15 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   void apply(offload::Event event) SIESTA_REQUIRES(mu);
 
   void log(std::string line) SIESTA_REQUIRES(mu) { outbox.push_back(std::move(line)); }
-  // offload_now()'s and save_ahead()'s refusals: offload off, a command running, memory lost.
-  Status refuse_unless_idle() const SIESTA_REQUIRES(mu);
+  // The failure a request's refusing action answers (offload off, a command running, memory
+  // lost); OK for every other action.
+  Status refusal(offload::OnRequest action) const SIESTA_REQUIRES(mu);
+  // evict()'s or forget()'s action in the current phase (`column` of the phase table), after
+  // waiting out a save of this session that runs on the executor. Failure: Cancelled when the
+  // Offloader closes meanwhile.
+  Result<offload::OnRequest> decide_request(MutexLock& lock,
+                                            offload::OnRequest offload::PhaseRules::*column)
+      SIESTA_REQUIRES(mu);
   // Queues `line` unless the last logged event had the same `what` and status code: a failure
   // that keeps failing the same way is logged once, not once per retry (its message may still
   // differ in details such as a call count).
@@ -146,12 +156,17 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   // What a save writes: a whole snapshot (segment 0, replacing the chain) or a delta over it.
   struct SavePlan {
     uint32_t segment = 0;
+    size_t chain_segments = 0;  // the chain's files when the save began
     std::vector<SnapshotRegion> regions;
     uint64_t payload_bytes = 0;
     uint64_t tokens = 0;
   };
   // REQUIRES: a save phase entered by this task (the target's memory is the save's to read).
   SavePlan plan_save() SIESTA_EXCLUDES(mu);
+  // Copies the session into the RAM tier (a whole snapshot). Failure: the tier's OutOfMemory
+  // when it has no room (the caller writes the file instead; nothing was read), else as
+  // copy_to_ram().
+  Result<std::shared_ptr<RamSnapshot>> save_to_ram(const SavePlan& plan) SIESTA_EXCLUDES(mu);
   // REQUIRES: the phase is kSaveReading, entered by this task (or by evict()).
   // `keep_memory` (save_ahead()): once the file is durable the memory stays (kSaved).
   // Returns OK when the memory was released (or kept, as asked); the write's or release's
@@ -161,8 +176,6 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   // nothing could be released, retires the file and stays resident (retried on the backoff).
   // REQUIRES: the phase is kSaveReleasing, entered by this task.
   Status release_saved(uint64_t file_bytes) SIESTA_EXCLUDES(mu);
-  // Waits while a save phase runs (the executor's save ends on its own).
-  void wait_out_save(MutexLock& lock) SIESTA_REQUIRES(mu);
   struct ReleaseOutcome {
     Status failed;
     size_t released = 0;  // ranges given back
@@ -187,9 +200,13 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   Result<uint64_t> read_chain(const std::vector<Segment>& segments,
                               const std::vector<SnapshotRegion>& regions) SIESTA_EXCLUDES(mu);
 
-  // Removes the snapshot, every segment of it (the store's remove: slow on a large file), and
-  // records a failure. The chain is forgotten either way.
+  // Removes the snapshot: its copy in the RAM tier and every file of it (remove_files()).
   Status remove_snapshot(const char* why) SIESTA_EXCLUDES(mu);
+  // Removes every segment of the snapshot's file (the store's remove: slow on a large file)
+  // and records a failure. The chain is forgotten either way.
+  Status remove_files(const char* why) SIESTA_EXCLUDES(mu);
+  // Gives the RAM copy back to the tier (outside the mutex); nothing when there is none.
+  void drop_ram() SIESTA_EXCLUDES(mu);
   // After a restore (or a fallback) the file no longer describes the session. Unlinking a
   // large cached file frees its pages and extents, which costs ~0.2 s per GiB -- too much for
   // the command that is waiting for its first token -- so the file is renamed to a temporary

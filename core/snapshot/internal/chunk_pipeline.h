@@ -26,22 +26,17 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/base/mutex.h"
 #include "core/base/status.h"
+#include "core/base/thread_annotations.h"
 #include "core/memory/memory_backend.h"
 #include "core/snapshot/chunk_sealer.h"
+#include "core/snapshot/snapshot_threads.h"  // how many workers: defined in chunk_pipeline.cc
 
 namespace siesta {
-
-// The default thread count for snapshot reads and writes: min(4, hardware threads), at least
-// 1. Past 4 the file and the device copies, which stay on one thread, are the limit.
-size_t default_snapshot_threads();
-
-// `requested` threads, or default_snapshot_threads() for 0; at most 64.
-size_t resolve_snapshot_threads(uint32_t requested);
 
 class ChunkPipeline {
  public:
@@ -54,11 +49,11 @@ class ChunkPipeline {
   ChunkPipeline& operator=(const ChunkPipeline&) = delete;
 
   // Queues `job`; some worker runs it with its own sealer (inline mode: runs it now).
-  void submit(Job job);
+  void submit(Job job) SIESTA_EXCLUDES(mutex_);
 
   // Waits for the oldest job not yet retired and returns its status.
   // REQUIRES: pending() > 0 (else Internal).
-  Status retire();
+  Status retire() SIESTA_EXCLUDES(mutex_);
 
   // Jobs submitted and not yet retired (queued, running or finished).
   size_t pending() const { return pending_; }
@@ -73,20 +68,22 @@ class ChunkPipeline {
     bool done = false;
   };
 
-  void work(size_t worker);
+  // A worker thread: runs each job it takes without the mutex.
+  void work(size_t worker) SIESTA_EXCLUDES(mutex_);
 
   std::vector<std::unique_ptr<ChunkSealer>> sealers_;
   size_t pending_ = 0;  // owner's thread only
 
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable work_ready_;  // a job was queued, or the pipeline is stopping
   std::condition_variable job_done_;    // some job finished
-  // Guarded by mutex_. Entries are popped only when done, and std::deque keeps references to
-  // the other elements valid across push_back / pop_front, so a worker runs its entry's job
-  // outside the lock.
-  std::deque<Entry> entries_;
-  size_t next_to_start_ = 0;  // index into entries_ of the first job no worker has taken
-  bool stopping_ = false;
+  // Entries are popped only when done, and std::deque keeps references to the other elements
+  // valid across push_back / pop_front, so a worker runs its entry's job outside the lock (the
+  // entry is the worker's from when it took it until it marks it done).
+  std::deque<Entry> entries_ SIESTA_GUARDED_BY(mutex_);
+  // Index into entries_ of the first job no worker has taken.
+  size_t next_to_start_ SIESTA_GUARDED_BY(mutex_) = 0;
+  bool stopping_ SIESTA_GUARDED_BY(mutex_) = false;
 
   std::vector<std::thread> workers_;  // last: started after everything above exists
 };

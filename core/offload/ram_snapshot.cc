@@ -1,0 +1,177 @@
+#include "core/offload/ram_snapshot.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <utility>
+
+namespace siesta {
+namespace {
+
+// Staging buffers one copy keeps in flight: enough to overlap the device's copy of one piece
+// with the memcpy of another, few enough to leave the ring to other sessions' pipelines.
+constexpr size_t kPiecesInFlight = 4;
+
+// A device piece in flight: its staging buffer, its copy and what to do when it is done.
+struct InFlight {
+  StagingBuffer staging;
+  CopyTicket ticket;
+  std::byte* to_host = nullptr;  // to_ram: where its bytes go once copied; null for from_ram
+  uint64_t length = 0;
+};
+
+// Device copies through the staging ring, oldest retired first.
+class StagingCopies {
+ public:
+  explicit StagingCopies(MemoryBackend& backend)
+      : backend_(backend),
+        limit_(std::max<size_t>(1, std::min(kPiecesInFlight, backend.staging_buffer_count()))) {}
+  ~StagingCopies() { (void)drain(); }
+
+  size_t piece_bytes() const { return backend_.staging_buffer_bytes(); }
+
+  // Device bytes [source, source + length) into `destination`, once retired.
+  Status to_host(DeviceAddress source, uint64_t length, std::byte* destination) {
+    SIESTA_ASSIGN_OR_RETURN(StagingBuffer staging, take_buffer());
+    InFlight piece{std::move(staging), {}, destination, length};
+    SIESTA_ASSIGN_OR_RETURN(piece.ticket, backend_.copy_to_staging(source, length, piece.staging));
+    in_flight_.push_back(std::move(piece));
+    return Status::Ok();
+  }
+
+  // `length` bytes at `source` to device address `destination`.
+  Status to_device(const std::byte* source, uint64_t length, DeviceAddress destination) {
+    SIESTA_ASSIGN_OR_RETURN(StagingBuffer staging, take_buffer());
+    std::memcpy(staging.bytes().data(), source, length);
+    InFlight piece{std::move(staging), {}, nullptr, length};
+    SIESTA_ASSIGN_OR_RETURN(piece.ticket,
+                            backend_.copy_from_staging(piece.staging, length, destination));
+    in_flight_.push_back(std::move(piece));
+    return Status::Ok();
+  }
+
+  // Retires every piece in flight; the first failure.
+  Status drain() {
+    Status first;
+    while (!in_flight_.empty()) {
+      Status retired = retire_oldest();
+      if (first.ok()) first = retired;
+    }
+    return first;
+  }
+
+ private:
+  Result<StagingBuffer> take_buffer() {
+    if (in_flight_.size() >= limit_) SIESTA_RETURN_IF_ERROR(retire_oldest());
+    Result<StagingBuffer> buffer = backend_.acquire_staging();
+    while (!buffer.ok() && !in_flight_.empty()) {
+      SIESTA_RETURN_IF_ERROR(retire_oldest());
+      buffer = backend_.acquire_staging();
+    }
+    // Nothing of ours in flight: another pipeline holds the ring; holding none, wait for it.
+    if (!buffer.ok()) {
+      buffer = backend_.acquire_staging_waiting(MemoryBackend::kStagingShareTimeout);
+    }
+    return buffer;
+  }
+
+  Status retire_oldest() {
+    InFlight piece = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    SIESTA_RETURN_IF_ERROR(backend_.wait(piece.ticket));
+    if (piece.to_host != nullptr) {
+      std::memcpy(piece.to_host, piece.staging.bytes().data(), piece.length);
+    }
+    return Status::Ok();
+  }
+
+  MemoryBackend& backend_;
+  const size_t limit_;
+  std::deque<InFlight> in_flight_;
+};
+
+bool same_layout(const snapshot::RegionLayout& saved, const snapshot::RegionLayout& live) {
+  return saved.name == live.name && saved.persist == live.persist && saved.size == live.size;
+}
+
+}  // namespace
+
+uint64_t saved_payload_bytes(std::span<const SnapshotRegion> regions) {
+  uint64_t total = 0;
+  for (const SnapshotRegion& region : regions) {
+    for (const snapshot::Extent& extent : region.layout.extents) total += extent.length;
+  }
+  return total;
+}
+
+Result<RamSnapshot> copy_to_ram(RamTier& tier, MemoryBackend& backend,
+                                std::span<const SnapshotRegion> regions,
+                                const std::atomic<bool>* cancel,
+                                const std::function<void()>& on_memory_read) {
+  RamSnapshot ram;
+  ram.payload_bytes = saved_payload_bytes(regions);
+  // A session with nothing saved still gets a block (of one page): a snapshot exists.
+  SIESTA_ASSIGN_OR_RETURN(ram.block, tier.allocate(std::max<uint64_t>(ram.payload_bytes, 1)));
+  StagingCopies copies(backend);
+  uint64_t at = 0;
+  for (uint32_t r = 0; r < regions.size(); ++r) {
+    const SnapshotRegion& region = regions[r];
+    ram.layout.push_back(region.layout);
+    for (const snapshot::Extent& extent : region.layout.extents) {
+      ram.pieces.push_back({r, extent, at});
+      for (uint64_t done = 0; done < extent.length;) {
+        if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+          (void)copies.drain();
+          return Cancelled("the save to RAM was cancelled");
+        }
+        std::byte* destination = ram.block.data() + at + done;
+        if (region.place == SnapshotRegion::Place::kHost) {
+          std::memcpy(destination, region.host + extent.offset, extent.length);
+          done = extent.length;
+          continue;
+        }
+        const uint64_t length = std::min<uint64_t>(copies.piece_bytes(), extent.length - done);
+        SIESTA_RETURN_IF_ERROR(
+            copies.to_host(region.device + extent.offset + done, length, destination));
+        done += length;
+      }
+      at += extent.length;
+    }
+  }
+  SIESTA_RETURN_IF_ERROR(copies.drain());
+  if (on_memory_read) on_memory_read();
+  return ram;
+}
+
+Status copy_from_ram(const RamSnapshot& ram, MemoryBackend& backend,
+                     std::span<const SnapshotRegion> regions) {
+  if (regions.size() != ram.layout.size()) {
+    return Foreign("RAM snapshot of " + std::to_string(ram.layout.size()) +
+                   " regions, the session has " + std::to_string(regions.size()));
+  }
+  for (size_t r = 0; r < regions.size(); ++r) {
+    if (!same_layout(ram.layout[r], regions[r].layout)) {
+      return Foreign("RAM snapshot region " + std::to_string(r) + " (" + ram.layout[r].name +
+                     ") differs from the session's (" + regions[r].layout.name + ")");
+    }
+  }
+  StagingCopies copies(backend);
+  for (const RamSnapshot::Piece& piece : ram.pieces) {
+    const SnapshotRegion& region = regions[piece.region];
+    const std::byte* source = ram.block.data() + piece.at;
+    if (region.place == SnapshotRegion::Place::kHost) {
+      std::memcpy(region.host + piece.extent.offset, source, piece.extent.length);
+      continue;
+    }
+    for (uint64_t done = 0; done < piece.extent.length;) {
+      const uint64_t length = std::min<uint64_t>(copies.piece_bytes(), piece.extent.length - done);
+      SIESTA_RETURN_IF_ERROR(
+          copies.to_device(source + done, length, region.device + piece.extent.offset + done));
+      done += length;
+    }
+  }
+  return copies.drain();
+}
+
+}  // namespace siesta

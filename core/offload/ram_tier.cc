@@ -1,0 +1,113 @@
+#include "core/offload/ram_tier.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace siesta {
+namespace {
+
+uint64_t page_bytes() {
+  static const uint64_t page = [] {
+    const long size = ::sysconf(_SC_PAGESIZE);
+    return size > 0 ? static_cast<uint64_t>(size) : uint64_t{4096};
+  }();
+  return page;
+}
+
+uint64_t round_to_pages(uint64_t bytes) {
+  const uint64_t page = page_bytes();
+  return (bytes + page - 1) / page * page;
+}
+
+}  // namespace
+
+uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  return pages > 0 ? static_cast<uint64_t>(pages) * page_bytes() : 0;
+}
+
+Result<std::byte*> AnonymousRamPages::map(size_t bytes) {
+  void* pages = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (pages == MAP_FAILED) {
+    const int error = errno;
+    return OutOfMemory("RAM tier: mmap of " + std::to_string(bytes) +
+                       " bytes failed: " + std::strerror(error));
+  }
+  return static_cast<std::byte*>(pages);
+}
+
+void AnonymousRamPages::unmap(std::byte* pages, size_t bytes) { (void)::munmap(pages, bytes); }
+
+RamBlock& RamBlock::operator=(RamBlock&& other) noexcept {
+  if (this != &other) {
+    reset();
+    tier_ = std::exchange(other.tier_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    mapped_ = std::exchange(other.mapped_, 0);
+  }
+  return *this;
+}
+
+void RamBlock::reset() {
+  if (tier_ == nullptr) return;
+  std::exchange(tier_, nullptr)->give_back(data_, mapped_);
+  data_ = nullptr;
+  size_ = 0;
+  mapped_ = 0;
+}
+
+RamTier::RamTier(uint64_t budget_bytes, std::unique_ptr<RamPages> pages)
+    : budget_(budget_bytes),
+      pages_(pages ? std::move(pages) : std::make_unique<AnonymousRamPages>()) {}
+
+Result<RamBlock> RamTier::allocate(uint64_t bytes) {
+  if (bytes == 0) return InvalidArgument("RAM tier: a block of 0 bytes");
+  const uint64_t mapped = round_to_pages(bytes);
+  {
+    // Charged before the mapping, so two threads never both take the last room.
+    MutexLock lock(mu_);
+    if (mapped > budget_ || used_ > budget_ - mapped) {
+      ++refused_full_;
+      return OutOfMemory("RAM tier: " + std::to_string(mapped) + " bytes do not fit (" +
+                         std::to_string(budget_ - used_) + " of " + std::to_string(budget_) +
+                         " left)");
+    }
+    used_ += mapped;
+    ++blocks_;
+  }
+  Result<std::byte*> pages = pages_->map(mapped);
+  if (!pages.ok()) {
+    MutexLock lock(mu_);
+    used_ -= mapped;
+    --blocks_;
+    ++allocation_failures_;
+    return pages.status();
+  }
+  return RamBlock(this, *pages, bytes, mapped);
+}
+
+bool RamTier::fits(uint64_t bytes) const {
+  const uint64_t mapped = round_to_pages(bytes);
+  MutexLock lock(mu_);
+  return mapped <= budget_ && used_ <= budget_ - mapped;
+}
+
+RamTierStats RamTier::stats() const {
+  MutexLock lock(mu_);
+  return {budget_, used_, blocks_, refused_full_, allocation_failures_};
+}
+
+void RamTier::give_back(std::byte* data, uint64_t mapped) {
+  pages_->unmap(data, mapped);
+  MutexLock lock(mu_);
+  used_ -= mapped;
+  --blocks_;
+}
+
+}  // namespace siesta

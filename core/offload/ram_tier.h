@@ -1,0 +1,127 @@
+// RamTier: host memory for offloaded sessions' snapshots, bounded by one budget that every
+// session of the process shares (--cache-ram-mib). A session whose memory is released keeps
+// its snapshot here when it fits, else on disk (docs/IDLE_SESSION.md, "The RAM tier").
+//
+// The tier hands out blocks: each one is the memory of one session's snapshot, mapped when
+// allocated and given back to the system (munmap) when the block is destroyed, so the
+// process's resident memory never holds more than the budget on the tier's account, and
+// memory the tier no longer needs is the system's again at once. The pages come from a
+// RamPages source: anonymous mappings by default; a test passes one that fails on demand.
+//
+// Trust: a block is the process's own memory, as the device memory its bytes came from; it
+// carries no digest (docs/IDLE_SESSION.md's security section says why).
+//
+// Thread rule: every member is thread-safe (one mutex, held only for the accounting, never
+// across a mapping); a RamBlock may be used and destroyed on any thread, one at a time.
+// REQUIRES: the tier outlives every block it handed out.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/base/mutex.h"
+#include "core/base/status.h"
+#include "core/base/thread_annotations.h"
+
+namespace siesta {
+
+// Where a block's pages come from.
+class RamPages {
+ public:
+  virtual ~RamPages() = default;
+  // `bytes` (a multiple of the page size, > 0) of zero-filled read-write memory.
+  // Failure: OutOfMemory when the system refuses them.
+  virtual Result<std::byte*> map(size_t bytes) = 0;
+  // Gives back exactly what one map() returned.
+  virtual void unmap(std::byte* pages, size_t bytes) = 0;
+};
+
+// Anonymous private mappings (mmap / munmap).
+class AnonymousRamPages final : public RamPages {
+ public:
+  Result<std::byte*> map(size_t bytes) override;
+  void unmap(std::byte* pages, size_t bytes) override;
+};
+
+// The machine's physical memory (sysconf), the most a tier's budget may be; 0 when the
+// system does not say.
+uint64_t physical_memory_bytes();
+
+struct RamTierStats {
+  uint64_t budget_bytes = 0;
+  uint64_t used_bytes = 0;           // held by live blocks (page-rounded)
+  uint64_t blocks = 0;               // live blocks
+  uint64_t refused_full = 0;         // allocations that did not fit in what was left
+  uint64_t allocation_failures = 0;  // allocations the system refused (RamPages::map)
+};
+
+class RamTier;
+
+// One allocation: `size()` usable bytes at `data()`. Move-only; destruction unmaps the pages
+// and gives their bytes back to the budget. An empty block (default) holds nothing.
+class RamBlock {
+ public:
+  RamBlock() = default;
+  RamBlock(RamBlock&& other) noexcept { *this = std::move(other); }
+  RamBlock& operator=(RamBlock&& other) noexcept;
+  RamBlock(const RamBlock&) = delete;
+  RamBlock& operator=(const RamBlock&) = delete;
+  ~RamBlock() { reset(); }
+
+  std::byte* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  // What the block counts against the budget: size() rounded up to whole pages.
+  uint64_t charged_bytes() const { return mapped_; }
+  bool empty() const { return tier_ == nullptr; }
+  // Gives the block back now; nothing when empty.
+  void reset();
+
+ private:
+  friend class RamTier;
+  RamBlock(RamTier* tier, std::byte* data, uint64_t size, uint64_t mapped)
+      : tier_(tier), data_(data), size_(size), mapped_(mapped) {}
+
+  RamTier* tier_ = nullptr;
+  std::byte* data_ = nullptr;
+  uint64_t size_ = 0;
+  uint64_t mapped_ = 0;
+};
+
+class RamTier {
+ public:
+  // `pages`: where blocks come from; null: AnonymousRamPages. A budget of 0 makes a tier
+  // that refuses every allocation (the server makes none then: --cache-ram-mib 0).
+  explicit RamTier(uint64_t budget_bytes, std::unique_ptr<RamPages> pages = nullptr);
+  RamTier(const RamTier&) = delete;
+  RamTier& operator=(const RamTier&) = delete;
+  // REQUIRES: no block of this tier is alive.
+  ~RamTier() = default;
+
+  // A block of `bytes` (> 0), its pages charged to the budget.
+  // Failure (nothing charged): InvalidArgument for 0 bytes; OutOfMemory when the pages do not
+  // fit in what is left of the budget (counted in refused_full) or the system refuses them
+  // (counted in allocation_failures).
+  Result<RamBlock> allocate(uint64_t bytes);
+
+  // Whether `bytes` would fit in what is left of the budget now (another thread may take it
+  // before an allocate()).
+  bool fits(uint64_t bytes) const;
+
+  RamTierStats stats() const;
+  uint64_t budget_bytes() const { return budget_; }
+
+ private:
+  friend class RamBlock;
+  void give_back(std::byte* data, uint64_t mapped);
+
+  const uint64_t budget_;
+  const std::unique_ptr<RamPages> pages_;
+  mutable Mutex mu_;
+  uint64_t used_ SIESTA_GUARDED_BY(mu_) = 0;
+  uint64_t blocks_ SIESTA_GUARDED_BY(mu_) = 0;
+  uint64_t refused_full_ SIESTA_GUARDED_BY(mu_) = 0;
+  uint64_t allocation_failures_ SIESTA_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace siesta

@@ -1,0 +1,130 @@
+// The RAM tier with the real binary (--cache-ram-mib, docs/IDLE_SESSION.md "The RAM tier"):
+// with a budget, an offloaded conversation's snapshot is kept in host memory (state "ram", no
+// snapshot file), comes back with its history and the same answer as a server that never
+// offloads, and gives the tier its memory back; a budget too small for the conversation sends
+// it to disk; a budget beyond the machine's memory is refused at start.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/openai_client.h"
+#include "tests/e2e/server_args.h"
+#include "tests/e2e/server_process.h"
+#include "tests/support/temp_dir.h"
+
+namespace siesta::testing {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kSmall = {"--backend", "sim", "--model", "synthetic:small"};
+constexpr const char* kPrompt =
+    "A siesta is a short nap taken in the early afternoon, often after the midday meal. ";
+
+std::vector<std::string> offload_args(const std::string& dir) {
+  return with(kSmall, {"--cache-idle-seconds", "600", "--cache-disk-dir", dir});
+}
+
+// The second turn: the first one's prompt and answer, and more.
+json second_request(const Completion& first) {
+  return completion_request(std::string(kPrompt) + first.text + " And then?", 8);
+}
+
+TEST(ServerRamTierE2eTest, AnOffloadedConversationWaitsInRamAndReturnsWithItsHistory) {
+  TempDir temp;
+  const std::string dir = temp.file("cache");
+  auto server = start_or_die(with(offload_args(dir), {"--cache-ram-mib", "256"}));
+  auto reference = start_or_die(kSmall);  // never offloads
+  ASSERT_NE(server, nullptr);
+  ASSERT_NE(reference, nullptr);
+  EXPECT_THAT(server->stderr_text(), HasSubstr("RAM tier: "));
+
+  Result<Completion> first = complete(*server, completion_request(kPrompt, 8));
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  ASSERT_EQ(first->http_status, 200) << first->body.dump();
+  ASSERT_TRUE(server->post("/v1/cache/offload", ""));
+  Result<json> asleep = server->wait_for_cache_state("ram");
+  ASSERT_TRUE(asleep.ok()) << asleep.status().to_string();
+  const json& cache = (*asleep)["cache"];
+  EXPECT_EQ(snapshot_files(dir), std::vector<std::string>{}) << "no file: the snapshot is in RAM";
+  EXPECT_EQ(cache.value("disk_bytes", -1), 0) << cache.dump();
+  EXPECT_GT(cache.value("ram_bytes", 0), 0) << cache.dump();
+  ASSERT_TRUE(cache.contains("ram_tier")) << cache.dump();
+  EXPECT_EQ(cache["ram_tier"].value("used_bytes", -1), cache.value("ram_bytes", 0));
+  EXPECT_GT(cache["ram_tier"].value("budget_bytes", 0), cache.value("ram_bytes", 0));
+  EXPECT_EQ(cache_counter(*asleep, "ram_saves"), 1);
+  httplib::Result metrics = server->get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(metrics->body, HasSubstr("siesta_cache_state{state=\"ram\"} 1\n"));
+  httplib::Result props = server->get("/props");  // llama-server's sleep: no device memory held
+  ASSERT_TRUE(props);
+  EXPECT_EQ(json::parse(props->body).value("is_sleeping", false), true) << props->body;
+
+  // The second turn restores it from RAM: its history is reused, its answer the reference's.
+  Result<Completion> second = complete(*server, second_request(*first));
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  ASSERT_EQ(second->http_status, 200) << second->body.dump();
+  Result<Completion> ref_first = complete(*reference, completion_request(kPrompt, 8));
+  ASSERT_TRUE(ref_first.ok());
+  EXPECT_EQ(ref_first->text, first->text);
+  Result<Completion> ref_second = complete(*reference, second_request(*ref_first));
+  ASSERT_TRUE(ref_second.ok());
+  EXPECT_EQ(second->text, ref_second->text);
+  EXPECT_GT(second->cached_tokens, 0) << second->body.dump();
+  EXPECT_EQ(second->cached_tokens, ref_second->cached_tokens);
+
+  Result<json> awake = server->status();
+  ASSERT_TRUE(awake.ok());
+  EXPECT_EQ((*awake)["cache"].value("state", ""), "resident");
+  EXPECT_EQ((*awake)["cache"].value("ram_bytes", -1), 0);
+  EXPECT_EQ((*awake)["cache"]["ram_tier"].value("used_bytes", -1), 0)
+      << "the tier's memory is given back once the device holds the conversation";
+  EXPECT_EQ(cache_counter(*awake, "ram_restores"), 1);
+  EXPECT_EQ(cache_counter(*awake, "restore_hits"), 1);
+}
+
+TEST(ServerRamTierE2eTest, ABudgetTooSmallForTheConversationSendsItToDisk) {
+  TempDir temp;
+  const std::string dir = temp.file("cache");
+  // One MiB: the small model's KV rows for this prompt and its checkpoints do not fit.
+  auto server = start_or_die(with(offload_args(dir), {"--cache-ram-mib", "1"}));
+  ASSERT_NE(server, nullptr);
+  std::string long_prompt;
+  while (long_prompt.size() < 1500) long_prompt += kPrompt;
+  Result<Completion> first = complete(*server, completion_request(long_prompt, 4));
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  ASSERT_TRUE(server->post("/v1/cache/offload", ""));
+  Result<json> asleep = server->wait_for_cache_state("disk");
+  ASSERT_TRUE(asleep.ok()) << asleep.status().to_string();
+  EXPECT_GT((*asleep)["cache"].value("disk_bytes", 0), 1 << 20) << "larger than the budget";
+  EXPECT_EQ(snapshot_files(dir).size(), 1u);
+  EXPECT_EQ(cache_counter(*asleep, "ram_full"), 1);
+  EXPECT_EQ((*asleep)["cache"]["ram_tier"].value("refused_full", -1), 1);
+  Result<Completion> second =
+      complete(*server, completion_request(long_prompt + first->text + " More.", 4));
+  ASSERT_TRUE(second.ok());
+  EXPECT_GT(second->cached_tokens, 1000) << second->body.dump();
+}
+
+TEST(ServerRamTierE2eTest, OffByDefaultAndTooMuchIsRefused) {
+  TempDir temp;
+  auto off = start_or_die(offload_args(temp.file("cache")));
+  ASSERT_NE(off, nullptr);
+  EXPECT_THAT(off->stderr_text(), HasSubstr("RAM tier off"));
+  Result<json> status = off->status();
+  ASSERT_TRUE(status.ok());
+  EXPECT_FALSE((*status)["cache"].contains("ram_tier")) << status->dump();
+
+  Result<ProcessExit> refused = ServerProcess::run_to_exit(
+      with(offload_args(temp.file("other")), {"--cache-ram-mib", "999999999"}));
+  ASSERT_TRUE(refused.ok()) << refused.status().to_string();
+  EXPECT_EQ(refused->exit_code, 2) << refused->describe();
+  EXPECT_THAT(refused->stderr_text, HasSubstr("--cache-ram-mib"));
+}
+
+}  // namespace
+}  // namespace siesta::testing
