@@ -12,12 +12,6 @@ bool is_token_char(unsigned char c) {
   return std::isalnum(c) != 0 || kTokenSymbols.find(static_cast<char>(c)) != std::string_view::npos;
 }
 
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
-
 constexpr std::string_view kVersionName = "HTTP/";
 constexpr std::string_view kRequestLineSyntax =
     "the request line must be METHOD SP TARGET SP HTTP-VERSION";
@@ -38,6 +32,12 @@ bool parse_length(std::string_view text, uint64_t* value) {
 }
 
 }  // namespace
+
+std::string_view trim_optional_whitespace(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
 
 bool equals_ignoring_case(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -290,7 +290,7 @@ void HeadFramer::complete() {
       std::string_view rest = value;
       while (!rest.empty()) {
         const size_t comma = rest.find(',');
-        const std::string_view option = trim(rest.substr(0, comma));
+        const std::string_view option = trim_optional_whitespace(rest.substr(0, comma));
         if (equals_ignoring_case(option, "close")) head.keep_alive = false;
         if (equals_ignoring_case(option, "keep-alive") && !head.http11) head.keep_alive = true;
         rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);

@@ -44,6 +44,9 @@ namespace siesta::server {
 // (RFC 9110): ASCII letters only, byte for byte otherwise.
 bool equals_ignoring_case(std::string_view a, std::string_view b);
 
+// `text` without the spaces and tabs around it (RFC 9110's optional whitespace, OWS).
+std::string_view trim_optional_whitespace(std::string_view text);
+
 struct HeadLimits {
   size_t max_head_bytes = size_t{32} << 10;  // request line, headers and the blank line
   size_t max_line_bytes = size_t{8} << 10;   // one line with its CRLF (cpp-httplib's own limit)

@@ -10,6 +10,7 @@
 #include "server/anthropic_routes.h"
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/request_head.h"
 
 namespace siesta::server {
 namespace {
@@ -19,12 +20,6 @@ std::string lower(std::string_view text) {
   std::transform(out.begin(), out.end(), out.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
 }
 
 // The first value of `name`, whole (not cut at a NUL), or nullptr.
@@ -60,7 +55,7 @@ bool same_origin(std::string_view origin, const std::string* host) {
   const std::string_view authority = origin.substr(separator + 3);
   if (authority.empty() || authority.find('/') != std::string_view::npos) return false;
   return authority_without_default_port(authority, scheme) ==
-         authority_without_default_port(trim(*host), scheme);
+         authority_without_default_port(trim_optional_whitespace(*host), scheme);
 }
 
 void refuse_cross_origin(const httplib::Request& request, httplib::Response& response) {
@@ -102,15 +97,17 @@ void in_the_paths_dialect(const httplib::Request& request, httplib::Response& re
 bool is_cross_origin_write(const httplib::Request& request) {
   if (!is_write_method(request.method)) return false;
   if (const std::string* site = header(request, "Sec-Fetch-Site");
-      site != nullptr && lower(trim(*site)) == "cross-site") {
+      site != nullptr && lower(trim_optional_whitespace(*site)) == "cross-site") {
     return true;
   }
   const std::string* origin = header(request, "Origin");
-  return origin != nullptr && !same_origin(trim(*origin), header(request, "Host"));
+  return origin != nullptr &&
+         !same_origin(trim_optional_whitespace(*origin), header(request, "Host"));
 }
 
 bool is_json_media_type(std::string_view content_type) {
-  return lower(trim(content_type.substr(0, content_type.find(';')))) == "application/json";
+  return lower(trim_optional_whitespace(content_type.substr(0, content_type.find(';')))) ==
+         "application/json";
 }
 
 RequestPolicy::RequestPolicy(const ServerConfig& config, std::vector<std::string> json_post_paths)
@@ -121,7 +118,7 @@ const std::string* RequestPolicy::listed_origin(const httplib::Request& request)
   // One Origin header only: with two, which one the browser meant is anyone's guess.
   const auto [first, last] = request.headers.equal_range("Origin");
   if (first == last || std::next(first) != last) return nullptr;
-  const std::string_view origin = trim(first->second);
+  const std::string_view origin = trim_optional_whitespace(first->second);
   const auto it = std::find(config_.cors_origins.begin(), config_.cors_origins.end(), origin);
   return it == config_.cors_origins.end() ? nullptr : &*it;
 }

@@ -53,9 +53,9 @@ function(siesta_make_test_binary name)
   # is optimized, the test code itself is compiled for debugging (-Og: about 40 % less time per
   # file; the libraries it tests keep the preset's -O2), and the headers every test file
   # includes are parsed once per binary, not once per file (a precompiled header; off with
-  # SIESTA_TEST_PCH=OFF, e.g. for a compiler cache that does not take them).
+  # SIESTA_PCH=OFF, e.g. for a compiler cache that does not take them).
   target_compile_options(${name} PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-Og>)
-  if(SIESTA_TEST_PCH)
+  if(SIESTA_PCH)
     target_precompile_headers(${name} PRIVATE
       <gtest/gtest.h> <gmock/gmock.h>
       <atomic> <chrono> <filesystem> <functional> <future> <map> <memory> <mutex> <optional>

@@ -18,7 +18,7 @@ using snapshot::ChunkSpan;
 // One chunk in flight. The calling thread places it (offset, destination, staging buffer) and
 // submits it; from then until it retires it, only the worker reading and opening it touches
 // the slot.
-struct Slot {
+struct ReadSlot {
   uint64_t index = 0;
   ChunkSpan span;
   uint64_t offset = 0;  // of its record in the file
@@ -45,7 +45,7 @@ class ChunkReader {
   ChunkReader& operator=(const ChunkReader&) = delete;
   ~ChunkReader() {
     if (job_.record_buffers == nullptr) return;
-    for (Slot& slot : slots_) job_.record_buffers->give_back(std::move(slot.record));
+    for (ReadSlot& slot : slots_) job_.record_buffers->give_back(std::move(slot.record));
   }
 
   Result<uint64_t> run(uint64_t offset) {
@@ -61,7 +61,7 @@ class ChunkReader {
     staging_limit_ = window.staging_limit;
     slots_.resize(window.slots);
     if (job_.record_buffers != nullptr) {
-      for (Slot& slot : slots_) slot.record = job_.record_buffers->take();
+      for (ReadSlot& slot : slots_) slot.record = job_.record_buffers->take();
     }
     // Declared after slots_ and copies_ (members): destroyed first, so no opening outlives the
     // memory it writes.
@@ -78,7 +78,7 @@ class ChunkReader {
     for (uint64_t index = 0; walker.next(span); ++index) {
       if (pipeline.pending() == slots_.size()) SIESTA_RETURN_IF_ERROR(retire_oldest());
       // Slots go round in submission order (an oversized chunk is not submitted).
-      Slot& slot = slots_[submitted_ % slots_.size()];
+      ReadSlot& slot = slots_[submitted_ % slots_.size()];
       slot.index = index;
       slot.span = span;
       slot.offset = offset;
@@ -119,7 +119,7 @@ class ChunkReader {
   // Runs on a worker (or inline; or here, for an oversized chunk). Touches only `slot`, its
   // destination, the file (read_at is safe from several threads) and what is immutable
   // during the read.
-  Status fetch_and_open(Slot& slot, ChunkSealer& sealer) const {
+  Status fetch_and_open(ReadSlot& slot, ChunkSealer& sealer) const {
     SIESTA_RETURN_IF_ERROR(read_exact(slot.offset, slot.record, slot.index));
     Status placed = snapshot::check_chunk_header(slot.record, slot.index, slot.span);
     if (!placed.ok()) {
@@ -128,7 +128,7 @@ class ChunkReader {
     return open(slot, sealer);
   }
 
-  Status open(const Slot& slot, ChunkSealer& sealer) const {
+  Status open(const ReadSlot& slot, ChunkSealer& sealer) const {
     const uint32_t length = slot.span.length;
     const snapshot::ChunkRecordLayout layout = snapshot::chunk_record_layout(length);
     const std::span<const uint8_t> chunk_header(slot.record.data(), layout.payload_at);
@@ -146,7 +146,7 @@ class ChunkReader {
   // ring has, or the ring is exhausted by another user, the oldest copies and chunks are
   // finished first, which gives buffers back; with none left to finish, it waits up to
   // job_.staging_wait for another user to give one back, then returns the ring's error.
-  Status lend_staging(Slot& slot) {
+  Status lend_staging(ReadSlot& slot) {
     while (held_staging_ >= staging_limit_) {
       SIESTA_ASSIGN_OR_RETURN(const bool freed, free_one());
       if (!freed) break;
@@ -170,7 +170,7 @@ class ChunkReader {
 
   // A device chunk larger than a staging buffer: after everything before it, opened here into
   // a bounce buffer and copied through the ring with copy_host_to_device.
-  Status restore_oversized(Slot& slot, DeviceAddress destination) {
+  Status restore_oversized(ReadSlot& slot, DeviceAddress destination) {
     SIESTA_RETURN_IF_ERROR(finish_all());
     bounce_.resize(slot.span.length);
     slot.destination = bounce_.data();
@@ -180,7 +180,7 @@ class ChunkReader {
 
   // Waits for the oldest chunk's opening; a device chunk's copy to the device starts now.
   Status retire_oldest() {
-    Slot& slot = slots_[retired_ % slots_.size()];
+    ReadSlot& slot = slots_[retired_ % slots_.size()];
     ++retired_;
     SIESTA_RETURN_IF_ERROR(pipeline_->retire());
     if (!slot.device) return Status::Ok();
@@ -225,7 +225,7 @@ class ChunkReader {
   size_t held_staging_ = 0;
   uint64_t submitted_ = 0;
   uint64_t retired_ = 0;
-  std::vector<Slot> slots_;
+  std::vector<ReadSlot> slots_;
   std::deque<Copy> copies_;
   std::vector<uint8_t> bounce_;
   ChunkPipeline* pipeline_ = nullptr;  // run()'s, while it runs

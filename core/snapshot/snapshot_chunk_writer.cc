@@ -17,7 +17,7 @@ std::span<const std::byte> as_bytes(std::span<const uint8_t> s) { return std::as
 
 // One chunk in flight. The calling thread fills it and submits its seal; from then until it
 // retires the seal, only the worker running the seal touches it.
-struct Slot {
+struct WriteSlot {
   uint64_t index = 0;
   ChunkSpan span;
   uint64_t offset = 0;  // of its record in the file
@@ -37,7 +37,7 @@ class ChunkWriter {
   ChunkWriter& operator=(const ChunkWriter&) = delete;
   ~ChunkWriter() {
     if (job_.record_buffers == nullptr) return;
-    for (Slot& slot : slots_) job_.record_buffers->give_back(std::move(slot.record));
+    for (WriteSlot& slot : slots_) job_.record_buffers->give_back(std::move(slot.record));
   }
 
   Result<uint64_t> run(uint64_t offset, uint64_t chunk_count) {
@@ -52,7 +52,7 @@ class ChunkWriter {
     staging_limit_ = window.staging_limit;
     slots_.resize(window.slots);
     if (job_.record_buffers != nullptr) {
-      for (Slot& slot : slots_) slot.record = job_.record_buffers->take();
+      for (WriteSlot& slot : slots_) slot.record = job_.record_buffers->take();
     }
     // Declared after slots_ (a member): destroyed first, so no seal outlives its slot.
     ChunkPipeline pipeline(std::move(sealers));
@@ -69,7 +69,7 @@ class ChunkWriter {
     for (uint64_t index = 0; walker.next(span); ++index) {
       SIESTA_RETURN_IF_ERROR(check_cancel(index));
       if (pipeline.pending() == slots_.size()) SIESTA_RETURN_IF_ERROR(retire_oldest());
-      Slot& slot = slots_[index % slots_.size()];
+      WriteSlot& slot = slots_[index % slots_.size()];
       slot.index = index;
       slot.span = span;
       slot.offset = offset;
@@ -95,7 +95,7 @@ class ChunkWriter {
   // which gives its buffer back; with nothing in flight, it waits up to job_.staging_wait for
   // another user to give one back (holding none itself, it cannot be what that user waits
   // for), then returns the ring's error.
-  Status start_copy(Slot& slot, DeviceAddress source) {
+  Status start_copy(WriteSlot& slot, DeviceAddress source) {
     while (held_staging_ >= staging_limit_ && pipeline_->pending() > 0) {
       SIESTA_RETURN_IF_ERROR(retire_oldest());
     }
@@ -117,7 +117,7 @@ class ChunkWriter {
   }
 
   // Runs on a worker (or inline). Touches only `slot` and what is immutable during the write.
-  Status seal(Slot& slot, ChunkSealer& sealer) const {
+  Status seal(WriteSlot& slot, ChunkSealer& sealer) const {
     if (slot.device) {
       // Any thread may wait for a ticket (memory_backend.h); waiting here keeps the calling
       // thread free to start the next copies.
@@ -155,7 +155,7 @@ class ChunkWriter {
 
   // Waits for the oldest chunk's seal and writes it at its offset.
   Status retire_oldest() {
-    Slot& slot = slots_[retired_ % slots_.size()];
+    WriteSlot& slot = slots_[retired_ % slots_.size()];
     SIESTA_RETURN_IF_ERROR(check_cancel(retired_));
     ++retired_;
     SIESTA_RETURN_IF_ERROR(pipeline_->retire());
@@ -200,7 +200,7 @@ class ChunkWriter {
   uint64_t retired_ = 0;
   uint64_t started_to_ = 0;  // write-back started for [0, started_to_): header and chunks so far
   uint64_t waited_to_ = 0;   // write-back waited for over [0, waited_to_)
-  std::vector<Slot> slots_;
+  std::vector<WriteSlot> slots_;
   ChunkPipeline* pipeline_ = nullptr;  // run()'s, while it runs
 };
 

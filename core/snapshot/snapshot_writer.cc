@@ -37,7 +37,7 @@ class TempFileGuard {
   bool armed_ = true;
 };
 
-std::span<const std::byte> as_bytes(std::span<const uint8_t> s) { return std::as_bytes(s); }
+std::span<const std::byte> byte_span(std::span<const uint8_t> s) { return std::as_bytes(s); }
 
 Result<std::string> temp_name_for(const std::string& path) {
   uint8_t random[8];
@@ -109,7 +109,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
     guard.file() = std::move(created).value();
   }
   WritableFile& file = *guard.file();
-  SIESTA_RETURN_IF_ERROR(file.write_at(0, as_bytes(header_bytes)));
+  SIESTA_RETURN_IF_ERROR(file.write_at(0, byte_span(header_bytes)));
 
   // ---- chunks: sealed on the pipeline's threads, written here in file order ----
   const ChunkWriteJob job{header,
@@ -137,7 +137,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
       snapshot::record_aad(header.file_id, header_digest, trailer_body);
   SIESTA_RETURN_IF_ERROR(sealer->seal(SealDomain::kTrailer, 0, trailer_aad, {}, {}, tag));
   const auto trailer = snapshot::encode_trailer(trailer_body, tag);
-  SIESTA_RETURN_IF_ERROR(file.write_at(offset, as_bytes(trailer)));
+  SIESTA_RETURN_IF_ERROR(file.write_at(offset, byte_span(trailer)));
   offset += trailer.size();
   if (offset != shape.file_bytes) return Internal("snapshot writer wrote an unexpected size");
 

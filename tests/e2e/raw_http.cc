@@ -12,19 +12,13 @@
 #include <cerrno>
 #include <system_error>
 
+#include "core/base/os_error.h"
+#include "tests/e2e/poll_deadline.h"
+
 namespace siesta::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Status errno_status(const std::string& what) {
-  return Internal(what + ": " + std::generic_category().message(errno));
-}
-
-int remaining_ms(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return left.count() < 0 ? 0 : static_cast<int>(left.count());
-}
 
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
@@ -56,13 +50,13 @@ std::string http_request_text(const std::string& method, const std::string& path
 
 Result<RawConnection> RawConnection::connect(int port) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return errno_status("socket");
+  if (!fd.valid()) return status_from_errno(errno, "socket");
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    return errno_status("connect to 127.0.0.1:" + std::to_string(port));
+    return status_from_errno(errno, "connect to 127.0.0.1:" + std::to_string(port));
   }
   const int one = 1;
   (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -75,13 +69,13 @@ Status RawConnection::send_all(std::string_view bytes, std::chrono::milliseconds
   const Clock::time_point deadline = Clock::now() + deadline_after;
   while (!bytes.empty()) {
     pollfd entry{fd_.get(), POLLOUT, 0};
-    const int ready = ::poll(&entry, 1, remaining_ms(deadline));
-    if (ready < 0 && errno != EINTR) return errno_status("poll");
+    const int ready = ::poll(&entry, 1, poll_timeout_ms(deadline));
+    if (ready < 0 && errno != EINTR) return status_from_errno(errno, "poll");
     if (ready == 0) return Internal("send: deadline passed");
     const ssize_t sent = ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (sent < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return errno_status("send");
+      return status_from_errno(errno, "send");
     }
     bytes.remove_prefix(static_cast<size_t>(sent));
   }
@@ -91,17 +85,17 @@ Status RawConnection::send_all(std::string_view bytes, std::chrono::milliseconds
 Result<bool> RawConnection::read_some(std::string& out, Clock::time_point deadline) {
   while (true) {
     pollfd entry{fd_.get(), POLLIN, 0};
-    const int ready = ::poll(&entry, 1, remaining_ms(deadline));
+    const int ready = ::poll(&entry, 1, poll_timeout_ms(deadline));
     if (ready < 0) {
       if (errno == EINTR) continue;
-      return errno_status("poll");
+      return status_from_errno(errno, "poll");
     }
     if (ready == 0) return Internal("read: deadline passed");
     char buffer[8192];
     const ssize_t got = ::recv(fd_.get(), buffer, sizeof buffer, 0);
     if (got < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return errno_status("recv");
+      return status_from_errno(errno, "recv");
     }
     if (got == 0) return false;
     out.append(buffer, static_cast<size_t>(got));

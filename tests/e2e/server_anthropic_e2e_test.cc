@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/e2e/json_answers.h"
 #include "tests/e2e/named_events.h"
 #include "tests/e2e/openai_client.h"
 #include "tests/e2e/raw_http.h"
@@ -30,11 +31,9 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-const std::vector<std::string> kTiny = {"--backend", "sim", "--model", "synthetic:tiny"};
 constexpr const char* kVersionHeader = "anthropic-version";
 constexpr const char* kVersion = "2023-06-01";
 
-json user(const std::string& text) { return {{"role", "user"}, {"content", text}}; }
 json assistant(const std::string& text) { return {{"role", "assistant"}, {"content", text}}; }
 
 // A greedy /v1/messages body.
@@ -54,15 +53,6 @@ httplib::Result post_anthropic(const ServerProcess& server, const std::string& p
 }
 
 // The answer's body as JSON, with the test failed (and null returned) when there is none.
-json body_of(const httplib::Result& response, int status, const std::string& what) {
-  EXPECT_TRUE(response) << what << ": " << httplib::to_string(response.error());
-  if (!response) return json();
-  EXPECT_EQ(response->status, status) << what << ": " << response->body;
-  json body = json::parse(response->body, nullptr, false);
-  EXPECT_FALSE(body.is_discarded()) << what << ": not JSON: " << response->body;
-  return body.is_discarded() ? json() : body;
-}
-
 // POST /v1/messages; the parsed 200 answer.
 json message(const ServerProcess& server, const json& request, const std::string& what) {
   return body_of(post_anthropic(server, "/v1/messages", request.dump()), 200, what);
@@ -218,14 +208,8 @@ void check_sequence(const std::vector<Event>& events, Streamed& out) {
   EXPECT_EQ(next, Expect::kEnd) << "the stream ended before message_stop";
 }
 
-void expect_clean_exit(ServerProcess& server) {
-  Result<ProcessExit> exit = server.stop(SIGTERM);
-  ASSERT_TRUE(exit.ok()) << exit.status().to_string();
-  EXPECT_EQ(exit->exit_code, 0) << exit->describe() << "\nstderr:\n" << exit->stderr_text;
-}
-
 TEST(ServerAnthropicE2eTest, AMessageHasAnthropicsShape) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   const json request = messages_request({user("Hello there")}, 12);
   const json answer = message(*server, request, "max_tokens 12");
@@ -273,7 +257,7 @@ TEST(ServerAnthropicE2eTest, AMessageHasAnthropicsShape) {
 }
 
 TEST(ServerAnthropicE2eTest, AStreamFollowsAnthropicsEventSequence) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   const json request = messages_request({user("Stream to me, please.")}, 10);
   const json whole = message(*server, request, "not streamed");
@@ -319,7 +303,7 @@ TEST(ServerAnthropicE2eTest, AStreamFollowsAnthropicsEventSequence) {
 }
 
 TEST(ServerAnthropicE2eTest, ASecondTurnReadsItsPrefixFromTheCacheAndAnswersAsChatDoes) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   const std::string system = "Be brief.";
   json first = messages_request({user("What is a siesta?")}, 10);
@@ -350,7 +334,7 @@ TEST(ServerAnthropicE2eTest, ASecondTurnReadsItsPrefixFromTheCacheAndAnswersAsCh
 
   // The same conversations through OpenAI's chat (the same template): the same text, on this
   // server and on a fresh one.
-  auto fresh = start_or_die(kTiny);
+  auto fresh = start_or_die(kTinyModel);
   ASSERT_NE(fresh, nullptr);
   for (const auto& [messages, want] : std::vector<std::pair<json, std::string>>{
            {json::array({{{"role", "system"}, {"content", system}}, user("What is a siesta?")}),
@@ -373,7 +357,7 @@ TEST(ServerAnthropicE2eTest, ASecondTurnReadsItsPrefixFromTheCacheAndAnswersAsCh
 }
 
 TEST(ServerAnthropicE2eTest, BadInputIsA400InAnthropicsShape) {
-  auto server = start_or_die(kTiny);  // context 256
+  auto server = start_or_die(kTinyModel);  // context 256
   ASSERT_NE(server, nullptr);
   const json good = messages_request({user("Hi")}, 4);
   auto without = [&](const char* name) {
@@ -454,7 +438,7 @@ TEST(ServerAnthropicE2eTest, BadInputIsA400InAnthropicsShape) {
 }
 
 TEST(ServerAnthropicE2eTest, CountTokensIsThePromptAMessageReads) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   json request = messages_request({user("Count me in."), assistant("Sure."), user("Now?")}, 4);
   request["system"] = "You count.";
@@ -487,7 +471,7 @@ TEST(ServerAnthropicE2eTest, CountTokensIsThePromptAMessageReads) {
 }
 
 TEST(ServerAnthropicE2eTest, AnApiKeyIsReadFromXApiKeyOrBearerAndRefusedInAnthropicsShape) {
-  auto server = start_or_die(with(kTiny, {"--api-key", "anthropic-test-key"}));
+  auto server = start_or_die(with(kTinyModel, {"--api-key", "anthropic-test-key"}));
   ASSERT_NE(server, nullptr);
   const std::string request = messages_request({user("Keyed")}, 3).dump();
   const std::string count = json({{"messages", {user("Keyed")}}}).dump();

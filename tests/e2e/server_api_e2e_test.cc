@@ -25,8 +25,6 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-const std::vector<std::string> kTiny = {"--backend", "sim", "--model", "synthetic:tiny"};
-
 // Checks `response` is `status` with an OpenAI error body of `type`; returns the error object.
 json expect_error(const httplib::Result& response, int status, const std::string& type,
                   const std::string& what) {
@@ -47,14 +45,8 @@ json expect_error(const httplib::Result& response, int status, const std::string
   return error;
 }
 
-void expect_clean_exit(ServerProcess& server) {
-  Result<ProcessExit> exit = server.stop(SIGTERM);
-  ASSERT_TRUE(exit.ok()) << exit.status().to_string();
-  EXPECT_EQ(exit->exit_code, 0) << exit->describe() << "\nstderr:\n" << exit->stderr_text;
-}
-
 TEST(ServerApiE2eTest, ApiKeyIsRequiredEverywhereButHealth) {
-  auto server = start_or_die(with(kTiny, {"--api-key", "right-key"}));
+  auto server = start_or_die(with(kTinyModel, {"--api-key", "right-key"}));
   ASSERT_NE(server, nullptr);
   const json request = completion_request("Hello", 4);
 
@@ -90,7 +82,7 @@ TEST(ServerApiE2eTest, ApiKeyIsRequiredEverywhereButHealth) {
 TEST(ServerApiE2eTest, ApiKeyFromTheEnvironment) {
   // Set in this (single-threaded) test process; the child inherits it.
   ASSERT_EQ(::setenv("SIESTA_API_KEY", "env-key", 1), 0);
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_EQ(::unsetenv("SIESTA_API_KEY"), 0);
   ASSERT_NE(server, nullptr);
   expect_error(server->post_json("/v1/completions", completion_request("Hi", 2)), 401,
@@ -103,7 +95,7 @@ TEST(ServerApiE2eTest, ApiKeyFromTheEnvironment) {
 }
 
 TEST(ServerApiE2eTest, BadInputIsA400AndLeavesTheServerWorking) {
-  auto server = start_or_die(kTiny);  // context 256
+  auto server = start_or_die(kTinyModel);  // context 256
   ASSERT_NE(server, nullptr);
   const std::string invalid = "invalid_request_error";
   expect_error(server->post("/v1/completions", "{\"prompt\": \"abc\", "), 400, invalid,
@@ -134,7 +126,7 @@ TEST(ServerApiE2eTest, BadInputIsA400AndLeavesTheServerWorking) {
 }
 
 TEST(ServerApiE2eTest, OversizeBodyIs413) {
-  auto server = start_or_die(with(kTiny, {"--max-body-bytes", "1024"}));
+  auto server = start_or_die(with(kTinyModel, {"--max-body-bytes", "1024"}));
   ASSERT_NE(server, nullptr);
   const json big = completion_request(std::string(4096, 'y'), 4);
   httplib::Result response = server->post_json("/v1/completions", big);
@@ -148,7 +140,7 @@ TEST(ServerApiE2eTest, OversizeBodyIs413) {
 }
 
 TEST(ServerApiE2eTest, UnknownPathIs404AndWrongMethodIs405) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   expect_error(server->get("/v1/nothing-here"), 404, "invalid_request_error", "unknown GET");
   expect_error(server->post_json("/v1/nothing-here", json::object()), 404, "invalid_request_error",
@@ -162,7 +154,7 @@ TEST(ServerApiE2eTest, UnknownPathIs404AndWrongMethodIs405) {
 }
 
 TEST(ServerApiE2eTest, AbruptDisconnectsLeaveTheServerServing) {
-  auto server = start_or_die(with(kTiny, {"--ctx", "4096"}));
+  auto server = start_or_die(with(kTinyModel, {"--ctx", "4096"}));
   ASSERT_NE(server, nullptr);
   const std::string request = http_request_text(
       "POST", "/v1/completions", completion_request("Disconnect me, please.", 64).dump());
@@ -211,7 +203,7 @@ TEST(ServerApiE2eTest, AbruptDisconnectsLeaveTheServerServing) {
   Result<Completion> answer = complete(*server, next);
   ASSERT_TRUE(answer.ok()) << answer.status().to_string();
   ASSERT_EQ(answer->http_status, 200) << answer->body.dump();
-  auto fresh = start_or_die(with(kTiny, {"--ctx", "4096"}));
+  auto fresh = start_or_die(with(kTinyModel, {"--ctx", "4096"}));
   ASSERT_NE(fresh, nullptr);
   Result<Completion> want = complete(*fresh, next);
   ASSERT_TRUE(want.ok()) << want.status().to_string();
@@ -220,7 +212,7 @@ TEST(ServerApiE2eTest, AbruptDisconnectsLeaveTheServerServing) {
 }
 
 TEST(ServerApiE2eTest, CompletionStreamAndChatShapes) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   const json request = completion_request("Shapes of answers:", 12);
   Result<Completion> plain = complete(*server, request);
@@ -264,8 +256,8 @@ TEST(ServerApiE2eTest, CompletionStreamAndChatShapes) {
 
 TEST(ServerApiE2eTest, ModelsAndMetrics) {
   TempDir temp;
-  auto server = start_or_die(with(kTiny, {"--cache-idle-seconds", "600", "--cache-ram-mib", "0",
-                                          "--cache-disk-dir", temp.file("cache")}));
+  auto server = start_or_die(with(kTinyModel, {"--cache-idle-seconds", "600", "--cache-ram-mib",
+                                               "0", "--cache-disk-dir", temp.file("cache")}));
   ASSERT_NE(server, nullptr);
   httplib::Result models = server->get("/v1/models");
   ASSERT_TRUE(models) << httplib::to_string(models.error());

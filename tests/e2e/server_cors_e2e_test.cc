@@ -33,7 +33,6 @@ using ::testing::StartsWith;
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
-const std::vector<std::string> kModel = {"--backend", "sim", "--model", "synthetic:tiny"};
 constexpr std::string_view kUi = "http://localhost:5173";
 constexpr std::string_view kKey = "cors-e2e-key";
 
@@ -123,7 +122,7 @@ void expect_refused_cross_origin(const Answer& answer) {
 }
 
 TEST(ServerCorsE2eTest, WithoutTheFlagNothingChanges) {
-  std::unique_ptr<ServerProcess> server = start_or_die(kModel);
+  std::unique_ptr<ServerProcess> server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   const Answer write =
       exchange(server->port(), "POST", "/v1/chat/completions", chat_body(false), from(kUi));
@@ -143,7 +142,7 @@ TEST(ServerCorsE2eTest, WithoutTheFlagNothingChanges) {
 
 TEST(ServerCorsE2eTest, AListedOriginIsServedWithItsHeaders) {
   std::unique_ptr<ServerProcess> server =
-      start_or_die(with(kModel, {"--cors-origin", std::string(kUi)}));
+      start_or_die(with(kTinyModel, {"--cors-origin", std::string(kUi)}));
   ASSERT_NE(server, nullptr);
   const Answer health = exchange(server->port(), "GET", "/health", "", from(kUi));
   EXPECT_EQ(health.head.status, 200) << health.text;
@@ -168,7 +167,7 @@ TEST(ServerCorsE2eTest, AListedOriginIsServedWithItsHeaders) {
 
 TEST(ServerCorsE2eTest, AStreamedAnswerCarriesTheHeaders) {
   std::unique_ptr<ServerProcess> server =
-      start_or_die(with(kModel, {"--cors-origin", std::string(kUi)}));
+      start_or_die(with(kTinyModel, {"--cors-origin", std::string(kUi)}));
   ASSERT_NE(server, nullptr);
   Result<SseStream> stream =
       SseStream::open(server->port(), "/v1/chat/completions", chat_body(true), from(kUi));
@@ -193,7 +192,7 @@ TEST(ServerCorsE2eTest, AStreamedAnswerCarriesTheHeaders) {
 
 TEST(ServerCorsE2eTest, APreflightNeedsNoKeyTheRequestDoes) {
   std::unique_ptr<ServerProcess> server = start_or_die(
-      with(kModel, {"--cors-origin", std::string(kUi), "--api-key", std::string(kKey)}));
+      with(kTinyModel, {"--cors-origin", std::string(kUi), "--api-key", std::string(kKey)}));
   ASSERT_NE(server, nullptr);
   for (const char* path : {"/v1/chat/completions", "/v1/messages", "/v1/models"}) {
     SCOPED_TRACE(path);
@@ -229,7 +228,7 @@ TEST(ServerCorsE2eTest, APreflightNeedsNoKeyTheRequestDoes) {
 
 TEST(ServerCorsE2eTest, AnOriginNotListedIsRefusedAsBefore) {
   std::unique_ptr<ServerProcess> server =
-      start_or_die(with(kModel, {"--cors-origin", std::string(kUi)}));
+      start_or_die(with(kTinyModel, {"--cors-origin", std::string(kUi)}));
   ASSERT_NE(server, nullptr);
   // Another port, scheme or host; the listed one with a trailing slash or in capitals (no
   // browser sends either); the opaque origin.
@@ -252,8 +251,8 @@ TEST(ServerCorsE2eTest, AnOriginNotListedIsRefusedAsBefore) {
 TEST(ServerCorsE2eTest, TheFlagRepeats) {
   constexpr std::string_view kOther = "https://chat.example";
   // The second written with its default port and in capitals: kept as a browser sends it.
-  std::unique_ptr<ServerProcess> server = start_or_die(
-      with(kModel, {"--cors-origin", std::string(kUi), "--cors-origin=HTTPS://Chat.Example:443"}));
+  std::unique_ptr<ServerProcess> server = start_or_die(with(
+      kTinyModel, {"--cors-origin", std::string(kUi), "--cors-origin=HTTPS://Chat.Example:443"}));
   ASSERT_NE(server, nullptr);
   for (std::string_view origin : {kUi, kOther}) {
     SCOPED_TRACE(origin);
@@ -275,7 +274,8 @@ TEST(ServerCorsE2eTest, ABadValueStopsTheStart) {
            {"*", "is refused: name each origin"},
            {"http://localhost:5173/", "must not end in a slash"},
            {"localhost:5173", "must be scheme://host[:port]"}}) {
-    Result<ProcessExit> run = ServerProcess::run_to_exit(with(kModel, {"--cors-origin", value}));
+    Result<ProcessExit> run =
+        ServerProcess::run_to_exit(with(kTinyModel, {"--cors-origin", value}));
     ASSERT_TRUE(run.ok()) << run.status().to_string();
     EXPECT_EQ(run->exit_code, 2) << run->describe() << "\nstderr: " << run->stderr_text;
     EXPECT_THAT(run->stderr_text, StartsWith("siesta-server: --cors-origin \"" + value + "\" "));

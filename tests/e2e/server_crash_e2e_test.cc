@@ -33,11 +33,11 @@ namespace {
 using nlohmann::json;
 using ::testing::IsEmpty;
 
-const std::vector<std::string> kModel = {"--backend",      "sim",   "--model",
-                                         "synthetic:tiny", "--ctx", "4096"};
+const std::vector<std::string> kCrashModel = {"--backend",      "sim",   "--model",
+                                              "synthetic:tiny", "--ctx", "4096"};
 
 std::vector<std::string> offload_args(const std::string& dir, const std::string& idle) {
-  std::vector<std::string> args = kModel;
+  std::vector<std::string> args = kCrashModel;
   for (const std::string& arg :
        {std::string("--cache-idle-seconds"), idle, std::string("--cache-expire-seconds"),
         std::string("3600"), std::string("--cache-ram-mib"), std::string("0"),
@@ -96,7 +96,7 @@ void expect_restart_cleans_up(const std::string& dir, const std::string& dead_no
   ASSERT_TRUE(status.ok()) << status.status().to_string();
   EXPECT_EQ(status->at("cache").value("state", ""), "resident") << status->dump();
 
-  std::unique_ptr<ServerProcess> reference = start_or_die(kModel);
+  std::unique_ptr<ServerProcess> reference = start_or_die(kCrashModel);
   ASSERT_NE(reference, nullptr);
   const json request = completion_request("After the crash:", 16);
   Result<Completion> got = complete(*restarted, request);

@@ -39,26 +39,26 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::SizeIs;
 
-const std::vector<std::string> kModel = {"--backend",      "sim",   "--model",
-                                         "synthetic:tiny", "--ctx", "1024"};
+const std::vector<std::string> kFilesModel = {"--backend",      "sim",   "--model",
+                                              "synthetic:tiny", "--ctx", "1024"};
 
 // The offloading server (sleeping only when told) and its offload-off twin.
-struct Pair {
+struct TwinServers {
   std::unique_ptr<ServerProcess> offload;
   std::unique_ptr<ServerProcess> reference;
   bool ok() const { return offload != nullptr && reference != nullptr; }
 };
 
-Pair start_pair(const std::string& cache_dir, const std::vector<std::string>& more = {}) {
-  return {start_or_die(
-              with(kModel, with({"--cache-idle-seconds", "600", "--cache-expire-seconds", "1200",
-                                 "--cache-ram-mib", "0", "--cache-disk-dir", cache_dir},
-                                more))),
-          start_or_die(kModel)};
+TwinServers start_twins(const std::string& cache_dir, const std::vector<std::string>& more = {}) {
+  return {start_or_die(with(kFilesModel,
+                            with({"--cache-idle-seconds", "600", "--cache-expire-seconds", "1200",
+                                  "--cache-ram-mib", "0", "--cache-disk-dir", cache_dir},
+                                 more))),
+          start_or_die(kFilesModel)};
 }
 
 // Both servers answer `request` with 200 and the same text; the offloading one's answer.
-Completion both(const Pair& servers, const json& request, const std::string& what) {
+Completion both_answer(const TwinServers& servers, const json& request, const std::string& what) {
   Result<Completion> got = complete(*servers.offload, request);
   Result<Completion> want = complete(*servers.reference, request);
   EXPECT_TRUE(got.ok()) << what << ": " << got.status().to_string() << "\nserver stderr:\n"
@@ -88,12 +88,6 @@ void expect_healthy(const ServerProcess& server) {
   EXPECT_EQ(health->status, 200) << health->body;
 }
 
-void expect_clean_exit(ServerProcess& server) {
-  Result<ProcessExit> exit = server.stop(SIGTERM);
-  ASSERT_TRUE(exit.ok()) << exit.status().to_string();
-  EXPECT_EQ(exit->exit_code, 0) << exit->describe() << "\nstderr:\n" << exit->stderr_text;
-}
-
 std::vector<char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
@@ -105,14 +99,14 @@ void write_bytes(const std::string& path, const std::vector<char>& bytes) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-const std::string kFirst = "The sleeping session remembers this opening line.";
+const std::string kFilesFirst = "The sleeping session remembers this opening line.";
 
 TEST(ServerFilesE2eTest, AFifoInPlaceOfTheSnapshotFallsBackAndTheServerStaysResponsive) {
   TempDir temp;
   const std::string dir = temp.file("cache");
-  Pair servers = start_pair(dir);
+  TwinServers servers = start_twins(dir);
   ASSERT_TRUE(servers.ok());
-  const Completion first = both(servers, completion_request(kFirst, 16), "first");
+  const Completion first = both_answer(servers, completion_request(kFilesFirst, 16), "first");
   const std::string snapshot = offload_now(*servers.offload, dir);
   ASSERT_FALSE(snapshot.empty());
 
@@ -120,8 +114,8 @@ TEST(ServerFilesE2eTest, AFifoInPlaceOfTheSnapshotFallsBackAndTheServerStaysResp
   ASSERT_EQ(::unlink(snapshot.c_str()), 0);
   ASSERT_EQ(::mkfifo(snapshot.c_str(), 0600), 0);
 
-  const Completion after =
-      both(servers, completion_request(kFirst + first.text + " Then:", 16), "after the FIFO");
+  const Completion after = both_answer(
+      servers, completion_request(kFilesFirst + first.text + " Then:", 16), "after the FIFO");
   EXPECT_EQ(after.cached_tokens, 0) << after.body.dump();
   expect_healthy(*servers.offload);
   Result<json> status = servers.offload->status();
@@ -130,7 +124,8 @@ TEST(ServerFilesE2eTest, AFifoInPlaceOfTheSnapshotFallsBackAndTheServerStaysResp
   EXPECT_EQ(cache_counter(*status, "fallbacks", "io_error"), 1) << status->dump();
   EXPECT_THAT(servers.offload->stderr_text(), HasSubstr("not a regular file"));
   // Still a working session: another completion, and a stop on SIGTERM.
-  both(servers, completion_request("A second, unrelated question?", 16), "after the fallback");
+  both_answer(servers, completion_request("A second, unrelated question?", 16),
+              "after the fallback");
   expect_clean_exit(*servers.offload);
 }
 
@@ -138,9 +133,9 @@ TEST(ServerFilesE2eTest, AFifoAsASlotFileIsA400AndTheServerStaysResponsive) {
   TempDir temp;
   const std::string dir = temp.file("cache");
   const std::string slots = temp.file("slots");
-  Pair servers = start_pair(dir, {"--slot-save-path", slots});
+  TwinServers servers = start_twins(dir, {"--slot-save-path", slots});
   ASSERT_TRUE(servers.ok());
-  const Completion first = both(servers, completion_request(kFirst, 16), "first");
+  const Completion first = both_answer(servers, completion_request(kFilesFirst, 16), "first");
   ASSERT_TRUE(std::filesystem::is_directory(slots));
   ASSERT_EQ(::mkfifo((slots + "/fifo").c_str(), 0600), 0);  // injected: a FIFO as a slot file
 
@@ -151,8 +146,8 @@ TEST(ServerFilesE2eTest, AFifoAsASlotFileIsA400AndTheServerStaysResponsive) {
   EXPECT_THAT(restored->body, Not(HasSubstr(slots))) << "the server's path is not the client's";
   EXPECT_THAT(restored->body, HasSubstr("\\\"fifo\\\"")) << restored->body;
   expect_healthy(*servers.offload);
-  const Completion after =
-      both(servers, completion_request(kFirst + first.text + " More:", 16), "after the FIFO");
+  const Completion after = both_answer(
+      servers, completion_request(kFilesFirst + first.text + " More:", 16), "after the FIFO");
   EXPECT_GT(after.cached_tokens, 0) << "the refused restore changed nothing";
   expect_clean_exit(*servers.offload);
 }
@@ -160,24 +155,25 @@ TEST(ServerFilesE2eTest, AFifoAsASlotFileIsA400AndTheServerStaysResponsive) {
 TEST(ServerFilesE2eTest, AReplayedOlderSnapshotFallsBackWithAFreshServersAnswer) {
   TempDir temp;
   const std::string dir = temp.file("cache");
-  Pair servers = start_pair(dir);
+  TwinServers servers = start_twins(dir);
   ASSERT_TRUE(servers.ok());
-  const Completion first = both(servers, completion_request(kFirst, 16), "first");
+  const Completion first = both_answer(servers, completion_request(kFilesFirst, 16), "first");
   const std::string snapshot = offload_now(*servers.offload, dir);
   ASSERT_FALSE(snapshot.empty());
   const std::vector<char> older = read_bytes(snapshot);  // copied aside
 
   // A command (another conversation: restored, then saved again).
   const Completion other =
-      both(servers, completion_request("Another conversation entirely.", 16), "other");
+      both_answer(servers, completion_request("Another conversation entirely.", 16), "other");
   EXPECT_EQ(offload_now(*servers.offload, dir), snapshot) << "the same name, a newer file";
 
   // Injected: the older copy put back in place.
   write_bytes(snapshot, older);
-  const json request = completion_request(kFirst + first.text + " Resume:", 16);
-  const Completion after = both(servers, request, "after the replay");
+  const json request = completion_request(kFilesFirst + first.text + " Resume:", 16);
+  const Completion after = both_answer(servers, request, "after the replay");
   EXPECT_EQ(after.cached_tokens, 0) << "the replayed history was reused: " << after.body.dump();
-  std::unique_ptr<ServerProcess> fresh = start_or_die(kModel);  // never offloaded, never saw it
+  std::unique_ptr<ServerProcess> fresh =
+      start_or_die(kFilesModel);  // never offloaded, never saw it
   ASSERT_NE(fresh, nullptr);
   Result<Completion> cold = complete(*fresh, request);
   ASSERT_TRUE(cold.ok()) << cold.status().to_string();
@@ -194,9 +190,9 @@ TEST(ServerFilesE2eTest, DamagedForeignAndNonRegularSlotFilesAreTheClients400) {
   TempDir temp;
   const std::string dir = temp.file("cache");
   const std::string slots = temp.file("slots");
-  Pair servers = start_pair(dir, {"--slot-save-path", slots});
+  TwinServers servers = start_twins(dir, {"--slot-save-path", slots});
   ASSERT_TRUE(servers.ok());
-  both(servers, completion_request(kFirst, 16), "first");
+  both_answer(servers, completion_request(kFilesFirst, 16), "first");
   httplib::Result saved =
       servers.offload->post_json("/slots/0?action=save", {{"filename", "good"}});
   ASSERT_TRUE(saved) << httplib::to_string(saved.error());
@@ -235,7 +231,7 @@ TEST(ServerFilesE2eTest, DamagedForeignAndNonRegularSlotFilesAreTheClients400) {
   }
   // None of the refusals cost the session or the server anything.
   expect_healthy(*servers.offload);
-  both(servers, completion_request(kFirst + " again", 16), "after the refusals");
+  both_answer(servers, completion_request(kFilesFirst + " again", 16), "after the refusals");
   expect_clean_exit(*servers.offload);
 }
 

@@ -38,10 +38,8 @@ using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-const std::vector<std::string> kModel = {"--backend", "sim", "--model", "synthetic:tiny"};
-
 std::unique_ptr<ServerProcess> start_tiny(const std::vector<std::string>& more = {}) {
-  return start_or_die(with(kModel, more));
+  return start_or_die(with(kTinyModel, more));
 }
 
 // Sends `bytes` on a new connection and reads until the server closes it (or `deadline`).

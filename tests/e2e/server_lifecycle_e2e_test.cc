@@ -33,8 +33,8 @@ using nlohmann::json;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
 
-const std::vector<std::string> kModel = {"--backend",      "sim",   "--model",
-                                         "synthetic:tiny", "--ctx", "1024"};
+const std::vector<std::string> kLifecycleModel = {"--backend",      "sim",   "--model",
+                                                  "synthetic:tiny", "--ctx", "1024"};
 
 // The offloading server and its offload-off twin.
 struct Pair {
@@ -43,7 +43,7 @@ struct Pair {
 };
 
 Pair start_pair(const std::vector<std::string>& offload_args) {
-  return {start_or_die(with(kModel, offload_args)), start_or_die(kModel)};
+  return {start_or_die(with(kLifecycleModel, offload_args)), start_or_die(kLifecycleModel)};
 }
 
 // Sends `request` to both servers; both must answer 200 with the same text. Returns the
@@ -92,12 +92,6 @@ void expect_snapshot_on_disk(const std::string& dir, const json& status, size_t 
     total += static_cast<uint64_t>(info.st_size);
   }
   EXPECT_EQ(total, cache_number(status, "disk_bytes"));
-}
-
-void expect_clean_exit(ServerProcess& server) {
-  Result<ProcessExit> exit = server.stop(SIGTERM);
-  ASSERT_TRUE(exit.ok()) << exit.status().to_string();
-  EXPECT_EQ(exit->exit_code, 0) << exit->describe() << "\nstderr:\n" << exit->stderr_text;
 }
 
 // Flips `count` bytes of `path` starting at `offset` (what the "corrupt" test injects).
@@ -195,7 +189,7 @@ TEST(ServerLifecycleE2eTest, CorruptedSnapshotFallsBackToRereadingThePrompt) {
   EXPECT_EQ(after.cached_tokens, 0)
       << "a corrupted snapshot must not be reused: " << after.body.dump();
   // The same bytes as a server that never saw the conversation and reads the full prompt.
-  std::unique_ptr<ServerProcess> fresh = start_or_die(kModel);
+  std::unique_ptr<ServerProcess> fresh = start_or_die(kLifecycleModel);
   ASSERT_NE(fresh, nullptr);
   Result<Completion> cold = complete(*fresh, request);
   ASSERT_TRUE(cold.ok()) << cold.status().to_string();
@@ -325,8 +319,8 @@ TEST(ServerLifecycleE2eTest, SigtermWhileAsleepLeavesNoSnapshotBehind) {
   TempDir temp;
   const std::string dir = temp.file("cache");
   std::unique_ptr<ServerProcess> server =
-      start_or_die(with(kModel, {"--cache-idle-seconds", "1", "--cache-expire-seconds", "600",
-                                 "--cache-ram-mib", "0", "--cache-disk-dir", dir}));
+      start_or_die(with(kLifecycleModel, {"--cache-idle-seconds", "1", "--cache-expire-seconds",
+                                          "600", "--cache-ram-mib", "0", "--cache-disk-dir", dir}));
   ASSERT_NE(server, nullptr);
   Result<Completion> first = complete(*server, completion_request(kFirst, 16));
   ASSERT_TRUE(first.ok()) << first.status().to_string();

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/e2e/json_answers.h"
 #include "tests/e2e/openai_client.h"
 #include "tests/e2e/raw_http.h"
 #include "tests/e2e/server_args.h"
@@ -38,18 +39,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-const std::vector<std::string> kTiny = {"--backend", "sim", "--model", "synthetic:tiny"};
-
 // The answer of a request with `status`, parsed (a failure of the test, and null, otherwise).
-json body_of(const httplib::Result& response, int status, const std::string& what) {
-  EXPECT_TRUE(response) << what << ": " << httplib::to_string(response.error());
-  if (!response) return json();
-  EXPECT_EQ(response->status, status) << what << ": " << response->body;
-  json body = json::parse(response->body, nullptr, false);
-  EXPECT_FALSE(body.is_discarded()) << what << ": " << response->body;
-  return body.is_discarded() ? json() : body;
-}
-
 // Checks an OpenAI-shaped error of `status` whose param is `param` (empty: null); returns it.
 json expect_error(const httplib::Result& response, int status, const std::string& param,
                   const std::string& what) {
@@ -71,22 +61,6 @@ json expect_error(const httplib::Result& response, int status, const std::string
   return error;
 }
 
-json get_json(const ServerProcess& server, const std::string& path) {
-  return body_of(server.get(path), 200, "GET " + path);
-}
-
-json status_of(const ServerProcess& server) {
-  Result<json> status = server.status();
-  EXPECT_TRUE(status.ok()) << status.status().to_string();
-  return status.ok() ? *status : json::object();
-}
-
-void expect_clean_exit(ServerProcess& server) {
-  Result<ProcessExit> exit = server.stop(SIGTERM);
-  ASSERT_TRUE(exit.ok()) << exit.status().to_string();
-  EXPECT_EQ(exit->exit_code, 0) << exit->describe() << "\nstderr:\n" << exit->stderr_text;
-}
-
 json message(const std::string& role, const json& content) {
   return {{"role", role}, {"content", content}};
 }
@@ -98,7 +72,7 @@ json chat_request(const std::vector<json>& messages, int max_tokens) {
 // ---- /tokenize, /detokenize, /apply-template -------------------------------------------------
 
 TEST(ServerLlamaApiE2eTest, TokenizeIsOneTokenPerByteAndDetokenizeRoundTrips) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   // ASCII, a two-byte and a three-byte character, a newline.
   const std::string text = "H\xc3\xa9 \xe2\x82\xac!\n";
@@ -148,7 +122,7 @@ TEST(ServerLlamaApiE2eTest, TokenizeIsOneTokenPerByteAndDetokenizeRoundTrips) {
 }
 
 TEST(ServerLlamaApiE2eTest, ApplyTemplateIsThePromptChatReads) {
-  auto server = start_or_die(with(kTiny, {"--ctx", "1024"}));
+  auto server = start_or_die(with(kTinyModel, {"--ctx", "1024"}));
   ASSERT_NE(server, nullptr);
   std::vector<json> messages = {
       message("system", "You answer briefly."),
@@ -196,7 +170,7 @@ TEST(ServerLlamaApiE2eTest, ApplyTemplateIsThePromptChatReads) {
 }
 
 TEST(ServerLlamaApiE2eTest, BadInputsAre400NamingTheField) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   struct Case {
     std::string path;
@@ -250,8 +224,8 @@ TEST(ServerLlamaApiE2eTest, BadInputsAre400NamingTheField) {
 // ---- GET /props ------------------------------------------------------------------------------
 
 TEST(ServerLlamaApiE2eTest, PropsDescribeTheServer) {
-  auto server = start_or_die(with(
-      kTiny, {"--ctx", "512", "--parallel", "2", "--alias", "local-llama", "--n-predict", "7"}));
+  auto server = start_or_die(with(kTinyModel, {"--ctx", "512", "--parallel", "2", "--alias",
+                                               "local-llama", "--n-predict", "7"}));
   ASSERT_NE(server, nullptr);
   const json props = get_json(*server, "/props");
   const json status = status_of(*server);
@@ -305,7 +279,7 @@ TEST(ServerLlamaApiE2eTest, PropsDescribeTheServer) {
   EXPECT_EQ(get_json(*server, "/props")["is_sleeping"], false);
 
   // Without --alias the alias is the model's name.
-  auto plain = start_or_die(kTiny);
+  auto plain = start_or_die(kTinyModel);
   ASSERT_NE(plain, nullptr);
   const json plain_props = get_json(*plain, "/props");
   EXPECT_EQ(plain_props["model_alias"], "synthetic:tiny");
@@ -324,8 +298,8 @@ TEST(ServerLlamaApiE2eTest, IsSleepingAcrossAnOffloadAndAWake) {
   const std::string dir = temp.file("cache");
   // The idle timer is far away: only POST /v1/cache/offload puts the conversation to sleep.
   auto server = start_or_die(
-      with(kTiny, {"--ctx", "1024", "--cache-idle-seconds", "600", "--cache-expire-seconds", "1200",
-                   "--cache-ram-mib", "0", "--cache-disk-dir", dir}));
+      with(kTinyModel, {"--ctx", "1024", "--cache-idle-seconds", "600", "--cache-expire-seconds",
+                        "1200", "--cache-ram-mib", "0", "--cache-disk-dir", dir}));
   ASSERT_NE(server, nullptr);
   EXPECT_EQ(get_json(*server, "/props")["is_sleeping"], false) << "conversation 0 is resident";
   const std::string opening = "The sleeping server remembers this line.";
@@ -417,7 +391,7 @@ json session_of(const json& status, uint32_t id) {
 
 TEST(ServerLlamaApiE2eTest, SlotsListEveryConversationInLlamaServersFields) {
   // A context long enough that a generation to its end is still running when the test looks.
-  auto server = start_or_die(with(kTiny, {"--parallel", "3", "--ctx", "65536"}));
+  auto server = start_or_die(with(kTinyModel, {"--parallel", "3", "--ctx", "65536"}));
   ASSERT_NE(server, nullptr);
   const json params = get_json(*server, "/props")["default_generation_settings"]["params"];
   const json listed = get_json(*server, "/slots");
@@ -493,7 +467,7 @@ TEST(ServerLlamaApiE2eTest, SlotsListEveryConversationInLlamaServersFields) {
 }
 
 TEST(ServerLlamaApiE2eTest, SlotActionErrors) {
-  auto server = start_or_die(with(kTiny, {"--parallel", "2"}));
+  auto server = start_or_die(with(kTinyModel, {"--parallel", "2"}));
   ASSERT_NE(server, nullptr);
   struct Case {
     std::string target;
@@ -536,7 +510,7 @@ TEST(ServerLlamaApiE2eTest, SlotActionErrors) {
   // the file, as llama-server answers a failed restore), a name that leaves the directory is
   // the client's 400 too.
   TempDir temp;
-  auto saving = start_or_die(with(kTiny, {"--slot-save-path", temp.file("slots")}));
+  auto saving = start_or_die(with(kTinyModel, {"--slot-save-path", temp.file("slots")}));
   ASSERT_NE(saving, nullptr);
   const json missing =
       expect_error(saving->post_json("/slots/0?action=restore", {{"filename", "never-saved"}}), 400,
@@ -558,7 +532,8 @@ TEST(ServerLlamaApiE2eTest, SlotActionErrors) {
 
 TEST(ServerLlamaApiE2eTest, NoSlotsTurnsTheSlotsEndpointsOff) {
   TempDir temp;
-  auto server = start_or_die(with(kTiny, {"--no-slots", "--slot-save-path", temp.file("slots")}));
+  auto server =
+      start_or_die(with(kTinyModel, {"--no-slots", "--slot-save-path", temp.file("slots")}));
   ASSERT_NE(server, nullptr);
   const std::vector<std::pair<std::string, httplib::Result>> refused = [&] {
     std::vector<std::pair<std::string, httplib::Result>> out;
@@ -587,7 +562,7 @@ TEST(ServerLlamaApiE2eTest, NoSlotsTurnsTheSlotsEndpointsOff) {
 
 TEST(ServerLlamaApiE2eTest, EveryRouteNeedsTheKeyButHealth) {
   const std::string key = "llama-api-key";
-  auto server = start_or_die(with(kTiny, {"--api-key", key}));
+  auto server = start_or_die(with(kTinyModel, {"--api-key", key}));
   ASSERT_NE(server, nullptr);
   struct Route {
     std::string method;

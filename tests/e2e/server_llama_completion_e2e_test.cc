@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/e2e/json_answers.h"
 #include "tests/e2e/openai_client.h"
 #include "tests/e2e/raw_http.h"
 #include "tests/e2e/server_args.h"
@@ -30,11 +31,10 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 
-const std::vector<std::string> kTiny = {"--backend", "sim", "--model", "synthetic:tiny"};
 constexpr char kPrompt[] = "Once upon a time";
 
 // The answer of a POST with `status`, parsed (a failure of the test, and null, otherwise).
-json body_of(const httplib::Result& response, int status, const std::string& what) {
+json object_body_of(const httplib::Result& response, int status, const std::string& what) {
   EXPECT_TRUE(response) << what << ": " << httplib::to_string(response.error());
   if (!response) return json();
   EXPECT_EQ(response->status, status) << what << ": " << response->body;
@@ -49,10 +49,6 @@ json native(const std::string& prompt, int n) {
 }
 
 // `body` with `more`'s members set on it.
-json with_fields(json body, const json& more) {
-  for (const auto& [name, value] : more.items()) body[name] = value;
-  return body;
-}
 
 json token_ids(const std::string& text) {
   json ids = json::array();
@@ -63,7 +59,7 @@ json token_ids(const std::string& text) {
 // Checks a 400 whose error names `param` (and, when given, has `type`); returns the error.
 json expect_refused(const ServerProcess& server, const json& request, const std::string& param,
                     const std::string& type = "invalid_request_error") {
-  const json body = body_of(server.post_json("/completion", request), 400, request.dump());
+  const json body = object_body_of(server.post_json("/completion", request), 400, request.dump());
   const json error = body.value("error", json::object());
   EXPECT_EQ(error.value("type", ""), type) << body.dump();
   EXPECT_EQ(error["param"], param.empty() ? json(nullptr) : json(param)) << body.dump();
@@ -71,17 +67,11 @@ json expect_refused(const ServerProcess& server, const json& request, const std:
   return error;
 }
 
-void expect_clean_exit(ServerProcess& server) {
-  Result<ProcessExit> exit = server.stop(SIGTERM);
-  ASSERT_TRUE(exit.ok()) << exit.status().to_string();
-  EXPECT_EQ(exit->exit_code, 0) << exit->describe() << "\nstderr:\n" << exit->stderr_text;
-}
-
 TEST(ServerLlamaCompletionE2eTest, TheWholeAnswerInLlamaServersFields) {
-  auto server = start_or_die(with(kTiny, {"--alias", "local-model"}));
+  auto server = start_or_die(with(kTinyModel, {"--alias", "local-model"}));
   ASSERT_NE(server, nullptr);
   const json request = with_fields(native(kPrompt, 8), {{"ignore_eos", true}, {"model", "gpt-4o"}});
-  const json body = body_of(server->post_json("/completion", request), 200, "completion");
+  const json body = object_body_of(server->post_json("/completion", request), 200, "completion");
   const std::string content = body.value("content", "");
   EXPECT_EQ(content.size(), 8u) << body.dump();
   EXPECT_EQ(body["index"], 0);
@@ -122,19 +112,21 @@ TEST(ServerLlamaCompletionE2eTest, TheWholeAnswerInLlamaServersFields) {
 
   // The alias /completions, the prompt as token ids, and OpenAI's /v1/completions: the same
   // greedy bytes (the engine's).
-  const json alias = body_of(server->post_json("/completions", native(kPrompt, 8)), 200, "alias");
+  const json alias =
+      object_body_of(server->post_json("/completions", native(kPrompt, 8)), 200, "alias");
   EXPECT_EQ(alias.value("content", ""), content);
-  const json ids =
-      body_of(server->post_json("/completion",
-                                with_fields(native("", 8), {{"prompt", token_ids(kPrompt)}})),
-              200, "token ids");
+  const json ids = object_body_of(
+      server->post_json("/completion",
+                        with_fields(native("", 8), {{"prompt", token_ids(kPrompt)}})),
+      200, "token ids");
   EXPECT_EQ(ids.value("content", ""), content);
   EXPECT_EQ(ids["prompt"], kPrompt);
   Result<Completion> openai = complete(*server, completion_request(kPrompt, 8));
   ASSERT_TRUE(openai.ok()) << openai.status().to_string();
   EXPECT_EQ(openai->text, content);
   // A regenerate reuses the whole prompt (the prompt-end checkpoint).
-  const json again = body_of(server->post_json("/completion", native(kPrompt, 8)), 200, "again");
+  const json again =
+      object_body_of(server->post_json("/completion", native(kPrompt, 8)), 200, "again");
   EXPECT_EQ(again["tokens_cached"], std::string(kPrompt).size());
   EXPECT_EQ(again["timings"]["prompt_n"], 0);
   EXPECT_EQ(again.value("content", ""), content);
@@ -142,10 +134,10 @@ TEST(ServerLlamaCompletionE2eTest, TheWholeAnswerInLlamaServersFields) {
 }
 
 TEST(ServerLlamaCompletionE2eTest, TheStreamEventByEventWithoutDone) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   const std::string want =
-      body_of(server->post_json("/completion", native(kPrompt, 12)), 200, "plain")
+      object_body_of(server->post_json("/completion", native(kPrompt, 12)), 200, "plain")
           .value("content", "");
   ASSERT_EQ(want.size(), 12u);
   for (const char* path : {"/completion", "/completions"}) {
@@ -194,7 +186,7 @@ TEST(ServerLlamaCompletionE2eTest, TheStreamEventByEventWithoutDone) {
 }
 
 TEST(ServerLlamaCompletionE2eTest, EveryFieldNotServedIsRefusedByName) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   const json base = native(kPrompt, 4);
   const std::vector<std::pair<json, std::string>> refused = {
@@ -236,9 +228,10 @@ TEST(ServerLlamaCompletionE2eTest, EveryFieldNotServedIsRefusedByName) {
     expect_refused(*server, request, param);
   }
   // Not JSON, and not an object.
-  const json not_json = body_of(server->post("/completion", "{\"prompt\": "), 400, "not JSON");
+  const json not_json =
+      object_body_of(server->post("/completion", "{\"prompt\": "), 400, "not JSON");
   EXPECT_EQ(not_json["error"]["type"], "invalid_request_error") << not_json.dump();
-  body_of(server->post("/completion", "[1, 2]"), 400, "an array");
+  object_body_of(server->post("/completion", "[1, 2]"), 400, "an array");
   // A prompt that fills the context (synthetic:tiny holds 256 tokens): llama-server's error,
   // streamed or not (it is refused before anything is streamed).
   for (bool stream : {false, true}) {
@@ -251,30 +244,32 @@ TEST(ServerLlamaCompletionE2eTest, EveryFieldNotServedIsRefusedByName) {
                 HasSubstr("request (256 tokens) exceeds the available context size (256 tokens)"));
   }
   // 255 tokens leave room for one: n_predict is lowered to it.
-  const json fits = body_of(
+  const json fits = object_body_of(
       server->post_json("/completion", {{"prompt", std::string(255, 'a')}, {"n_predict", 50}}), 200,
       "one token of room");
   EXPECT_EQ(fits["tokens_predicted"], 1) << fits.dump();
   EXPECT_EQ(fits["stop_type"], "limit");
   EXPECT_EQ(fits["generation_settings"]["n_predict"], 1);
   // Nothing refused reached the engine; the server still answers.
-  const json fine = body_of(server->post_json("/completion", base), 200, "after the refusals");
+  const json fine =
+      object_body_of(server->post_json("/completion", base), 200, "after the refusals");
   EXPECT_EQ(fine.value("content", "").size(), 4u);
   expect_clean_exit(*server);
 }
 
 TEST(ServerLlamaCompletionE2eTest, ProbabilitiesTokensAndStopTypes) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
-  const json plain = body_of(server->post_json("/completion", native(kPrompt, 20)), 200, "plain");
+  const json plain =
+      object_body_of(server->post_json("/completion", native(kPrompt, 20)), 200, "plain");
   const std::string text = plain.value("content", "");
   ASSERT_EQ(text.size(), 20u);
 
   // n_probs: the content's tokens, each with its log probability and the 3 most probable,
   // the model's own (OpenAI's logprobs say the same).
-  const json probed =
-      body_of(server->post_json("/completion", with_fields(native(kPrompt, 6), {{"n_probs", 3}})),
-              200, "n_probs");
+  const json probed = object_body_of(
+      server->post_json("/completion", with_fields(native(kPrompt, 6), {{"n_probs", 3}})), 200,
+      "n_probs");
   const json probs = probed.value("completion_probabilities", json::array());
   ASSERT_EQ(probs.size(), 6u) << probed.dump();
   json openai_request = completion_request(kPrompt, 6);
@@ -306,7 +301,7 @@ TEST(ServerLlamaCompletionE2eTest, ProbabilitiesTokensAndStopTypes) {
   }
 
   // return_tokens: the content's ids.
-  const json tokens = body_of(
+  const json tokens = object_body_of(
       server->post_json("/completion", with_fields(native(kPrompt, 20), {{"return_tokens", true}})),
       200, "return_tokens");
   EXPECT_EQ(tokens["tokens"], token_ids(text));
@@ -315,7 +310,7 @@ TEST(ServerLlamaCompletionE2eTest, ProbabilitiesTokensAndStopTypes) {
   // tokens it took are counted, not shown.
   const std::string stop = text.substr(6, 3);
   const size_t at = text.find(stop);
-  const json worded = body_of(
+  const json worded = object_body_of(
       server->post_json("/completion", with_fields(native(kPrompt, 20),
                                                    {{"stop", {stop}}, {"return_tokens", true}})),
       200, "stop word");
@@ -326,7 +321,7 @@ TEST(ServerLlamaCompletionE2eTest, ProbabilitiesTokensAndStopTypes) {
   EXPECT_EQ(worded["tokens"], token_ids(text.substr(0, at)));
   EXPECT_EQ(worded["generation_settings"]["stop"], json({stop}));
   // stop_type limit: a stop string that never comes.
-  const json limited = body_of(
+  const json limited = object_body_of(
       server->post_json("/completion", with_fields(native(kPrompt, 20), {{"stop", {"\n\n\n"}}})),
       200, "limit");
   EXPECT_EQ(limited["stop_type"], "limit");
@@ -336,18 +331,18 @@ TEST(ServerLlamaCompletionE2eTest, ProbabilitiesTokensAndStopTypes) {
 }
 
 TEST(ServerLlamaCompletionE2eTest, ASecondTurnThroughIdSlotReusesItsConversation) {
-  auto server = start_or_die(with(kTiny, {"--parallel", "2"}));
+  auto server = start_or_die(with(kTinyModel, {"--parallel", "2"}));
   ASSERT_NE(server, nullptr);
-  const json first =
-      body_of(server->post_json("/completion", with_fields(native(kPrompt, 8), {{"id_slot", 1}})),
-              200, "turn 1");
+  const json first = object_body_of(
+      server->post_json("/completion", with_fields(native(kPrompt, 8), {{"id_slot", 1}})), 200,
+      "turn 1");
   EXPECT_EQ(first["id_slot"], 1);
   EXPECT_EQ(first["tokens_cached"], 0);
   const std::string history = kPrompt + first.value("content", "");
   const std::string next = history + " and then";
-  const json second =
-      body_of(server->post_json("/completion", with_fields(native(next, 8), {{"id_slot", 1}})), 200,
-              "turn 2");
+  const json second = object_body_of(
+      server->post_json("/completion", with_fields(native(next, 8), {{"id_slot", 1}})), 200,
+      "turn 2");
   EXPECT_EQ(second["id_slot"], 1);
   // Everything but the last generated token (its KV is computed when a prompt holds it).
   EXPECT_EQ(second["tokens_cached"], history.size() - 1) << second.dump();
@@ -355,9 +350,9 @@ TEST(ServerLlamaCompletionE2eTest, ASecondTurnThroughIdSlotReusesItsConversation
   EXPECT_EQ(second["timings"]["prompt_n"], next.size() - (history.size() - 1));
   EXPECT_EQ(second["tokens_evaluated"], next.size());
   // The other slot holds nothing of it.
-  const json other =
-      body_of(server->post_json("/completion", with_fields(native(next, 8), {{"id_slot", 0}})), 200,
-              "slot 0");
+  const json other = object_body_of(
+      server->post_json("/completion", with_fields(native(next, 8), {{"id_slot", 0}})), 200,
+      "slot 0");
   EXPECT_EQ(other["id_slot"], 0);
   EXPECT_EQ(other["tokens_cached"], 0);
   EXPECT_EQ(other.value("content", ""), second.value("content", ""))
@@ -385,13 +380,13 @@ TEST(ServerLlamaCompletionE2eTest, ASecondTurnThroughIdSlotReusesItsConversation
 }
 
 TEST(ServerLlamaCompletionE2eTest, MinPAndRandomSeedsReachTheEngine) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   const std::string greedy =
-      body_of(server->post_json("/completion", native(kPrompt, 24)), 200, "greedy")
+      object_body_of(server->post_json("/completion", native(kPrompt, 24)), 200, "greedy")
           .value("content", "");
   // min_p 1 leaves the most probable token alone: the greedy bytes, at temperature 2.
-  const json narrowed = body_of(
+  const json narrowed = object_body_of(
       server->post_json(
           "/completion",
           {{"prompt", kPrompt}, {"n_predict", 24}, {"temperature", 2}, {"min_p", 1}, {"seed", 3}}),
@@ -402,12 +397,13 @@ TEST(ServerLlamaCompletionE2eTest, MinPAndRandomSeedsReachTheEngine) {
   // The same seed, the same draw; without min_p (the chain without it) another draw.
   const json sampled = {{"prompt", kPrompt}, {"n_predict", 24}, {"temperature", 2}, {"seed", 3}};
   const std::string a =
-      body_of(server->post_json("/completion", sampled), 200, "seed 3").value("content", "");
+      object_body_of(server->post_json("/completion", sampled), 200, "seed 3").value("content", "");
   const std::string b =
-      body_of(server->post_json("/completion", sampled), 200, "seed 3 again").value("content", "");
+      object_body_of(server->post_json("/completion", sampled), 200, "seed 3 again")
+          .value("content", "");
   EXPECT_EQ(a, b);
   const std::string wide =
-      body_of(
+      object_body_of(
           server->post_json("/completion", with_fields(sampled, {{"samplers", {"temperature"}}})),
           200, "no filters")
           .value("content", "");
@@ -421,7 +417,8 @@ TEST(ServerLlamaCompletionE2eTest, MinPAndRandomSeedsReachTheEngine) {
     } else {
       request["seed"] = seed;
     }
-    const json body = body_of(server->post_json("/completion", request), 200, request.dump());
+    const json body =
+        object_body_of(server->post_json("/completion", request), 200, request.dump());
     seeds.push_back(body["generation_settings"]["seed"]);
     EXPECT_NE(seeds.back(), 4294967295u);
   }
@@ -435,7 +432,7 @@ TEST(ServerLlamaCompletionE2eTest, MinPAndRandomSeedsReachTheEngine) {
 // stream ends there: here the server's own stop cancels a generation that would fill a large
 // context.
 TEST(ServerLlamaCompletionE2eTest, AnErrorInsideTheStreamIsOneErrorEvent) {
-  auto server = start_or_die(with(kTiny, {"--ctx", "65536"}));
+  auto server = start_or_die(with(kTinyModel, {"--ctx", "65536"}));
   ASSERT_NE(server, nullptr);
   Result<SseStream> stream = SseStream::open(
       server->port(), "/completion",
@@ -470,7 +467,7 @@ TEST(ServerLlamaCompletionE2eTest, AnErrorInsideTheStreamIsOneErrorEvent) {
 }
 
 TEST(ServerLlamaCompletionE2eTest, AnApiKeyIsReadFromABearerOrXApiKey) {
-  auto server = start_or_die(with(kTiny, {"--api-key", "llama-key"}));
+  auto server = start_or_die(with(kTinyModel, {"--api-key", "llama-key"}));
   ASSERT_NE(server, nullptr);
   const std::string request = native(kPrompt, 3).dump();
   auto post = [&](const httplib::Headers& headers) {
@@ -483,7 +480,7 @@ TEST(ServerLlamaCompletionE2eTest, AnApiKeyIsReadFromABearerOrXApiKey) {
       {"the key as Basic", {{"Authorization", "Basic llama-key"}}},
   };
   for (const auto& [what, headers] : refused) {
-    const json body = body_of(post(headers), 401, what);
+    const json body = object_body_of(post(headers), 401, what);
     EXPECT_EQ(body["error"]["type"], "authentication_error") << what << ": " << body.dump();
   }
   const std::vector<std::pair<std::string, httplib::Headers>> served = {
@@ -491,7 +488,7 @@ TEST(ServerLlamaCompletionE2eTest, AnApiKeyIsReadFromABearerOrXApiKey) {
       {"X-Api-Key", {{"X-Api-Key", "llama-key"}}},
   };
   for (const auto& [what, headers] : served) {
-    const json body = body_of(post(headers), 200, what);
+    const json body = object_body_of(post(headers), 200, what);
     EXPECT_EQ(body.value("content", "").size(), 3u) << what << ": " << body.dump();
   }
   // The stream needs the key as well.

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/e2e/json_answers.h"
 #include "tests/e2e/openai_client.h"
 #include "tests/e2e/raw_http.h"
 #include "tests/e2e/server_args.h"
@@ -34,35 +35,7 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-const std::vector<std::string> kTiny = {"--backend", "sim", "--model", "synthetic:tiny"};
-constexpr char kPrompt[] = "Once upon a time";
-
-json body_of(const httplib::Result& response, int status, const std::string& what) {
-  EXPECT_TRUE(response) << what << ": " << httplib::to_string(response.error());
-  if (!response) return json();
-  EXPECT_EQ(response->status, status) << what << ": " << response->body;
-  json body = json::parse(response->body, nullptr, false);
-  EXPECT_FALSE(body.is_discarded()) << what << ": " << response->body;
-  return body.is_discarded() ? json() : body;
-}
-
-json get_json(const ServerProcess& server, const std::string& path) {
-  return body_of(server.get(path), 200, "GET " + path);
-}
-
-json status_of(const ServerProcess& server) {
-  Result<json> status = server.status();
-  EXPECT_TRUE(status.ok()) << status.status().to_string();
-  return status.ok() ? *status : json::object();
-}
-
-void expect_clean_exit(ServerProcess& server) {
-  Result<ProcessExit> exit = server.stop(SIGTERM);
-  ASSERT_TRUE(exit.ok()) << exit.status().to_string();
-  EXPECT_EQ(exit->exit_code, 0) << exit->describe() << "\nstderr:\n" << exit->stderr_text;
-}
-
-json user(const std::string& text) { return {{"role", "user"}, {"content", text}}; }
+constexpr char kOncePrompt[] = "Once upon a time";
 
 // A greedy chat request for `max_tokens` tokens.
 json chat_request(const std::string& text, int max_tokens) {
@@ -71,10 +44,6 @@ json chat_request(const std::string& text, int max_tokens) {
 }
 
 // `body` with `more`'s members set on it.
-json with_fields(json body, const json& more) {
-  for (const auto& [name, value] : more.items()) body[name] = value;
-  return body;
-}
 
 // A 200 answer of `path`, checked for its shape (openai_client.h).
 Completion answer(const ServerProcess& server, const json& request, const std::string& path) {
@@ -128,7 +97,7 @@ std::string token_name(uint8_t byte) {
 // ---- The model's id -------------------------------------------------------------------------
 
 TEST(ServerOpenAiFieldsE2eTest, AnyModelNameIsServedAndAnswersCarryTheServedId) {
-  auto server = start_or_die(with(kTiny, {"--alias", "house-model"}));
+  auto server = start_or_die(with(kTinyModel, {"--alias", "house-model"}));
   ASSERT_NE(server, nullptr);
   const json listed = get_json(*server, "/v1/models");
   ASSERT_TRUE(listed.contains("data") && listed["data"].is_array() && listed["data"].size() == 1)
@@ -139,9 +108,10 @@ TEST(ServerOpenAiFieldsE2eTest, AnyModelNameIsServedAndAnswersCarryTheServedId) 
   EXPECT_EQ(get_json(*server, "/models/house-model"), listed["data"][0]);
   EXPECT_EQ(get_json(*server, "/v1/models/house-model"), listed["data"][0]);
 
-  const Completion reference = answer(*server, completion_request(kPrompt, 6), "/v1/completions");
+  const Completion reference =
+      answer(*server, completion_request(kOncePrompt, 6), "/v1/completions");
   const Completion chat_reference =
-      answer(*server, chat_request(kPrompt, 6), "/v1/chat/completions");
+      answer(*server, chat_request(kOncePrompt, 6), "/v1/chat/completions");
   ASSERT_EQ(reference.text.size(), 6u);
   ASSERT_EQ(chat_reference.text.size(), 6u);
   EXPECT_EQ(reference.body["model"], "house-model");
@@ -151,8 +121,8 @@ TEST(ServerOpenAiFieldsE2eTest, AnyModelNameIsServedAndAnswersCarryTheServedId) 
                                    json(""), json(nullptr)};
   for (const json& name : names) {
     SCOPED_TRACE("model " + name.dump());
-    json completion = completion_request(kPrompt, 6);
-    json chat = chat_request(kPrompt, 6);
+    json completion = completion_request(kOncePrompt, 6);
+    json chat = chat_request(kOncePrompt, 6);
     if (!name.is_null()) {
       completion["model"] = name;
       chat["model"] = name;
@@ -170,9 +140,9 @@ TEST(ServerOpenAiFieldsE2eTest, AnyModelNameIsServedAndAnswersCarryTheServedId) 
     }
   }
   // Streamed, on the unprefixed twin: every chunk names the served model.
-  const Stream streamed =
-      read_stream(*server, "/chat/completions",
-                  with_fields(chat_request(kPrompt, 6), {{"model", "gpt-4o"}, {"stream", true}}));
+  const Stream streamed = read_stream(
+      *server, "/chat/completions",
+      with_fields(chat_request(kOncePrompt, 6), {{"model", "gpt-4o"}, {"stream", true}}));
   EXPECT_TRUE(streamed.done);
   std::string text;
   for (const json& chunk : streamed.chunks) {
@@ -182,19 +152,20 @@ TEST(ServerOpenAiFieldsE2eTest, AnyModelNameIsServedAndAnswersCarryTheServedId) 
   }
   EXPECT_EQ(text, chat_reference.text);
   // Only the name's type is checked.
-  const json wrong = body_of(
-      server->post_json("/chat/completions", with_fields(chat_request(kPrompt, 2), {{"model", 5}})),
-      400, "model 5");
+  const json wrong =
+      body_of(server->post_json("/chat/completions",
+                                with_fields(chat_request(kOncePrompt, 2), {{"model", 5}})),
+              400, "model 5");
   EXPECT_EQ(wrong["error"]["param"], "model") << wrong.dump();
 
   // Without --alias the id is the model's name, as /v1/status names it.
-  auto plain = start_or_die(kTiny);
+  auto plain = start_or_die(kTinyModel);
   ASSERT_NE(plain, nullptr);
   const json name = status_of(*plain)["model"]["name"];
   EXPECT_EQ(get_json(*plain, "/v1/models")["data"][0]["id"], name);
   EXPECT_EQ(get_json(*plain, "/models")["data"][0]["id"], name);
   const Completion plain_answer =
-      answer(*plain, with_fields(completion_request(kPrompt, 2), {{"model", "gpt-4o"}}),
+      answer(*plain, with_fields(completion_request(kOncePrompt, 2), {{"model", "gpt-4o"}}),
              "/v1/completions");
   EXPECT_EQ(plain_answer.body["model"], name);
   expect_clean_exit(*plain);
@@ -204,21 +175,21 @@ TEST(ServerOpenAiFieldsE2eTest, AnyModelNameIsServedAndAnswersCarryTheServedId) 
 // ---- --n-predict -----------------------------------------------------------------------------
 
 TEST(ServerOpenAiFieldsE2eTest, WithoutMaxTokensTheServersNPredictDecides) {
-  auto five = start_or_die(with(kTiny, {"--n-predict", "5"}));
+  auto five = start_or_die(with(kTinyModel, {"--n-predict", "5"}));
   ASSERT_NE(five, nullptr);
-  json request = completion_request(kPrompt, 1);
+  json request = completion_request(kOncePrompt, 1);
   request.erase("max_tokens");
   const Completion short_answer = answer(*five, request, "/v1/completions");
   EXPECT_EQ(short_answer.completion_tokens, 5) << short_answer.body.dump();
   EXPECT_EQ(short_answer.text.size(), 5u);
   EXPECT_EQ(short_answer.finish_reason, "length");
-  json chat = chat_request(kPrompt, 1);
+  json chat = chat_request(kOncePrompt, 1);
   chat.erase("max_tokens");
   const Completion short_chat = answer(*five, chat, "/chat/completions");
   EXPECT_EQ(short_chat.completion_tokens, 5) << short_chat.body.dump();
   EXPECT_EQ(short_chat.finish_reason, "length");
   // A request's max_tokens wins over the server's default.
-  const Completion longer = answer(*five, completion_request(kPrompt, 9), "/v1/completions");
+  const Completion longer = answer(*five, completion_request(kOncePrompt, 9), "/v1/completions");
   EXPECT_EQ(longer.completion_tokens, 9);
   EXPECT_EQ(longer.text.substr(0, 5), short_answer.text) << "greedy: the same first tokens";
   // The default is lowered to what the context leaves (synthetic:tiny holds 256 tokens).
@@ -231,7 +202,7 @@ TEST(ServerOpenAiFieldsE2eTest, WithoutMaxTokensTheServersNPredictDecides) {
   expect_clean_exit(*five);
 
   // The default -1: until the context is full or a stop string matches.
-  auto unlimited = start_or_die(kTiny);
+  auto unlimited = start_or_die(kTinyModel);
   ASSERT_NE(unlimited, nullptr);
   const Completion full = answer(*unlimited, request, "/v1/completions");
   EXPECT_EQ(static_cast<uint64_t>(full.prompt_tokens + full.completion_tokens), context)
@@ -250,7 +221,7 @@ TEST(ServerOpenAiFieldsE2eTest, WithoutMaxTokensTheServersNPredictDecides) {
 
   // 0 would answer every request without a length empty: refused at start.
   for (const char* value : {"0", "-2"}) {
-    Result<ProcessExit> run = ServerProcess::run_to_exit(with(kTiny, {"--n-predict", value}));
+    Result<ProcessExit> run = ServerProcess::run_to_exit(with(kTinyModel, {"--n-predict", value}));
     ASSERT_TRUE(run.ok()) << run.status().to_string();
     EXPECT_EQ(run->exit_code, 2) << value << ": " << run->describe() << "\n" << run->stderr_text;
     EXPECT_THAT(run->stderr_text, HasSubstr("--n-predict")) << value;
@@ -314,7 +285,7 @@ json check_chat_logprobs(const json& body, const std::string& text, size_t shown
 }
 
 TEST(ServerOpenAiFieldsE2eTest, ChatLogprobsAreTheModelsOwnAndGreedyPicksTheTopToken) {
-  auto server = start_or_die(with(kTiny, {"--ctx", "1024"}));
+  auto server = start_or_die(with(kTinyModel, {"--ctx", "1024"}));
   ASSERT_NE(server, nullptr);
   const std::string asked = "Tell me about naps.";
   const json base = chat_request(asked, 8);
@@ -369,9 +340,9 @@ TEST(ServerOpenAiFieldsE2eTest, ChatLogprobsAreTheModelsOwnAndGreedyPicksTheTopT
 }
 
 TEST(ServerOpenAiFieldsE2eTest, CompletionLogprobsShowTheMostProbableTokens) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
-  const json base = completion_request(kPrompt, 10);
+  const json base = completion_request(kOncePrompt, 10);
   json first_values;  // the token log probabilities with 5 shown
   size_t ranked = 0;  // positions where a printable token was among those shown
   for (int shown : {5, 3, 1, 0}) {
@@ -428,7 +399,7 @@ TEST(ServerOpenAiFieldsE2eTest, CompletionLogprobsShowTheMostProbableTokens) {
 // ---- logit_bias ------------------------------------------------------------------------------
 
 TEST(ServerOpenAiFieldsE2eTest, LogitBiasBansAndForcesTokens) {
-  auto server = start_or_die(with(kTiny, {"--ctx", "1024"}));
+  auto server = start_or_die(with(kTinyModel, {"--ctx", "1024"}));
   ASSERT_NE(server, nullptr);
   const json base =
       with_fields(chat_request("Pick a letter.", 1), {{"logprobs", true}, {"top_logprobs", 20}});
@@ -475,19 +446,19 @@ TEST(ServerOpenAiFieldsE2eTest, LogitBiasBansAndForcesTokens) {
       << "the forced token's own (lower) log probability, not the biased one";
 
   // The same on /v1/completions, and a bias that leaves no printable token is refused.
-  const Completion plain = answer(*server, completion_request(kPrompt, 3), "/v1/completions");
+  const Completion plain = answer(*server, completion_request(kOncePrompt, 3), "/v1/completions");
   const Completion plain_banned = answer(
       *server,
-      with_fields(completion_request(kPrompt, 3),
+      with_fields(completion_request(kOncePrompt, 3),
                   {{"logit_bias", {{std::to_string(static_cast<uint8_t>(plain.text[0])), -100}}}}),
       "/v1/completions");
   EXPECT_NE(plain_banned.text[0], plain.text[0]);
   json all = json::object();
   for (int byte = 0x20; byte <= 0x7e; ++byte) all[std::to_string(byte)] = -100;
-  const json refused =
-      body_of(server->post_json("/v1/completions",
-                                with_fields(completion_request(kPrompt, 3), {{"logit_bias", all}})),
-              400, "every printable token banned");
+  const json refused = body_of(
+      server->post_json("/v1/completions",
+                        with_fields(completion_request(kOncePrompt, 3), {{"logit_bias", all}})),
+      400, "every printable token banned");
   EXPECT_THAT(refused["error"].value("message", ""), HasSubstr("logit_bias")) << refused.dump();
   expect_clean_exit(*server);
 }
@@ -495,23 +466,24 @@ TEST(ServerOpenAiFieldsE2eTest, LogitBiasBansAndForcesTokens) {
 // ---- system_fingerprint and the streamed chunks ----------------------------------------------
 
 TEST(ServerOpenAiFieldsE2eTest, SystemFingerprintInEveryAnswerAndChunk) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
-  const Completion completion = answer(*server, completion_request(kPrompt, 6), "/v1/completions");
+  const Completion completion =
+      answer(*server, completion_request(kOncePrompt, 6), "/v1/completions");
   const json fingerprint = completion.body["system_fingerprint"];
   ASSERT_TRUE(fingerprint.is_string()) << completion.body.dump();
   EXPECT_TRUE(std::regex_match(fingerprint.get<std::string>(), std::regex("fp_[0-9a-f]{12}")))
       << fingerprint;
-  const Completion chat = answer(*server, chat_request(kPrompt, 6), "/v1/chat/completions");
+  const Completion chat = answer(*server, chat_request(kOncePrompt, 6), "/v1/chat/completions");
   EXPECT_EQ(chat.body["system_fingerprint"], fingerprint);
   EXPECT_EQ(
-      answer(*server, chat_request(kPrompt, 2), "/chat/completions").body["system_fingerprint"],
+      answer(*server, chat_request(kOncePrompt, 2), "/chat/completions").body["system_fingerprint"],
       fingerprint);
 
   // Streamed completions, with the usage chunk: every chunk carries it, and one id.
   const Stream completion_stream =
       read_stream(*server, "/v1/completions",
-                  with_fields(completion_request(kPrompt, 6),
+                  with_fields(completion_request(kOncePrompt, 6),
                               {{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
   EXPECT_TRUE(completion_stream.done);
   ASSERT_GE(completion_stream.chunks.size(), 3u);
@@ -529,7 +501,7 @@ TEST(ServerOpenAiFieldsE2eTest, SystemFingerprintInEveryAnswerAndChunk) {
   // Streamed chat: the first chunk's delta carries the role, no other does.
   const Stream chat_stream =
       read_stream(*server, "/v1/chat/completions",
-                  with_fields(chat_request(kPrompt, 6),
+                  with_fields(chat_request(kOncePrompt, 6),
                               {{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
   EXPECT_TRUE(chat_stream.done);
   ASSERT_GE(chat_stream.chunks.size(), 3u);
@@ -555,16 +527,16 @@ TEST(ServerOpenAiFieldsE2eTest, SystemFingerprintInEveryAnswerAndChunk) {
 
   // The fingerprint names the model's settings: another server of them has it, an alias
   // (which changes no answer) keeps it, another context changes it.
-  auto twin = start_or_die(with(kTiny, {"--alias", "twin"}));
+  auto twin = start_or_die(with(kTinyModel, {"--alias", "twin"}));
   ASSERT_NE(twin, nullptr);
-  EXPECT_EQ(
-      answer(*twin, completion_request(kPrompt, 2), "/v1/completions").body["system_fingerprint"],
-      fingerprint);
+  EXPECT_EQ(answer(*twin, completion_request(kOncePrompt, 2), "/v1/completions")
+                .body["system_fingerprint"],
+            fingerprint);
   expect_clean_exit(*twin);
-  auto wider = start_or_die(with(kTiny, {"--ctx", "512"}));
+  auto wider = start_or_die(with(kTinyModel, {"--ctx", "512"}));
   ASSERT_NE(wider, nullptr);
-  const json other =
-      answer(*wider, completion_request(kPrompt, 2), "/v1/completions").body["system_fingerprint"];
+  const json other = answer(*wider, completion_request(kOncePrompt, 2), "/v1/completions")
+                         .body["system_fingerprint"];
   EXPECT_NE(other, fingerprint);
   EXPECT_TRUE(other.is_string() &&
               std::regex_match(other.get<std::string>(), std::regex("fp_[0-9a-f]{12}")))
@@ -576,10 +548,10 @@ TEST(ServerOpenAiFieldsE2eTest, SystemFingerprintInEveryAnswerAndChunk) {
 // ---- Refused fields -------------------------------------------------------------------------
 
 TEST(ServerOpenAiFieldsE2eTest, EachFieldNotServedIsA400NamingIt) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
-  const json chat = chat_request(kPrompt, 4);
-  const json completion = completion_request(kPrompt, 4);
+  const json chat = chat_request(kOncePrompt, 4);
+  const json completion = completion_request(kOncePrompt, 4);
   const json tool = {{"type", "function"},
                      {"function", {{"name", "f"}, {"parameters", json::object()}}}};
   const json schema = {{"type", "json_schema"},

@@ -32,8 +32,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kTiny = {"--backend",      "sim",    "--model",
-                                        "synthetic:tiny", "--port", "0"};
+const std::vector<std::string> kTinyTwoSessions = {"--backend",      "sim",    "--model",
+                                                   "synthetic:tiny", "--port", "0"};
 
 std::vector<char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -51,11 +51,11 @@ class TwoConversations {
   explicit TwoConversations(const std::vector<std::string>& extra = {}) {
     const std::vector<std::string> shared = with({"--parallel", "2"}, extra);
     server_ = start_or_die(
-        with(with(kTiny, shared),
+        with(with(kTinyTwoSessions, shared),
              {"--max-sessions", "2", "--cache-idle-seconds", "600", "--cache-ram-mib", "0",
               "--cache-disk-dir", cache_dir(), "--slot-save-path", temp_.file("slots")}));
     reference_ = start_or_die(
-        with(with(kTiny, shared), {"--slot-save-path", temp_.file("reference-slots")}));
+        with(with(kTinyTwoSessions, shared), {"--slot-save-path", temp_.file("reference-slots")}));
   }
   bool ok() const { return server_ != nullptr && reference_ != nullptr; }
   ServerProcess& server() { return *server_; }
@@ -222,7 +222,7 @@ TEST(ServerOwnershipE2eTest, AnImportOverAKeptChainGoesOnAsTheImportedConversati
 }
 
 TEST(ServerOwnershipE2eTest, AKeyedConversationIsReachedOnlyWithItsKey) {
-  auto server = start_or_die(with(kTiny, {"--parallel", "2", "--max-sessions", "2"}));
+  auto server = start_or_die(with(kTinyTwoSessions, {"--parallel", "2", "--max-sessions", "2"}));
   ASSERT_NE(server, nullptr);
   const std::string secret = "A private history that another client tries to probe";
   json keyed = completion_request(secret, 8);
@@ -274,7 +274,7 @@ TEST(ServerOwnershipE2eTest, AKeyedConversationIsReachedOnlyWithItsKey) {
 }
 
 TEST(ServerOwnershipE2eTest, WithOneConversationAKeylessPromptDoesNotReachAKeyedOne) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyTwoSessions);
   ASSERT_NE(server, nullptr);
   const std::string secret = "The only conversation, opened with a key";
   json keyed = completion_request(secret, 8);

@@ -14,6 +14,9 @@
 #include <system_error>
 #include <utility>
 
+#include "core/base/os_error.h"
+#include "tests/e2e/poll_deadline.h"
+
 #ifndef SIESTA_SERVER_BINARY
 #error "SIESTA_SERVER_BINARY must name the siesta-server binary under test"
 #endif
@@ -25,14 +28,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Status errno_status(const std::string& what) {
-  return Internal(what + ": " + std::generic_category().message(errno));
-}
-
 // Both ends close-on-exec: only the descriptors the child is given by dup2 survive exec.
 Result<std::pair<UniqueFd, UniqueFd>> make_pipe() {
   int ends[2];
-  if (::pipe2(ends, O_CLOEXEC) != 0) return errno_status("pipe2");
+  if (::pipe2(ends, O_CLOEXEC) != 0) return status_from_errno(errno, "pipe2");
   return std::pair<UniqueFd, UniqueFd>(UniqueFd(ends[0]), UniqueFd(ends[1]));
 }
 
@@ -74,16 +73,11 @@ Result<pid_t> spawn(const std::vector<std::string>& args, int stdout_fd, int std
   return pid;
 }
 
-int remaining_ms(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return left.count() < 0 ? 0 : static_cast<int>(left.count());
-}
-
 // Reads what is available on `fd` into `out`, waiting at most until `deadline`.
 // Returns false at end of file (or a read error), true otherwise.
 bool read_some(int fd, std::string& out, Clock::time_point deadline) {
   pollfd entry{fd, POLLIN, 0};
-  const int ready = ::poll(&entry, 1, remaining_ms(deadline));
+  const int ready = ::poll(&entry, 1, poll_timeout_ms(deadline));
   if (ready < 0) return errno == EINTR;
   if (ready == 0) return true;  // nothing yet
   char buffer[4096];
@@ -132,7 +126,7 @@ Result<ProcessExit> ServerProcess::run_to_exit(const std::vector<std::string>& a
   while ((out_open || err_open) && Clock::now() < deadline) {
     pollfd entries[2] = {{out_open ? out.first.get() : -1, POLLIN, 0},
                          {err_open ? err.first.get() : -1, POLLIN, 0}};
-    if (::poll(entries, 2, remaining_ms(deadline)) < 0 && errno != EINTR) break;
+    if (::poll(entries, 2, poll_timeout_ms(deadline)) < 0 && errno != EINTR) break;
     // A ready or hung-up descriptor is read now (its poll wait is zero).
     if (out_open && entries[0].revents != 0) {
       out_open = read_some(out.first.get(), result.stdout_text, Clock::now());
@@ -159,7 +153,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::start(
   std::unique_ptr<ServerProcess> server(new ServerProcess());
 
   UniqueFd stderr_file(::memfd_create("siesta-server-stderr", MFD_CLOEXEC));
-  if (!stderr_file.valid()) return errno_status("memfd_create");
+  if (!stderr_file.valid()) return status_from_errno(errno, "memfd_create");
   SIESTA_ASSIGN_OR_RETURN(auto out, make_pipe());
   std::vector<std::string> full_args = {"--host", "127.0.0.1", "--port", "0"};
   full_args.insert(full_args.end(), args.begin(), args.end());
@@ -278,7 +272,7 @@ Result<nlohmann::json> ServerProcess::wait_for_status(
     // The bounded pause of the header comment: the server's timers run on real time. Waiting
     // on stdout ends it early when the server exits.
     pollfd entry{stdout_fd_.get(), POLLIN, 0};
-    const int wait_ms = std::min<int>(static_cast<int>(pause.count()), remaining_ms(deadline));
+    const int wait_ms = std::min<int>(static_cast<int>(pause.count()), poll_timeout_ms(deadline));
     if (::poll(&entry, 1, wait_ms) > 0 && (entry.revents & (POLLHUP | POLLERR)) == 0) {
       char ignored[256];
       (void)::read(stdout_fd_.get(), ignored, sizeof ignored);  // stray stdout text
@@ -315,7 +309,7 @@ Result<ProcessExit> ServerProcess::stop(int signal_number,
                                         std::chrono::milliseconds deadline_after) {
   if (pid_ < 0) return Internal("siesta-server is not running");
   const Clock::time_point deadline = Clock::now() + deadline_after;
-  if (::kill(pid_, signal_number) != 0) return errno_status("kill");
+  if (::kill(pid_, signal_number) != 0) return status_from_errno(errno, "kill");
   std::string printed;
   while (read_some(stdout_fd_.get(), printed, deadline)) {
     if (Clock::now() >= deadline) {

@@ -34,8 +34,8 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-const std::vector<std::string> kModel = {"--backend",      "sim",   "--model",
-                                         "synthetic:tiny", "--ctx", "1024"};
+const std::vector<std::string> kRaceModel = {"--backend",      "sim",   "--model",
+                                             "synthetic:tiny", "--ctx", "1024"};
 constexpr int kThreads = 6;
 constexpr int kRequestsPerThread = 3;
 constexpr int kMaxTokens = 8;
@@ -50,14 +50,14 @@ std::string prompt_for(int thread, int request) {
 
 TEST(ServerRaceE2eTest, HundredsOfRequestsAroundTheIdleDeadline) {
   TempDir temp;
-  std::vector<std::string> args = kModel;
+  std::vector<std::string> args = kRaceModel;
   for (const char* arg : {"--cache-idle-seconds", "1", "--cache-expire-seconds", "600",
                           "--cache-ram-mib", "0", "--cache-disk-dir"}) {
     args.push_back(arg);
   }
   args.push_back(temp.file("cache"));
   std::unique_ptr<ServerProcess> server = start_or_die(args);
-  std::unique_ptr<ServerProcess> reference = start_or_die(kModel);
+  std::unique_ptr<ServerProcess> reference = start_or_die(kRaceModel);
   ASSERT_NE(server, nullptr);
   ASSERT_NE(reference, nullptr);
 

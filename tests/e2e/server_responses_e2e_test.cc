@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/e2e/json_answers.h"
 #include "tests/e2e/named_events.h"
 #include "tests/e2e/openai_client.h"
 #include "tests/e2e/raw_http.h"
@@ -36,8 +37,6 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
-
-const std::vector<std::string> kTiny = {"--backend", "sim", "--model", "synthetic:tiny"};
 
 // A greedy /v1/responses body.
 json respond(const json& input, int max_output_tokens) {
@@ -54,15 +53,6 @@ json continued(const std::string& previous, const json& input, int max_output_to
 }
 
 // The answer's body as JSON, with the test failed (and null returned) when there is none.
-json body_of(const httplib::Result& response, int status, const std::string& what) {
-  EXPECT_TRUE(response) << what << ": " << httplib::to_string(response.error());
-  if (!response) return json();
-  EXPECT_EQ(response->status, status) << what << ": " << response->body;
-  json body = json::parse(response->body, nullptr, false);
-  EXPECT_FALSE(body.is_discarded()) << what << ": not JSON: " << response->body;
-  return body.is_discarded() ? json() : body;
-}
-
 // POST /v1/responses; the parsed 200 answer.
 json create(const ServerProcess& server, const json& request, const std::string& what) {
   return body_of(server.post_json("/v1/responses", request), 200, what);
@@ -169,12 +159,6 @@ void expect_openai_error(const httplib::Result& response, int status, const std:
   }
 }
 
-void expect_clean_exit(ServerProcess& server) {
-  Result<ProcessExit> exit = server.stop(SIGTERM);
-  ASSERT_TRUE(exit.ok()) << exit.status().to_string();
-  EXPECT_EQ(exit->exit_code, 0) << exit->describe() << "\nstderr:\n" << exit->stderr_text;
-}
-
 // The snapshot files (whole and delta segments) in `dir`.
 std::vector<std::string> snapshots_in(const std::string& dir) {
   std::vector<std::string> out;
@@ -204,9 +188,9 @@ int64_t restores(const ServerProcess& server) {
 TEST(ServerResponsesE2eTest, AChainContinuedAfterAnOffloadReadsItsHistoryBackFromDisk) {
   TempDir temp;
   const std::string cache = temp.file("cache");
-  auto server = start_or_die(with(
-      kTiny, {"--cache-idle-seconds", "600", "--cache-ram-mib", "0", "--cache-disk-dir", cache}));
-  auto reference = start_or_die(kTiny);  // never offloads
+  auto server = start_or_die(with(kTinyModel, {"--cache-idle-seconds", "600", "--cache-ram-mib",
+                                               "0", "--cache-disk-dir", cache}));
+  auto reference = start_or_die(kTinyModel);  // never offloads
   ASSERT_NE(server, nullptr);
   ASSERT_NE(reference, nullptr);
 
@@ -284,7 +268,7 @@ TEST(ServerResponsesE2eTest, AChainContinuedAfterAnOffloadReadsItsHistoryBackFro
 }
 
 TEST(ServerResponsesE2eTest, GetReturnsThePostedObjectAndDeleteForgetsIt) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   json request = respond("Hello there", 6);
   request["metadata"] = {{"ticket", "42"}};
@@ -436,7 +420,7 @@ void check_sequence(const std::vector<Event>& events, Streamed& out) {
 }
 
 TEST(ServerResponsesE2eTest, AStreamFollowsOpenAisEventSequence) {
-  auto server = start_or_die(kTiny);
+  auto server = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   json request = respond("Stream to me, please.", 10);
   request["instructions"] = "Be brief.";
@@ -477,7 +461,7 @@ TEST(ServerResponsesE2eTest, AStreamFollowsOpenAisEventSequence) {
 }
 
 TEST(ServerResponsesE2eTest, BadInputIsA400InOpenAisShapeNamingTheField) {
-  auto server = start_or_die(kTiny);  // context 256
+  auto server = start_or_die(kTinyModel);  // context 256
   ASSERT_NE(server, nullptr);
   const json good = respond("Hi", 4);
   auto without = [&](const char* name) {
@@ -567,8 +551,8 @@ TEST(ServerResponsesE2eTest, BadInputIsA400InOpenAisShapeNamingTheField) {
 TEST(ServerResponsesE2eTest, TwoChainsFromTheSameInputStayApart) {
   // Two conversations kept resident side by side. Every answer is a function of its prompt
   // alone (greedy), so what tells the chains apart is what each reads from the engine's cache.
-  auto server = start_or_die(with(kTiny, {"--parallel", "2", "--max-sessions", "2"}));
-  auto reference = start_or_die(kTiny);
+  auto server = start_or_die(with(kTinyModel, {"--parallel", "2", "--max-sessions", "2"}));
+  auto reference = start_or_die(kTinyModel);
   ASSERT_NE(server, nullptr);
   ASSERT_NE(reference, nullptr);
   const std::string input = "Tell me a story about two travellers.";
@@ -607,7 +591,7 @@ TEST(ServerResponsesE2eTest, TwoChainsFromTheSameInputStayApart) {
 }
 
 TEST(ServerResponsesE2eTest, AnApiKeyGuardsEveryResponsesRoute) {
-  auto server = start_or_die(with(kTiny, {"--api-key", "responses-test-key"}));
+  auto server = start_or_die(with(kTinyModel, {"--api-key", "responses-test-key"}));
   ASSERT_NE(server, nullptr);
   const json request = respond("Keyed", 3);
 

@@ -46,7 +46,7 @@
 namespace siesta::engine {
 namespace {
 
-constexpr int64_t kIdle = 60;
+constexpr int64_t kIdleSeconds = 60;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kSlack = 2 * kMiB;  // one 2 MiB granule of driver accounting
@@ -109,8 +109,8 @@ struct Rig {
     SIESTA_ASSIGN_OR_RETURN(session, Session::create(*model, backend(), kernels(), host));
     SIESTA_ASSIGN_OR_RETURN(reference, Session::create(*model, backend(), kernels(), host));
     runtime::OffloadSettings settings;
-    settings.config.idle_seconds = kIdle;
-    settings.config.expire_seconds = 10 * kIdle;
+    settings.config.idle_seconds = kIdleSeconds;
+    settings.config.expire_seconds = 10 * kIdleSeconds;
     settings.on_fatal = [this](const Status& s) { fatal.push_back(s); };
     SIESTA_ASSIGN_OR_RETURN(offloader,
                             Offloader::create({*session, backend(), host, fs, clock, &executor,
@@ -121,7 +121,7 @@ struct Rig {
 
   // Lets the idle timer fire and runs the save it starts.
   void sleep_session() {
-    clock.advance(std::chrono::seconds(kIdle));
+    clock.advance(std::chrono::seconds(kIdleSeconds));
     executor.run_due();
   }
 

@@ -1,4 +1,4 @@
-// Model-based property test of idle offload with the real engine (synthetic:tiny on the
+// EngineModel-based property test of idle offload with the real engine (synthetic:tiny on the
 // simulator): RapidCheck generates sequences of generations whose prompts extend, diverge
 // from or abandon the conversation, time steps (timers running or late), damage to the
 // snapshot while the session sleeps, a full device, and exports and imports. The same
@@ -35,8 +35,8 @@
 namespace siesta::engine {
 namespace {
 
-constexpr int64_t kIdle = siesta::testing::OffloadEngineRig::kIdleSeconds;
-constexpr int64_t kExpire = siesta::testing::OffloadEngineRig::kExpireSeconds;
+constexpr int64_t kIdleSeconds = siesta::testing::OffloadEngineRig::kIdleSeconds;
+constexpr int64_t kExpireSeconds = siesta::testing::OffloadEngineRig::kExpireSeconds;
 
 // One engine on its own simulated device; with `offload`, idle offload on a ManualClock.
 struct Side : siesta::testing::OffloadEngineRig {
@@ -50,9 +50,9 @@ struct Side : siesta::testing::OffloadEngineRig {
   }
 };
 
-enum Kind : int { kGenerate, kPass, kClockOnly, kDamage, kDeviceFull, kExport, kImport };
+enum ActionKind : int { kGenerate, kPass, kClockOnly, kDamage, kDeviceFull, kExport, kImport };
 
-struct Model {
+struct EngineModel {
   bool damaged = false;     // the current snapshot file was changed or removed
   std::string last_prompt;  // of the last successful generation
   std::string last_answer;
@@ -65,7 +65,7 @@ std::string suffix_of(int arg) {
 
 // The prompt a client would send: extending the conversation, diverging inside it, the last
 // prompt again (a regenerate: the session's prompt-end checkpoint), or new.
-std::string next_prompt(const Model& model, int how, int arg) {
+std::string next_prompt(const EngineModel& model, int how, int arg) {
   const std::string whole = model.last_prompt + model.last_answer;
   switch (how % 4) {
     case 0: return whole + suffix_of(arg);
@@ -77,11 +77,11 @@ std::string next_prompt(const Model& model, int how, int arg) {
 }
 
 // True when the offloading engine must lose its history at its next command.
-bool history_will_be_lost(Side& on, const Model& model) {
+bool history_will_be_lost(Side& on, const EngineModel& model) {
   const OffloadStatus status = on.engine->cache_status();
   if (status.state == OffloadState::kExpired) return true;
   if (status.state != OffloadState::kDisk) return false;
-  return model.damaged || status.seconds_since_activity >= kExpire;
+  return model.damaged || status.seconds_since_activity >= kExpireSeconds;
 }
 
 RC_GTEST_PROP(EngineOffloadProperty, OffloadNeverChangesTheBytes, ()) {
@@ -95,7 +95,7 @@ RC_GTEST_PROP(EngineOffloadProperty, OffloadNeverChangesTheBytes, ()) {
                                                     {1, kImport}}),
                      rc::gen::inRange(0, 1000), rc::gen::inRange(0, 1000)));
   Side on(true), off(false);
-  Model model;
+  EngineModel model;
   bool device_full = false;
   for (const auto& [kind, a, b] : steps) {
     const OffloadState state = on.engine->cache_status().state;
@@ -103,7 +103,8 @@ RC_GTEST_PROP(EngineOffloadProperty, OffloadNeverChangesTheBytes, ()) {
     RC_LOG() << "step " << kind << " " << a << " " << b << " (state " << offload_state_name(state)
              << ")\n";
     if (kind == kPass || kind == kClockOnly) {
-      static const int64_t choices[] = {1, kIdle - 1, kIdle, kExpire / 2, kExpire};
+      static const int64_t choices[] = {1, kIdleSeconds - 1, kIdleSeconds, kExpireSeconds / 2,
+                                        kExpireSeconds};
       on.clock.advance(std::chrono::seconds(choices[a % 5]));
       if (kind == kPass) on.executor.run_due();
     } else if (kind == kDamage) {

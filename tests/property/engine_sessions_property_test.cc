@@ -55,7 +55,7 @@ namespace {
 
 using siesta::testing::OffloadEngineRig;
 
-enum Kind : int { kTurn, kBatch, kIdle, kOffload, kFileFault, kMemoryTaken, kHeal, kTamper };
+enum StepKind : int { kTurn, kBatch, kIdle, kOffload, kFileFault, kMemoryTaken, kHeal, kTamper };
 
 struct Step {
   int kind = kTurn;
@@ -71,7 +71,7 @@ std::string word(int arg) {
 }
 
 // What the test knows of one conversation, and the faults in force.
-struct World {
+struct SessionsWorld {
   uint32_t k = 0;
   std::vector<std::string> history;  // what each conversation's next prompt extends
   bool file_fault = false;           // a plan is set on the faulty file system
@@ -137,7 +137,7 @@ struct Turn {
   bool continues = false;  // the prompt extends the conversation's history
 };
 
-Turn make_turn(const World& world, uint32_t c, int how, int arg, uint32_t context) {
+Turn make_turn(const SessionsWorld& world, uint32_t c, int how, int arg, uint32_t context) {
   Turn turn;
   turn.conversation = c;
   const std::string& history = world.history[c];
@@ -166,7 +166,7 @@ GenerateRequest request_for(const Turn& turn, SessionRoute route) {
 }
 
 // Checks one answer of the offloading engine against the reference and records the turn.
-void check_answer(World& world, const Turn& turn, Result<GenerateResult> got,
+void check_answer(SessionsWorld& world, const Turn& turn, Result<GenerateResult> got,
                   OffloadEngineRig& reference) {
   const uint32_t c = turn.conversation;
   if (!got.ok()) {
@@ -225,7 +225,7 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
   options.fs = &files;
   OffloadEngineRig on(std::move(options));
   OffloadEngineRig reference(siesta::testing::rig_with_sessions(k, k, /*offload=*/false));
-  World world;
+  SessionsWorld world;
   world.k = k;
   world.history.resize(k);
   const uint32_t context = on.engine->config().context;

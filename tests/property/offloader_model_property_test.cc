@@ -1,4 +1,4 @@
-// Model-based property test of the Offloader: RapidCheck generates sequences of commands
+// OffloaderModel-based property test of the Offloader: RapidCheck generates sequences of commands
 // (some cutting the history back first, as a diverging prompt does), time steps (with and
 // without the timers running), damage to a segment of the snapshot while the session sleeps
 // (deleted, truncated, a flipped byte, another session's file), failing writes, the device
@@ -75,7 +75,7 @@ const char* kind_name(int kind) {
   return names[kind];
 }
 
-struct Model {
+struct OffloaderModel {
   uint32_t length = 0;
   // What each segment file of the snapshot on disk suffered (cleared once it is read or gone).
   std::map<uint32_t, FallbackReason> damage;
@@ -88,7 +88,7 @@ struct Model {
 
 struct Rig {
   OffloaderFixture& f;
-  Model model;
+  OffloaderModel model;
   uint32_t max_delta_segments = 0;
 };
 
@@ -149,7 +149,7 @@ void damage_file(Rig& r, int how) {
 // What a restore of the chain of `segments` must report: the segments are read oldest first
 // and the first refused decides; only the newest one's expiry is checked, after its header
 // (missing, truncated and foreign files are refused before) and before its chunks.
-std::optional<FallbackReason> expected_fallback(const Model& model, uint32_t segments,
+std::optional<FallbackReason> expected_fallback(const OffloaderModel& model, uint32_t segments,
                                                 bool past_expiry) {
   for (uint32_t k = 0; k < segments; ++k) {
     const bool newest = k + 1 == segments;
@@ -202,7 +202,7 @@ void refused_while_held(Rig& r) {
 void run_command(Rig& r, uint32_t positions, std::optional<uint32_t> rewind_to, bool discard,
                  bool try_others) {
   OffloaderFixture& f = r.f;
-  Model& model = r.model;
+  OffloaderModel& model = r.model;
   const bool deltas = r.max_delta_segments > 0;
   const OffloadStatus before = status(r);
   const bool past_expiry = before.seconds_since_activity >= OffloaderFixture::kExpire;

@@ -32,35 +32,35 @@ namespace {
 
 using test_util::OffloaderFixture;
 
-enum Kind : int {
-  kCommand,      // arg % 8 positions added; a quarter first cut the history back
-  kPass,         // time passes and due timers run
-  kOffloadNow,   // an operator's offload, run at once
-  kSaveAhead,    // save_ahead(), its write run at once
-  kEvict,        // evict(): save (or release what was written ahead) on this thread
-  kForget,       // forget(): a released session's snapshot goes; resident: its history
-  kRefusePages,  // arg odd: the tier's pages are refused from now on; even: given again
-  kKindCount
+enum RamKind : int {
+  kRamCommand,      // arg % 8 positions added; a quarter first cut the history back
+  kRamPass,         // time passes and due timers run
+  kRamOffloadNow,   // an operator's offload, run at once
+  kRamSaveAhead,    // save_ahead(), its write run at once
+  kRamEvict,        // evict(): save (or release what was written ahead) on this thread
+  kRamForget,       // forget(): a released session's snapshot goes; resident: its history
+  kRamRefusePages,  // arg odd: the tier's pages are refused from now on; even: given again
+  kRamKindCount
 };
 
-const char* kind_name(int kind) {
+const char* ram_kind_name(int kind) {
   static const char* const names[] = {"command", "pass",   "offload_now", "save_ahead",
                                       "evict",   "forget", "refuse_pages"};
   return names[kind];
 }
 
-constexpr uint32_t kPositions = 64;
+constexpr uint32_t kRamPositions = 64;
 
-struct Rig {
+struct RamRig {
   OffloaderFixture& f;
   uint32_t length = 0;  // the history the model predicts
 };
 
-OffloadStatus status(const Rig& r) { return r.f.offloader_->status(); }
+OffloadStatus ram_status(const RamRig& r) { return r.f.offloader_->status(); }
 
-void check_invariants(const Rig& r) {
+void check_ram_invariants(const RamRig& r) {
   const OffloaderFixture& f = r.f;
-  const OffloadStatus s = status(r);
+  const OffloadStatus s = ram_status(r);
   const RamTierStats tier = f.ram_tier_->stats();
   RC_ASSERT(tier.used_bytes <= tier.budget_bytes);
   RC_ASSERT(tier.used_bytes == s.ram_bytes);  // one session: the tier holds its copy or nothing
@@ -91,9 +91,9 @@ void check_invariants(const Rig& r) {
   }
 }
 
-void run_command(Rig& r, uint32_t positions, std::optional<uint32_t> rewind_to) {
+void run_ram_command(RamRig& r, uint32_t positions, std::optional<uint32_t> rewind_to) {
   OffloaderFixture& f = r.f;
-  const OffloadStatus before = status(r);
+  const OffloadStatus before = ram_status(r);
   Result<Offloader::Lease> lease = f.offloader_->acquire();
   RC_ASSERT(lease.ok());
   if (before.state == OffloadState::kExpired) {
@@ -105,13 +105,13 @@ void run_command(Rig& r, uint32_t positions, std::optional<uint32_t> rewind_to) 
   }
   RC_ASSERT(f.target_->length() == r.length);
   RC_ASSERT(f.target_->verify().empty());
-  RC_ASSERT(status(r).ram_bytes == 0u);  // the device holds it: the copy went back
+  RC_ASSERT(ram_status(r).ram_bytes == 0u);  // the device holds it: the copy went back
   if (rewind_to) {
     f.target_->rewind(*rewind_to);
     r.length = std::min(r.length, *rewind_to);
   }
   f.target_->advance(positions);
-  r.length = std::min(kPositions, r.length + positions);
+  r.length = std::min(kRamPositions, r.length + positions);
   RC_ASSERT(f.target_->verify().empty());
   lease->release();
 }
@@ -121,47 +121,47 @@ RC_GTEST_PROP(OffloaderRamProperty, TheSnapshotIsInExactlyOnePlaceAndNoHistoryIs
   const auto budget = *rc::gen::element<uint64_t>(uint64_t{16} << 20, 8 * 4096, 24 * 4096);
   const auto delta_segments = *rc::gen::element<uint32_t>(0u, kDefaultDeltaSegments);
   const auto steps = *rc::gen::container<std::vector<std::tuple<int, int>>>(
-      rc::gen::tuple(rc::gen::weightedElement<int>({{5, kCommand},
-                                                    {4, kPass},
-                                                    {1, kOffloadNow},
-                                                    {2, kSaveAhead},
-                                                    {2, kEvict},
-                                                    {1, kForget},
-                                                    {1, kRefusePages}}),
+      rc::gen::tuple(rc::gen::weightedElement<int>({{5, kRamCommand},
+                                                    {4, kRamPass},
+                                                    {1, kRamOffloadNow},
+                                                    {2, kRamSaveAhead},
+                                                    {2, kRamEvict},
+                                                    {1, kRamForget},
+                                                    {1, kRamRefusePages}}),
                      rc::gen::inRange(0, 1000)));
   test_util::OffloaderSetup setup;
-  setup.positions = kPositions;
+  setup.positions = kRamPositions;
   setup.max_delta_segments = delta_segments;
   setup.ram_tier_bytes = budget;
   OffloaderFixture f(setup);
-  Rig r{f};
+  RamRig r{f};
   RC_LOG() << "budget " << budget << ", delta segments " << delta_segments << "\n";
   for (const auto& [kind, arg] : steps) {
-    RC_LOG() << kind_name(kind) << " " << arg << " (state " << offload_state_name(f.state())
-             << ", ram " << status(r).ram_bytes << ")\n";
+    RC_LOG() << ram_kind_name(kind) << " " << arg << " (state " << offload_state_name(f.state())
+             << ", ram " << ram_status(r).ram_bytes << ")\n";
     switch (kind) {
-      case kCommand: {
+      case kRamCommand: {
         std::optional<uint32_t> rewind_to;
         if ((arg / 8) % 4 == 0) rewind_to = static_cast<uint32_t>(arg / 32) % (r.length + 1);
-        run_command(r, static_cast<uint32_t>(arg % 8), rewind_to);
+        run_ram_command(r, static_cast<uint32_t>(arg % 8), rewind_to);
         break;
       }
-      case kPass: {
+      case kRamPass: {
         static const int64_t choices[] = {1, OffloaderFixture::kIdle, OffloaderFixture::kExpire};
         f.pass(choices[arg % 3]);
         break;
       }
-      case kOffloadNow:
+      case kRamOffloadNow:
         (void)f.offloader_->offload_now();
         f.executor_.run_due();
         break;
-      case kSaveAhead:
+      case kRamSaveAhead:
         f.executor_.run_due();
         RC_ASSERT(f.offloader_->save_ahead().ok());
         f.executor_.run_due();
         break;
-      case kEvict: RC_ASSERT(f.offloader_->evict().ok()); break;
-      case kForget: {
+      case kRamEvict: RC_ASSERT(f.offloader_->evict().ok()); break;
+      case kRamForget: {
         const OffloadState before = f.state();
         RC_ASSERT(f.offloader_->forget().ok());
         if (before != OffloadState::kResident) {
@@ -175,12 +175,12 @@ RC_GTEST_PROP(OffloaderRamProperty, TheSnapshotIsInExactlyOnePlaceAndNoHistoryIs
         }
         break;
       }
-      case kRefusePages: f.ram_pages_->refuse = arg % 2 == 1; break;
+      case kRamRefusePages: f.ram_pages_->refuse = arg % 2 == 1; break;
       default: break;
     }
-    check_invariants(r);
+    check_ram_invariants(r);
   }
-  const OffloadStatus s = status(r);
+  const OffloadStatus s = ram_status(r);
   RC_TAG(s.counters.ram_saves > 0 ? "saved to RAM" : "never in RAM");
   RC_TAG(s.counters.ram_full > 0 ? "RAM full or refused" : "RAM always had room");
   RC_TAG(s.counters.ram_restores > 0 ? "restored from RAM" : "never restored from RAM");

@@ -1,4 +1,4 @@
-// Model-based property test of the simulator: RapidCheck generates random sequences of
+// BackendModel-based property test of the simulator: RapidCheck generates random sequences of
 // reserve / commit / decommit / write / read / zero / unreserve calls, valid and invalid
 // (misaligned, outside reservations, on released reservations, overlapping, too large),
 // runs them on a small SimBackend and on an in-test model of the MemoryBackend contract, and
@@ -92,7 +92,7 @@ rc::Gen<Op> op_generator() {
 }
 
 // The MemoryBackend contract, over plain maps.
-class Model {
+class BackendModel {
  public:
   std::map<DeviceAddress, size_t> reservations;  // live: base -> size
   std::map<DeviceAddress, size_t> commits;       // one per successful commit: base -> size
@@ -163,7 +163,7 @@ void run_against_model(const std::vector<Op>& ops) {
   Result<std::unique_ptr<SimBackend>> created = SimBackend::create(options);
   RC_ASSERT(created.ok());
   SimBackend& sim = **created;
-  Model model;
+  BackendModel model;
   std::vector<DeviceRange> handles;  // every reservation ever made, released ones included
   // What the sequence exercised, so the printed distribution shows the generator reaches the
   // interesting cases (a property that only ever sees rejected calls proves little).

@@ -115,9 +115,9 @@ RecordBufferPool& shared_record_buffers() {
 }
 
 // One file written from a layout, and the means to read it back.
-class World {
+class SnapshotWorld {
  public:
-  explicit World(const Layout& layout, uint64_t seed = 1) : layout_(layout) {
+  explicit SnapshotWorld(const Layout& layout, uint64_t seed = 1) : layout_(layout) {
     for (size_t r = 0; r < layout.regions.size(); ++r) {
       const auto& [size, extents] = layout.regions[r];
       sources_.push_back(
@@ -177,7 +177,7 @@ class World {
 TEST(SnapshotPropertyTest, RoundTripRestoresExactlyTheExtents) {
   check_property([] {
     const Layout layout = *layout_gen();
-    World world(layout);
+    SnapshotWorld world(layout);
     RC_ASSERT(world.write().ok());
     std::vector<HostRegion> restored;
     const Status read = world.read(world.key, &restored);
@@ -224,7 +224,7 @@ std::vector<StatusCode> expected_codes_for_flip(SnapshotMode mode, size_t at, ui
 TEST(SnapshotPropertyTest, AnyChangedByteIsRefusedForItsTypedReason) {
   check_property([] {
     const Layout layout = *layout_gen();
-    World world(layout);
+    SnapshotWorld world(layout);
     RC_ASSERT(world.write().ok());
     auto bytes = snapshot_test::read_file(world.path());
     const size_t at = *rc::gen::inRange<size_t>(0, bytes.size());
@@ -240,7 +240,7 @@ TEST(SnapshotPropertyTest, AnyChangedByteIsRefusedForItsTypedReason) {
 
 TEST(SnapshotPropertyTest, EveryTruncationIsTruncated) {
   check_property([] {
-    World world(*layout_gen());
+    SnapshotWorld world(*layout_gen());
     RC_ASSERT(world.write().ok());
     auto bytes = snapshot_test::read_file(world.path());
     bytes.resize(*rc::gen::inRange<size_t>(0, bytes.size()));
@@ -264,7 +264,7 @@ TEST(SnapshotPropertyTest, MovedOrReplayedChunksAreCorrupt) {
       const uint64_t size = uint64_t{n} * layout.chunk_bytes;
       layout.regions.push_back({size, {{0, size}}});
     }
-    World world(layout, 1);
+    SnapshotWorld world(layout, 1);
     RC_ASSERT(world.write().ok());
     const auto original = snapshot_test::read_file(world.path());
     const size_t record = snapshot::chunk_record_layout(layout.chunk_bytes).size;
@@ -283,7 +283,7 @@ TEST(SnapshotPropertyTest, MovedOrReplayedChunksAreCorrupt) {
       const size_t lo = std::min(i, j), hi = std::max(i, j) + 1;
       std::rotate(rec(bytes, lo), rec(bytes, lo) + record, rec(bytes, hi));
     } else {
-      World other(layout, 2);  // other bytes, same layout, same process
+      SnapshotWorld other(layout, 2);  // other bytes, same layout, same process
       RC_ASSERT(other.write(world.key, other.path()).ok());
       auto foreign = snapshot_test::read_file(other.path());
       RC_ASSERT(foreign.size() == bytes.size());
@@ -299,7 +299,7 @@ TEST(SnapshotPropertyTest, AnotherProcessKeyIsForeign) {
   check_property([] {
     Layout layout = *layout_gen();
     layout.mode = *rc::gen::element(SnapshotMode::kSessionEncrypted, SnapshotMode::kSessionDigest);
-    World world(layout);
+    SnapshotWorld world(layout);
     RC_ASSERT(world.write().ok());
     const auto other_seed = *rc::gen::inRange<int>(2, 250);
     RC_ASSERT(world.read(snapshot_test::fixed_key(static_cast<uint8_t>(other_seed))).code() ==
@@ -314,7 +314,7 @@ TEST(SnapshotPropertyTest, SameNonceAnotherKeyIsCorruptUnderAesGcmOnly) {
   check_property([] {
     Layout layout = *layout_gen();
     layout.mode = *rc::gen::element(SnapshotMode::kSessionEncrypted, SnapshotMode::kSessionDigest);
-    World world(layout);
+    SnapshotWorld world(layout);
     RC_ASSERT(world.write().ok());
     ProcessKey::KeyBytes other{};
     const auto salt = static_cast<uint8_t>(*rc::gen::inRange<int>(1, 256));
@@ -333,7 +333,7 @@ TEST(SnapshotPropertyTest, AnotherGenerationIsForeign) {
   check_property([] {
     Layout layout = *layout_gen();
     layout.mode = *rc::gen::element(SnapshotMode::kSessionEncrypted, SnapshotMode::kSessionDigest);
-    World world(layout);
+    SnapshotWorld world(layout);
     world.generation = *rc::gen::inRange<uint64_t>(0, 1000);
     RC_ASSERT(world.write().ok());
     world.expected_generation = world.generation;
@@ -346,7 +346,7 @@ TEST(SnapshotPropertyTest, AnotherGenerationIsForeign) {
 
 TEST(SnapshotPropertyTest, ExpiredAtAndOnlyAtTheDeadline) {
   check_property([] {
-    World world(*layout_gen());
+    SnapshotWorld world(*layout_gen());
     world.ttl = *rc::gen::inRange<int64_t>(0, 5000);
     RC_ASSERT(world.write().ok());
     const int64_t waited = *rc::gen::inRange<int64_t>(0, 10000);
@@ -368,7 +368,7 @@ TEST(SnapshotExhaustiveTest, EveryByteAndEveryLength) {
     layout.mode = mode;
     layout.chunk_bytes = 7;
     layout.regions = {{40, {{0, 3}, {10, 20}}}, {0, {}}, {9, {{8, 1}}}};
-    World world(layout);
+    SnapshotWorld world(layout);
     ASSERT_TRUE(world.write().ok());
     const auto good = snapshot_test::read_file(world.path());
     for (size_t at = 0; at < good.size(); ++at) {

@@ -18,7 +18,7 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-const ServedModel kModel{.name = "synthetic:tiny", .context = 256};
+const ServedModel kAnthropicModel{.name = "synthetic:tiny", .context = 256};
 
 json minimal() {
   return {{"model", "claude-anything"},
@@ -27,7 +27,7 @@ json minimal() {
 }
 
 Result<ParsedMessages> parse(const json& body, ErrorDetail* detail = nullptr) {
-  return parse_messages_request(body.dump(), kModel, detail);
+  return parse_messages_request(body.dump(), kAnthropicModel, detail);
 }
 
 // The param a refused body names.

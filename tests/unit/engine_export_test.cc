@@ -29,7 +29,7 @@ using testing::EngineRig;
 using testing::text_of;
 using testing::tiny_config;
 
-constexpr char kPrompt[] = "It was a bright cold day in April,";
+constexpr char kExportPrompt[] = "It was a bright cold day in April,";
 
 TEST(EngineExportTest, ImportIntoANewEngineContinuesExactlyAsTheOriginal) {
   siesta::testing::TempDir dir;
@@ -40,7 +40,7 @@ TEST(EngineExportTest, ImportIntoANewEngineContinuesExactlyAsTheOriginal) {
     EngineRig a(tiny_config(), dir.path());
     ASSERT_TRUE(a.ok());
     // Long enough to cross several recurrent checkpoints (every 16 tokens for tiny).
-    auto first = a.generate(kPrompt, 30);
+    auto first = a.generate(kExportPrompt, 30);
     ASSERT_TRUE(first.ok());
     auto exported = a.engine().export_conversation("conversation-1").get();
     ASSERT_TRUE(exported.ok()) << exported.status().to_string();
@@ -49,7 +49,7 @@ TEST(EngineExportTest, ImportIntoANewEngineContinuesExactlyAsTheOriginal) {
     exported_tokens = exported->tokens;
     EXPECT_EQ(a.history(), exported_tokens);  // exporting changes nothing
 
-    second_prompt = kPrompt + first->text + " The clocks";
+    second_prompt = kExportPrompt + first->text + " The clocks";
     auto second = a.generate(second_prompt, 25);
     ASSERT_TRUE(second.ok());
     original = *second;
@@ -73,15 +73,15 @@ TEST(EngineExportTest, ImportReplacesADifferentConversation) {
   siesta::testing::TempDir dir;
   EngineRig a(tiny_config(), dir.path()), reference;
   ASSERT_TRUE(a.ok() && reference.ok());
-  ASSERT_TRUE(a.generate(kPrompt, 10).ok());
+  ASSERT_TRUE(a.generate(kExportPrompt, 10).ok());
   ASSERT_TRUE(a.engine().export_conversation("saved").get().ok());
   const uint64_t saved_tokens = a.history();
   ASSERT_TRUE(a.generate("Something unrelated to the first prompt", 20).ok());
   auto imported = a.engine().import_conversation("saved").get();
   ASSERT_TRUE(imported.ok()) << imported.status().to_string();
   EXPECT_EQ(imported->tokens, saved_tokens);
-  ASSERT_TRUE(reference.generate(kPrompt, 10).ok());
-  const std::string next = std::string(kPrompt) + " Winston";
+  ASSERT_TRUE(reference.generate(kExportPrompt, 10).ok());
+  const std::string next = std::string(kExportPrompt) + " Winston";
   auto after = a.generate(next, 16);
   ASSERT_TRUE(after.ok());
   EXPECT_GT(after->cached_tokens, 0u);
@@ -93,7 +93,7 @@ TEST(EngineExportTest, ImportOfAnotherModelOrKvTypeIsForeignAndChangesNothing) {
   {
     EngineRig tiny(tiny_config(), dir.path());
     ASSERT_TRUE(tiny.ok());
-    ASSERT_TRUE(tiny.generate(kPrompt, 8).ok());
+    ASSERT_TRUE(tiny.generate(kExportPrompt, 8).ok());
     ASSERT_TRUE(tiny.engine().export_conversation("tiny-f32").get().ok());
   }
   for (const ModelConfig& other : {tiny_config(KvType::kF16), tiny_config(KvType::kInt8),
@@ -120,7 +120,7 @@ TEST(EngineExportTest, ImportOfAnotherModelOrKvTypeIsForeignAndChangesNothing) {
 TEST(EngineExportTest, WithoutADirectoryExportAndImportAreRefused) {
   EngineRig rig;
   ASSERT_TRUE(rig.ok());
-  ASSERT_TRUE(rig.generate(kPrompt, 4).ok());
+  ASSERT_TRUE(rig.generate(kExportPrompt, 4).ok());
   const uint64_t history = rig.history();
   auto exported = rig.engine().export_conversation("x").get();
   EXPECT_EQ(exported.status().code(), StatusCode::kFailedPrecondition);
@@ -133,7 +133,7 @@ TEST(EngineExportTest, InvalidNamesAreRefusedAndMissingExportsAreNotFound) {
   siesta::testing::TempDir dir;
   EngineRig rig(tiny_config(), dir.path());
   ASSERT_TRUE(rig.ok());
-  ASSERT_TRUE(rig.generate(kPrompt, 4).ok());
+  ASSERT_TRUE(rig.generate(kExportPrompt, 4).ok());
   const uint64_t history = rig.history();
   for (const char* name : {"", "../escape", ".hidden", "a/b", "x.tmp-1", "bad\nname"}) {
     EXPECT_EQ(rig.engine().export_conversation(name).get().status().code(),
@@ -152,7 +152,7 @@ TEST(EngineExportTest, EraseRemovesTheFileWithoutACommand) {
   siesta::testing::TempDir dir;
   EngineRig rig(tiny_config(), dir.path());
   ASSERT_TRUE(rig.ok());
-  ASSERT_TRUE(rig.generate(kPrompt, 4).ok());
+  ASSERT_TRUE(rig.generate(kExportPrompt, 4).ok());
   ASSERT_TRUE(rig.engine().export_conversation("gone").get().ok());
   const uint64_t commands = rig.engine().status().commands_run;
   SIESTA_EXPECT_OK(rig.engine().erase_export("gone"));
@@ -169,9 +169,9 @@ TEST(EngineExportTest, AFifoUnderAnExportsNameIsRefusedAndTheEngineGoesOn) {
   siesta::testing::TempDir dir;
   EngineRig rig(tiny_config(), dir.path()), reference;
   ASSERT_TRUE(rig.ok() && reference.ok());
-  auto first = rig.generate(kPrompt, 8);
+  auto first = rig.generate(kExportPrompt, 8);
   ASSERT_TRUE(first.ok());
-  ASSERT_TRUE(reference.generate(kPrompt, 8).ok());
+  ASSERT_TRUE(reference.generate(kExportPrompt, 8).ok());
   const uint64_t history = rig.history();
   const std::string fifo = dir.file("fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
@@ -182,7 +182,7 @@ TEST(EngineExportTest, AFifoUnderAnExportsNameIsRefusedAndTheEngineGoesOn) {
   EXPECT_EQ(imported.status().code(), StatusCode::kFailedPrecondition)
       << imported.status().to_string();
   EXPECT_EQ(rig.history(), history) << "a refused import changes nothing";
-  const std::string next = kPrompt + first->text + " More";
+  const std::string next = kExportPrompt + first->text + " More";
   auto after = rig.generate(next, 12);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->cached_tokens, history);
@@ -202,7 +202,7 @@ TEST(EngineExportTest, ADeviceFailureAroundAnExportOrImportCostsTheHistory) {
   });
   EngineRig reference;
   ASSERT_TRUE(rig.ok() && reference.ok() && kernels != nullptr);
-  auto first = rig.generate(kPrompt, 8);
+  auto first = rig.generate(kExportPrompt, 8);
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(rig.engine().export_conversation("saved").get().ok());
   const uint64_t saved_tokens = rig.history();
@@ -229,8 +229,8 @@ TEST(EngineExportTest, ADeviceFailureAroundAnExportOrImportCostsTheHistory) {
   auto imported = rig.engine().import_conversation("saved").get();
   ASSERT_TRUE(imported.ok()) << imported.status().to_string();
   EXPECT_EQ(imported->tokens, saved_tokens);
-  ASSERT_TRUE(reference.generate(kPrompt, 8).ok());
-  const std::string next = kPrompt + first->text + " More";
+  ASSERT_TRUE(reference.generate(kExportPrompt, 8).ok());
+  const std::string next = kExportPrompt + first->text + " More";
   auto after = rig.generate(next, 12);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->cached_tokens, saved_tokens);
@@ -244,7 +244,7 @@ TEST(EngineExportTest, ADamagedExportCostsTheHistoryItWasReadOver) {
   siesta::testing::TempDir dir;
   EngineRig rig(tiny_config(), dir.path()), reference;
   ASSERT_TRUE(rig.ok() && reference.ok());
-  ASSERT_TRUE(rig.generate(kPrompt, 30).ok());
+  ASSERT_TRUE(rig.generate(kExportPrompt, 30).ok());
   ASSERT_TRUE(rig.engine().export_conversation("saved").get().ok());
   {
     const std::string path = dir.file("saved");
@@ -280,9 +280,9 @@ TEST(EngineExportTest, AnExportThatCannotBeWrittenKeepsTheConversation) {
   ASSERT_TRUE(std::filesystem::create_directory(exports));
   EngineRig rig(tiny_config(), exports), reference;
   ASSERT_TRUE(rig.ok() && reference.ok());
-  auto first = rig.generate(kPrompt, 8);
+  auto first = rig.generate(kExportPrompt, 8);
   ASSERT_TRUE(first.ok());
-  ASSERT_TRUE(reference.generate(kPrompt, 8).ok());
+  ASSERT_TRUE(reference.generate(kExportPrompt, 8).ok());
   const uint64_t history = rig.history();
   ASSERT_TRUE(std::filesystem::remove(exports));
 
@@ -291,7 +291,7 @@ TEST(EngineExportTest, AnExportThatCannotBeWrittenKeepsTheConversation) {
   EXPECT_NE(exported.status().code(), StatusCode::kInvalidArgument)
       << exported.status().to_string();
   EXPECT_EQ(rig.history(), history);
-  const std::string next = kPrompt + first->text + " More";
+  const std::string next = kExportPrompt + first->text + " More";
   auto after = rig.generate(next, 12);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->cached_tokens, history);

@@ -53,7 +53,7 @@ class StepFailingKernels final : public KernelsWrapper {
   std::atomic<uint64_t> fail_at_{0};  // 0: never
 };
 
-constexpr char kPrompt[] = "The rain in Spain stays mainly";  // 30 tokens
+constexpr char kRainPrompt[] = "The rain in Spain stays mainly";  // 30 tokens
 
 class EngineFaultTest : public ::testing::TestWithParam<uint64_t> {};
 
@@ -77,7 +77,7 @@ TEST_P(EngineFaultTest, DeviceErrorDiscardsTheHistoryAndTheEngineRecovers) {
   faulty->fail_step(GetParam());  // a prefill block, or a generated token's replay
   std::string streamed;
   GenerateRequest request;
-  request.prompt = kPrompt;
+  request.prompt = kRainPrompt;
   request.max_tokens = 20;
   request.on_text = [&streamed](std::string_view piece) { streamed += piece; };
   auto failed = rig.generate(std::move(request));
@@ -86,10 +86,10 @@ TEST_P(EngineFaultTest, DeviceErrorDiscardsTheHistoryAndTheEngineRecovers) {
   EXPECT_NE(failed.status().message().find("injected"), std::string::npos);
   EXPECT_EQ(rig.history(), 0u);  // discarded, not left half-written
 
-  auto again = rig.generate(kPrompt, 20);
+  auto again = rig.generate(kRainPrompt, 20);
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(again->cached_tokens, 0u);
-  const std::string want = text_of(reference.generate(kPrompt, 20));
+  const std::string want = text_of(reference.generate(kRainPrompt, 20));
   EXPECT_EQ(again->text, want);
   EXPECT_EQ(want.compare(0, streamed.size(), streamed), 0);  // what streamed was right
 }
@@ -118,7 +118,7 @@ struct FailingEngine {
 // A sampled turn with log probabilities: the logits come to the host at every step.
 GenerateRequest sampled_turn() {
   GenerateRequest request;
-  request.prompt = kPrompt;
+  request.prompt = kRainPrompt;
   request.max_tokens = 6;
   request.temperature = 0.9f;
   request.seed = 11;
@@ -185,7 +185,7 @@ TEST(EngineKernelFaultsTest, ADiscardThatFailsTooIsReportedAndTheNextRequestStar
   ASSERT_TRUE(rig.generate("An earlier conversation", 4).ok());
 
   kernels.arm(10, /*sticky=*/true);  // inside the first prefill block, and every call after
-  const Result<GenerateResult> failed = rig.generate(kPrompt, 8);
+  const Result<GenerateResult> failed = rig.generate(kRainPrompt, 8);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), StatusCode::kDeviceError);
   EXPECT_NE(failed.status().message().find("discarding the history then failed too"),
@@ -195,10 +195,10 @@ TEST(EngineKernelFaultsTest, ADiscardThatFailsTooIsReportedAndTheNextRequestStar
   EXPECT_EQ(rig.history(), 0u);
 
   kernels.disarm();
-  const Result<GenerateResult> again = rig.generate(kPrompt, 8);
+  const Result<GenerateResult> again = rig.generate(kRainPrompt, 8);
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(again->cached_tokens, 0u);
-  EXPECT_EQ(again->text, text_of(reference.generate(kPrompt, 8)));
+  EXPECT_EQ(again->text, text_of(reference.generate(kRainPrompt, 8)));
 }
 
 // Exceptions do not cross the engine's thread: a streaming callback that throws fails its own
@@ -208,7 +208,7 @@ TEST(EngineCallbackFaultTest, AThrowingCallbackFailsItsRequestAndTheEngineGoesOn
   EngineRig rig, reference;
   ASSERT_TRUE(rig.ok() && reference.ok());
   GenerateRequest request;
-  request.prompt = kPrompt;
+  request.prompt = kRainPrompt;
   request.max_tokens = 8;
   request.on_text = [](std::string_view) { throw std::runtime_error("the client's callback"); };
   const Result<GenerateResult> failed = rig.generate(std::move(request));
@@ -217,9 +217,9 @@ TEST(EngineCallbackFaultTest, AThrowingCallbackFailsItsRequestAndTheEngineGoesOn
   EXPECT_NE(failed.status().message().find("generate threw an exception"), std::string::npos)
       << failed.status().to_string();
 
-  const Result<GenerateResult> next = rig.generate(kPrompt, 8);
+  const Result<GenerateResult> next = rig.generate(kRainPrompt, 8);
   ASSERT_TRUE(next.ok()) << next.status().to_string();
-  EXPECT_EQ(next->text, text_of(reference.generate(kPrompt, 8)));
+  EXPECT_EQ(next->text, text_of(reference.generate(kRainPrompt, 8)));
   EXPECT_EQ(rig.engine().status().commands_run, 2u);
 }
 

@@ -24,10 +24,10 @@ using testing::text_of;
 constexpr int64_t kIdle = OffloadEngineRig::kIdleSeconds;
 constexpr int64_t kExpire = OffloadEngineRig::kExpireSeconds;
 
-const std::string kFirst = "abcabcabcabcabcabcabc";
+const std::string kFirstPrompt = "abcabcabcabcabcabcabc";
 const std::string kSecond = "xyxyxyxyxyxyxyxyxyxyxyxyxyxy";
 
-std::string fresh_answer(const std::string& prompt) {
+std::string reference_answer(const std::string& prompt) {
   EngineRig fresh;
   EXPECT_TRUE(fresh.ok());
   return fresh.ok() ? text_of(fresh.generate(prompt, 12)) : "";
@@ -36,7 +36,7 @@ std::string fresh_answer(const std::string& prompt) {
 // Guards: the RoPE table not recomputed by Session::discard_history() after a fallback.
 TEST(EngineReinitTest, AFallbackRecomputesTheRopeTable) {
   OffloadEngineRig rig;
-  ASSERT_TRUE(rig.generate(kFirst).ok());
+  ASSERT_TRUE(rig.generate(kFirstPrompt).ok());
   rig.sleep_session();
   ASSERT_EQ(rig.state(), OffloadState::kDisk);
   std::filesystem::remove(rig.snapshot_path());  // gone while it slept
@@ -44,13 +44,13 @@ TEST(EngineReinitTest, AFallbackRecomputesTheRopeTable) {
   ASSERT_TRUE(after.ok()) << after.status().to_string();
   ASSERT_TRUE(after->admission.fallback.has_value());
   EXPECT_EQ(*after->admission.fallback, FallbackReason::kNotFound);
-  EXPECT_EQ(after->text, fresh_answer(kSecond));
+  EXPECT_EQ(after->text, reference_answer(kSecond));
 }
 
 // Guards: the same after an expiry (the fresh session's discard).
 TEST(EngineReinitTest, AnExpiryRecomputesTheRopeTable) {
   OffloadEngineRig rig;
-  ASSERT_TRUE(rig.generate(kFirst).ok());
+  ASSERT_TRUE(rig.generate(kFirstPrompt).ok());
   rig.sleep_session();
   rig.clock.advance(std::chrono::seconds(kExpire - kIdle));
   rig.executor.run_due();
@@ -58,7 +58,7 @@ TEST(EngineReinitTest, AnExpiryRecomputesTheRopeTable) {
   Result<GenerateResult> after = rig.generate(kSecond);
   ASSERT_TRUE(after.ok()) << after.status().to_string();
   EXPECT_TRUE(after->admission.fresh_after_expiry);
-  EXPECT_EQ(after->text, fresh_answer(kSecond));
+  EXPECT_EQ(after->text, reference_answer(kSecond));
 }
 
 // Guards: the RoPE table not recomputed after a restore (Session::adopt_restored_state): the
@@ -67,11 +67,11 @@ TEST(EngineReinitTest, ARestoreRecomputesTheRopeTable) {
   OffloadEngineRig rig;
   EngineRig awake;
   ASSERT_TRUE(awake.ok());
-  Result<GenerateResult> first = rig.generate(kFirst);
+  Result<GenerateResult> first = rig.generate(kFirstPrompt);
   ASSERT_TRUE(first.ok());
-  ASSERT_EQ(text_of(awake.generate(kFirst, 12)), first->text);
+  ASSERT_EQ(text_of(awake.generate(kFirstPrompt, 12)), first->text);
   rig.sleep_session();
-  const std::string next = kFirst + first->text + kSecond;
+  const std::string next = kFirstPrompt + first->text + kSecond;
   Result<GenerateResult> after = rig.generate(next);
   ASSERT_TRUE(after.ok()) << after.status().to_string();
   EXPECT_TRUE(after->admission.restored);

@@ -13,9 +13,9 @@
 namespace siesta {
 namespace {
 
-constexpr size_t kMiB = 1024 * 1024;
+constexpr size_t kMebibyte = 1024 * 1024;
 
-size_t rss() { return host_address_space::resident_bytes().value(); }
+size_t resident() { return host_address_space::resident_bytes().value(); }
 
 TEST(HostVmmTest, ReserveRoundsUpToPagesAndCommitsNothing) {
   HostVmm vmm;
@@ -30,7 +30,7 @@ TEST(HostVmmTest, ReserveRoundsUpToPagesAndCommitsNothing) {
 
 TEST(HostVmmTest, CommitReleaseCommitKeepsTheAddressAndZeroesTheData) {
   HostVmm vmm;
-  SIESTA_ASSERT_OK_AND_ASSIGN(HostRange range, vmm.reserve(1 * kMiB));
+  SIESTA_ASSERT_OK_AND_ASSIGN(HostRange range, vmm.reserve(1 * kMebibyte));
   std::byte* const address = range.data();
   for (int cycle = 0; cycle < 5; ++cycle) {
     SCOPED_TRACE("cycle " + std::to_string(cycle));
@@ -49,58 +49,58 @@ TEST(HostVmmTest, CommitReleaseCommitKeepsTheAddressAndZeroesTheData) {
 
 TEST(HostVmmTest, StatsFollowCommitReleaseAndDestruction) {
   HostVmm vmm;
-  SIESTA_ASSERT_OK_AND_ASSIGN(HostRange a, vmm.reserve(1 * kMiB));
+  SIESTA_ASSERT_OK_AND_ASSIGN(HostRange a, vmm.reserve(1 * kMebibyte));
   {
-    SIESTA_ASSERT_OK_AND_ASSIGN(HostRange b, vmm.reserve(2 * kMiB));
-    EXPECT_EQ(vmm.stats().reserved_bytes, 3 * kMiB);
+    SIESTA_ASSERT_OK_AND_ASSIGN(HostRange b, vmm.reserve(2 * kMebibyte));
+    EXPECT_EQ(vmm.stats().reserved_bytes, 3 * kMebibyte);
     SIESTA_ASSERT_OK(a.commit());
     SIESTA_ASSERT_OK(b.commit());
-    EXPECT_EQ(vmm.stats().committed_bytes, 3 * kMiB);
+    EXPECT_EQ(vmm.stats().committed_bytes, 3 * kMebibyte);
     SIESTA_ASSERT_OK(a.release());
-    EXPECT_EQ(vmm.stats().committed_bytes, 2 * kMiB);
+    EXPECT_EQ(vmm.stats().committed_bytes, 2 * kMebibyte);
     // Moving a range moves its accounting with it, once.
     HostRange moved = std::move(b);
-    EXPECT_EQ(vmm.stats().committed_bytes, 2 * kMiB);
+    EXPECT_EQ(vmm.stats().committed_bytes, 2 * kMebibyte);
     EXPECT_TRUE(moved.committed());
   }  // destroyed while committed
-  EXPECT_EQ(vmm.stats().reserved_bytes, 1 * kMiB);
+  EXPECT_EQ(vmm.stats().reserved_bytes, 1 * kMebibyte);
   EXPECT_EQ(vmm.stats().committed_bytes, 0u);
 }
 
 TEST(HostVmmTest, MisuseIsAnErrorAndChangesNothing) {
   HostVmm vmm;
-  SIESTA_ASSERT_OK_AND_ASSIGN(HostRange range, vmm.reserve(1 * kMiB));
+  SIESTA_ASSERT_OK_AND_ASSIGN(HostRange range, vmm.reserve(1 * kMebibyte));
   SIESTA_EXPECT_CODE(range.release(), StatusCode::kFailedPrecondition);  // never committed
   EXPECT_EQ(vmm.stats().committed_bytes, 0u);
   SIESTA_ASSERT_OK(range.commit());
   range.data()[0] = std::byte{7};
   SIESTA_EXPECT_CODE(range.commit(), StatusCode::kFailedPrecondition);  // already committed
   EXPECT_EQ(range.data()[0], std::byte{7});  // the double commit did not replace the pages
-  EXPECT_EQ(vmm.stats().committed_bytes, 1 * kMiB);
+  EXPECT_EQ(vmm.stats().committed_bytes, 1 * kMebibyte);
   HostRange moved = std::move(range);
   SIESTA_EXPECT_CODE(range.commit(),
                      StatusCode::kFailedPrecondition);  // NOLINT(bugprone-use-after-move)
   SIESTA_EXPECT_CODE(range.release(), StatusCode::kFailedPrecondition);  // NOLINT
-  EXPECT_EQ(vmm.stats().committed_bytes, 1 * kMiB);
+  EXPECT_EQ(vmm.stats().committed_bytes, 1 * kMebibyte);
 }
 
 // Host memory never returned after a release (other systems kept it after a wake).
 TEST(HostVmmTest, ResidentSetFallsAfterRelease) {
   HostVmm vmm;
-  const size_t bytes = 32 * kMiB;
+  const size_t bytes = 32 * kMebibyte;
   SIESTA_ASSERT_OK_AND_ASSIGN(HostRange range, vmm.reserve(bytes));
   SIESTA_ASSERT_OK(range.commit());
   std::memset(range.data(), 0x5a, bytes);
-  const size_t touched = rss();
+  const size_t touched = resident();
   SIESTA_ASSERT_OK(range.release());
-  const size_t released = rss();
-  EXPECT_GE(touched, released + bytes - 1 * kMiB)
+  const size_t released = resident();
+  EXPECT_GE(touched, released + bytes - 1 * kMebibyte)
       << "RSS went from " << touched << " to " << released << " after releasing " << bytes;
 }
 
 TEST(HostVmmTest, AccessAfterReleaseFaults) {
   HostVmm vmm;
-  SIESTA_ASSERT_OK_AND_ASSIGN(HostRange range, vmm.reserve(1 * kMiB));
+  SIESTA_ASSERT_OK_AND_ASSIGN(HostRange range, vmm.reserve(1 * kMebibyte));
   SIESTA_ASSERT_OK(range.commit());
   auto* bytes = reinterpret_cast<volatile unsigned char*>(range.data());
   bytes[0] = 1;
@@ -108,7 +108,7 @@ TEST(HostVmmTest, AccessAfterReleaseFaults) {
   EXPECT_DEATH(bytes[0] = 1, "");
   EXPECT_DEATH(bytes[range.size() - 1] = 1, "");
   // Never committed at all faults the same way.
-  SIESTA_ASSERT_OK_AND_ASSIGN(HostRange fresh, vmm.reserve(1 * kMiB));
+  SIESTA_ASSERT_OK_AND_ASSIGN(HostRange fresh, vmm.reserve(1 * kMebibyte));
   auto* never = reinterpret_cast<volatile unsigned char*>(fresh.data());
   EXPECT_DEATH(never[0] = 1, "");
 }
@@ -116,11 +116,12 @@ TEST(HostVmmTest, AccessAfterReleaseFaults) {
 TEST(HostAddressSpaceTest, ReserveHonoursLargeAlignmentAndRejectsBadArguments) {
   const size_t page = host_address_space::page_size();
   for (int i = 0; i < 4; ++i) {  // the kernel's placement varies; alignment must not
-    SIESTA_ASSERT_OK_AND_ASSIGN(std::byte * base, host_address_space::reserve(2 * kMiB, 2 * kMiB));
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(base) % (2 * kMiB), 0u);
+    SIESTA_ASSERT_OK_AND_ASSIGN(std::byte * base,
+                                host_address_space::reserve(2 * kMebibyte, 2 * kMebibyte));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(base) % (2 * kMebibyte), 0u);
     SIESTA_EXPECT_CODE(host_address_space::drop(base + 1, page), StatusCode::kInvalidArgument);
-    SIESTA_EXPECT_OK(host_address_space::drop(base, 2 * kMiB));
-    host_address_space::unreserve(base, 2 * kMiB);
+    SIESTA_EXPECT_OK(host_address_space::drop(base, 2 * kMebibyte));
+    host_address_space::unreserve(base, 2 * kMebibyte);
   }
   SIESTA_EXPECT_CODE(host_address_space::reserve(0, page), StatusCode::kInvalidArgument);
   SIESTA_EXPECT_CODE(host_address_space::reserve(page, 3 * page), StatusCode::kInvalidArgument);

@@ -19,8 +19,8 @@ namespace {
 using test_util::MultiRangeOffloaderRig;
 using test_util::OffloaderFixture;
 
-constexpr int64_t kIdle = OffloaderFixture::kIdle;
-constexpr int64_t kExpire = OffloaderFixture::kExpire;
+constexpr int64_t kIdleAfter = OffloaderFixture::kIdle;
+constexpr int64_t kExpireAfter = OffloaderFixture::kExpire;
 
 // Guards: a host release failure after the device ranges were decommitted treated as "nothing
 // released" (the session marked resident over decommitted device memory) or not reported; or
@@ -33,7 +33,7 @@ TEST(OffloaderErrorPathTest, AHostRangeThatFailsToReleaseKeepsWhatWasReleasedRel
   f.host_.set_fault_hook([](HostVmmCall call, const HostRange&) {
     return call == HostVmmCall::kRelease ? IoError("injected: host release refused") : Status::Ok();
   });
-  f.pass(kIdle);
+  f.pass(kIdleAfter);
   OffloadStatus status = f.offloader_->status();
   EXPECT_EQ(status.state, OffloadState::kDisk) << "the device memory is released: disk";
   EXPECT_EQ(status.counters.saves, 1u);
@@ -64,7 +64,7 @@ TEST(OffloaderErrorPathTest, ADecommitThatReleasesNothingKeepsTheSessionResident
       .backend_faults = {FaultKind::kDecommitFails, 1, false}});  // injected: decommit call 1
   ASSERT_TRUE(f.command(12).ok());
   const uint64_t committed = f.sim_->stats().committed_bytes;
-  f.pass(kIdle);
+  f.pass(kIdleAfter);
   OffloadStatus status = f.offloader_->status();
   EXPECT_EQ(status.state, OffloadState::kResident);
   EXPECT_EQ(status.counters.saves, 0u);
@@ -141,7 +141,7 @@ TEST(OffloaderErrorPathTest, ADiscardThatFailsAfterAnExpiryIsADeviceErrorWithout
   MultiRangeOffloaderRig rig;
   ASSERT_TRUE(rig.ok());
   ASSERT_NO_FATAL_FAILURE(rig.sleep_after_a_command());
-  rig.f.pass(kExpire - kIdle);
+  rig.f.pass(kExpireAfter - kIdleAfter);
   ASSERT_EQ(rig.state(), OffloadState::kExpired);
   // Injected: discarding the history fails as a kernel error would.
   rig.target->discard_result = DeviceError("injected: discard failed");
@@ -157,7 +157,7 @@ TEST(OffloaderErrorPathTest, ADiscardThatFailsAfterAnExpiryIsADeviceErrorWithout
 TEST(OffloaderErrorPathTest, ASnapshotOfAnotherFormatVersionFallsBackAsUnsupported) {
   OffloaderFixture f;
   ASSERT_TRUE(f.command(9).ok());
-  f.pass(kIdle);
+  f.pass(kIdleAfter);
   ASSERT_EQ(f.state(), OffloadState::kDisk);
   {
     // The version: u32 little-endian at offset 8, after the magic (docs/SNAPSHOT_FORMAT.md).
@@ -183,7 +183,7 @@ TEST(OffloaderErrorPathTest, ASnapshotOfAnotherFormatVersionFallsBackAsUnsupport
 TEST(OffloaderErrorPathTest, ARetireThatFailsRemovesTheSnapshotWhereItIs) {
   OffloaderFixture f;
   ASSERT_TRUE(f.command(9).ok());
-  f.pass(kIdle);
+  f.pass(kIdleAfter);
   ASSERT_EQ(f.state(), OffloadState::kDisk);
   // Injected: the retire's rename fails with EIO.
   f.fs_.set_plan({FsOp::kRename, 1, FsFaultKind::kIoError, false});

@@ -47,7 +47,7 @@ class TimedKernels final : public KernelsWrapper {
 class PrefillPacerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto sim = SimBackend::create(test_util::small_sim_options());
+    auto sim = SimBackend::create(siesta::test_util::small_sim_options());
     ASSERT_TRUE(sim.ok()) << sim.status().to_string();
     sim_ = std::move(sim).value();
     auto host = HostKernels::create(*sim_);

@@ -30,11 +30,11 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-const ServedModel kModel{.name = "synthetic:tiny", .context = 256};
+const ServedModel kResponsesModel{.name = "synthetic:tiny", .context = 256};
 // A server started with --n-predict 16.
-const ServedModel kSixteen{.name = "synthetic:tiny", .context = 256, .n_predict = 16};
+const ServedModel kResponsesSixteen{.name = "synthetic:tiny", .context = 256, .n_predict = 16};
 
-Result<ResponsesRequest> parse(const json& body, ErrorDetail* detail = nullptr) {
+Result<ResponsesRequest> parse_responses(const json& body, ErrorDetail* detail = nullptr) {
   return parse_responses_request(body.dump(), detail);
 }
 
@@ -72,7 +72,7 @@ std::string refused_param(const std::string& body) {
 std::string refused_param(const json& body) { return refused_param(body.dump()); }
 
 TEST(ResponsesJsonTest, AStringInputIsOneUserMessageWithOpenAisDefaults) {
-  Result<ResponsesRequest> parsed = parse(minimal());
+  Result<ResponsesRequest> parsed = parse_responses(minimal());
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   EXPECT_EQ(describe(parsed->input), (std::vector<std::string>{"user: Hello"}));
   EXPECT_FALSE(parsed->instructions.has_value());
@@ -85,7 +85,7 @@ TEST(ResponsesJsonTest, AStringInputIsOneUserMessageWithOpenAisDefaults) {
   EXPECT_TRUE(parsed->store) << "OpenAI stores responses unless told not to";
   EXPECT_EQ(parsed->metadata, json::object());
   // The model is optional.
-  Result<ResponsesRequest> no_model = parse({{"input", "Hello"}});
+  Result<ResponsesRequest> no_model = parse_responses({{"input", "Hello"}});
   ASSERT_TRUE(no_model.ok()) << no_model.status().to_string();
 }
 
@@ -105,7 +105,7 @@ TEST(ResponsesJsonTest, AMessageListReadsEveryRoleAndTextPart) {
                     {{"role", "system"},
                      {"content", json::array({{{"type", "input_text"}, {"text", "S"}}})}},
                 })}};
-  Result<ResponsesRequest> parsed = parse(body);
+  Result<ResponsesRequest> parsed = parse_responses(body);
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   EXPECT_EQ(describe(parsed->input), (std::vector<std::string>{"system: Be brief.", "user: Hi",
                                                                "assistant: Yo", "system: S"}))
@@ -134,7 +134,7 @@ TEST(ResponsesJsonTest, EveryServedFieldIsRead) {
   body["background"] = false;
   body["include"] = json::array();
   body["reasoning"] = nullptr;
-  Result<ResponsesRequest> parsed = parse(body);
+  Result<ResponsesRequest> parsed = parse_responses(body);
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   EXPECT_EQ(parsed->instructions, std::optional<std::string>("Answer in French."));
   EXPECT_EQ(parsed->previous_response_id,
@@ -148,7 +148,7 @@ TEST(ResponsesJsonTest, EveryServedFieldIsRead) {
   EXPECT_EQ(describe(parsed->input), (std::vector<std::string>{"user: Hello"}));
 
   body["tool_choice"] = "auto";
-  EXPECT_TRUE(parse(body).ok()) << "tool_choice auto with no tools is served";
+  EXPECT_TRUE(parse_responses(body).ok()) << "tool_choice auto with no tools is served";
 }
 
 TEST(ResponsesJsonTest, NullIsNotGiven) {
@@ -158,7 +158,7 @@ TEST(ResponsesJsonTest, NullIsNotGiven) {
         "stream", "store", "prompt_cache_key", "metadata", "text", "tools", "truncation"}) {
     body[name] = nullptr;
   }
-  Result<ResponsesRequest> parsed = parse(body);
+  Result<ResponsesRequest> parsed = parse_responses(body);
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   EXPECT_FALSE(parsed->instructions.has_value());
   EXPECT_FALSE(parsed->previous_response_id.has_value());
@@ -170,14 +170,14 @@ TEST(ResponsesJsonTest, NullIsNotGiven) {
 }
 
 TEST(ResponsesJsonTest, PromptCacheKeyNamesTheConversationOfANewChain) {
-  Result<ResponsesRequest> parsed = parse(with("prompt_cache_key", "tenant-42"));
+  Result<ResponsesRequest> parsed = parse_responses(with("prompt_cache_key", "tenant-42"));
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   ASSERT_TRUE(parsed->cache_key.has_value());
   EXPECT_EQ(*parsed->cache_key, engine::session_key_of("tenant-42"));
   EXPECT_NE(*parsed->cache_key, engine::session_key_of("tenant-43"));
 
   const std::string longest(kMaxPromptCacheKeyBytes, 'k');
-  EXPECT_TRUE(parse(with("prompt_cache_key", longest)).ok());
+  EXPECT_TRUE(parse_responses(with("prompt_cache_key", longest)).ok());
   EXPECT_EQ(refused_param(with("prompt_cache_key", longest + "k")), "prompt_cache_key");
   EXPECT_EQ(refused_param(with("prompt_cache_key", "")), "prompt_cache_key");
   EXPECT_EQ(refused_param(with("prompt_cache_key", 42)), "prompt_cache_key");
@@ -240,10 +240,10 @@ TEST(ResponsesJsonTest, TheBoundsOfTheNumbersAreInclusive) {
                                                  {"top_p", 1},
                                                  {"max_output_tokens", 1},
                                                  {"max_output_tokens", UINT32_MAX}}) {
-    Result<ResponsesRequest> parsed = parse(with(name, value));
+    Result<ResponsesRequest> parsed = parse_responses(with(name, value));
     EXPECT_TRUE(parsed.ok()) << name << " " << value.dump() << ": " << parsed.status().to_string();
   }
-  Result<ResponsesRequest> largest = parse(with("max_output_tokens", UINT32_MAX));
+  Result<ResponsesRequest> largest = parse_responses(with("max_output_tokens", UINT32_MAX));
   ASSERT_TRUE(largest.ok());
   EXPECT_EQ(largest->max_output_tokens, UINT32_MAX);
 }
@@ -314,11 +314,11 @@ TEST(ResponsesJsonTest, TheEngineRequestRendersInstructionsThenTheInput) {
   body["temperature"] = 0.75;
   body["top_p"] = 0.5;
   body["max_output_tokens"] = 9;
-  Result<ResponsesRequest> asked = parse(body);
+  Result<ResponsesRequest> asked = parse_responses(body);
   ASSERT_TRUE(asked.ok()) << asked.status().to_string();
   const engine::SessionKey fresh = engine::session_key_of("conv_fresh");
   Result<engine::GenerateRequest> request =
-      responses_generate_request(*asked, nullptr, kModel, fresh, nullptr);
+      responses_generate_request(*asked, nullptr, kResponsesModel, fresh, nullptr);
   ASSERT_TRUE(request.ok()) << request.status().to_string();
   EXPECT_EQ(request->prompt,
             render_chat_prompt({{ChatRole::kSystem, "Be brief."}, {ChatRole::kUser, "Hi"}}));
@@ -333,11 +333,11 @@ TEST(ResponsesJsonTest, AContinuedResponseRendersThePreviousConversationInItsCon
   json body = with("input", "How long?");
   body["previous_response_id"] = "resp_x";
   body["instructions"] = "Be brief.";
-  Result<ResponsesRequest> asked = parse(body);
+  Result<ResponsesRequest> asked = parse_responses(body);
   ASSERT_TRUE(asked.ok()) << asked.status().to_string();
   const StoredResponse previous = stored();
   Result<engine::GenerateRequest> request = responses_generate_request(
-      *asked, &previous, kModel, engine::session_key_of("conv_fresh"), nullptr);
+      *asked, &previous, kResponsesModel, engine::session_key_of("conv_fresh"), nullptr);
   ASSERT_TRUE(request.ok()) << request.status().to_string();
   EXPECT_EQ(request->prompt, render_chat_prompt({{ChatRole::kSystem, "Be brief."},
                                                  {ChatRole::kUser, "What is a siesta?"},
@@ -357,57 +357,57 @@ TEST(ResponsesJsonTest, AContinuedResponseRendersThePreviousConversationInItsCon
   // The next turn without instructions renders none.
   json next = with("input", "And then?");
   next["previous_response_id"] = "resp_y";
-  Result<ResponsesRequest> plain = parse(next);
+  Result<ResponsesRequest> plain = parse_responses(next);
   ASSERT_TRUE(plain.ok());
   StoredResponse kept = previous;
   kept.messages = responses_conversation(*asked, &previous, "About an hour.");
   Result<engine::GenerateRequest> third =
-      responses_generate_request(*plain, &kept, kModel, std::nullopt, nullptr);
+      responses_generate_request(*plain, &kept, kResponsesModel, std::nullopt, nullptr);
   ASSERT_TRUE(third.ok()) << third.status().to_string();
   EXPECT_THAT(third->prompt, ::testing::Not(HasSubstr("Be brief.")));
   EXPECT_THAT(third->prompt, ::testing::StartsWith("<|user|>\nWhat is a siesta?\n"));
 }
 
 TEST(ResponsesJsonTest, TheRouteIsTheCacheKeyOrTheFreshKeyOrThePrompt) {
-  Result<ResponsesRequest> keyed = parse(with("prompt_cache_key", "tenant-42"));
+  Result<ResponsesRequest> keyed = parse_responses(with("prompt_cache_key", "tenant-42"));
   ASSERT_TRUE(keyed.ok());
   Result<engine::GenerateRequest> by_key = responses_generate_request(
-      *keyed, nullptr, kModel, engine::session_key_of("conv_fresh"), nullptr);
+      *keyed, nullptr, kResponsesModel, engine::session_key_of("conv_fresh"), nullptr);
   ASSERT_TRUE(by_key.ok());
   EXPECT_EQ(by_key->route.key,
             std::optional<engine::SessionKey>(engine::session_key_of("tenant-42")));
 
-  Result<ResponsesRequest> plain = parse(minimal());
+  Result<ResponsesRequest> plain = parse_responses(minimal());
   ASSERT_TRUE(plain.ok());
   Result<engine::GenerateRequest> by_prompt =
-      responses_generate_request(*plain, nullptr, kModel, std::nullopt, nullptr);
+      responses_generate_request(*plain, nullptr, kResponsesModel, std::nullopt, nullptr);
   ASSERT_TRUE(by_prompt.ok());
   EXPECT_FALSE(by_prompt->route.key.has_value()) << "routed by its prompt, as chat is";
   EXPECT_FALSE(by_prompt->route.slot.has_value());
 }
 
 TEST(ResponsesJsonTest, TopPZeroKeepsOnlyTheMostProbableToken) {
-  Result<ResponsesRequest> asked = parse(with("top_p", 0));
+  Result<ResponsesRequest> asked = parse_responses(with("top_p", 0));
   ASSERT_TRUE(asked.ok());
   Result<engine::GenerateRequest> request =
-      responses_generate_request(*asked, nullptr, kModel, std::nullopt, nullptr);
+      responses_generate_request(*asked, nullptr, kResponsesModel, std::nullopt, nullptr);
   ASSERT_TRUE(request.ok());
   EXPECT_GT(request->top_p, 0.0f) << "the sampler's top_p is in (0, 1]";
   EXPECT_EQ(request->top_p, std::numeric_limits<float>::min());
 }
 
 TEST(ResponsesJsonTest, TheLengthIsMaxOutputTokensOrTheServersDefaultWithinTheContext) {
-  Result<ResponsesRequest> plain = parse(minimal());
+  Result<ResponsesRequest> plain = parse_responses(minimal());
   ASSERT_TRUE(plain.ok());
   const size_t prompt = render_chat_prompt({{ChatRole::kUser, "Hello"}}).size();
   // --n-predict -1: until the context is full (the engine's 0).
   Result<engine::GenerateRequest> unbounded =
-      responses_generate_request(*plain, nullptr, kModel, std::nullopt, nullptr);
+      responses_generate_request(*plain, nullptr, kResponsesModel, std::nullopt, nullptr);
   ASSERT_TRUE(unbounded.ok());
   EXPECT_EQ(unbounded->max_tokens, 0u);
   // --n-predict 16.
   Result<engine::GenerateRequest> sixteen =
-      responses_generate_request(*plain, nullptr, kSixteen, std::nullopt, nullptr);
+      responses_generate_request(*plain, nullptr, kResponsesSixteen, std::nullopt, nullptr);
   ASSERT_TRUE(sixteen.ok());
   EXPECT_EQ(sixteen->max_tokens, 16u);
   // --n-predict 16 where the context leaves 5: 5.
@@ -419,18 +419,18 @@ TEST(ResponsesJsonTest, TheLengthIsMaxOutputTokensOrTheServersDefaultWithinTheCo
   EXPECT_EQ(five->max_tokens, 5u);
 
   // max_output_tokens up to what the context leaves, exactly.
-  const uint32_t left = static_cast<uint32_t>(kModel.context - prompt);
-  Result<ResponsesRequest> fits = parse(with("max_output_tokens", left));
+  const uint32_t left = static_cast<uint32_t>(kResponsesModel.context - prompt);
+  Result<ResponsesRequest> fits = parse_responses(with("max_output_tokens", left));
   ASSERT_TRUE(fits.ok());
   Result<engine::GenerateRequest> full =
-      responses_generate_request(*fits, nullptr, kModel, std::nullopt, nullptr);
+      responses_generate_request(*fits, nullptr, kResponsesModel, std::nullopt, nullptr);
   ASSERT_TRUE(full.ok()) << full.status().to_string();
   EXPECT_EQ(full->max_tokens, left);
-  Result<ResponsesRequest> beyond = parse(with("max_output_tokens", left + 1));
+  Result<ResponsesRequest> beyond = parse_responses(with("max_output_tokens", left + 1));
   ASSERT_TRUE(beyond.ok());
   ErrorDetail detail;
   Result<engine::GenerateRequest> refused =
-      responses_generate_request(*beyond, nullptr, kModel, std::nullopt, &detail);
+      responses_generate_request(*beyond, nullptr, kResponsesModel, std::nullopt, &detail);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(detail.param, "input");
@@ -448,9 +448,9 @@ TEST(ResponsesJsonTest, TheLengthIsMaxOutputTokensOrTheServersDefaultWithinTheCo
   StoredResponse long_history = stored();
   long_history.messages.push_back({ChatRole::kUser, std::string(300, 'x')});
   ErrorDetail history_detail;
-  EXPECT_FALSE(
-      responses_generate_request(*plain, &long_history, kModel, std::nullopt, &history_detail)
-          .ok());
+  EXPECT_FALSE(responses_generate_request(*plain, &long_history, kResponsesModel, std::nullopt,
+                                          &history_detail)
+                   .ok());
   EXPECT_EQ(history_detail.code, "context_length_exceeded");
 }
 
@@ -482,7 +482,7 @@ ResponsesRequest asked_with_everything() {
   body["top_p"] = 0.25;
   body["previous_response_id"] = "resp_previous";
   body["metadata"] = {{"tenant", "a"}};
-  Result<ResponsesRequest> asked = parse(body);
+  Result<ResponsesRequest> asked = parse_responses(body);
   EXPECT_TRUE(asked.ok()) << asked.status().to_string();
   return asked.ok() ? *asked : ResponsesRequest{};
 }
@@ -527,7 +527,7 @@ TEST(ResponsesJsonTest, ACompletedResponseHasOpenAisShape) {
 }
 
 TEST(ResponsesJsonTest, AResponseEndedByItsLengthIsIncomplete) {
-  Result<ResponsesRequest> asked = parse(with("max_output_tokens", 8));
+  Result<ResponsesRequest> asked = parse_responses(with("max_output_tokens", 8));
   ASSERT_TRUE(asked.ok());
   const engine::GenerateResult result = a_result(engine::FinishReason::kLength);
   const json body = response_object_json(kMeta, *asked, &result);
@@ -542,7 +542,7 @@ TEST(ResponsesJsonTest, AResponseEndedByItsLengthIsIncomplete) {
   EXPECT_EQ(body["temperature"], 0);
   EXPECT_EQ(body["top_p"], 1);
   EXPECT_EQ(body["metadata"], json::object());
-  Result<ResponsesRequest> unstored = parse(with("store", false));
+  Result<ResponsesRequest> unstored = parse_responses(with("store", false));
   ASSERT_TRUE(unstored.ok());
   const json not_kept = response_object_json(kMeta, *unstored, &result);
   EXPECT_EQ(not_kept["store"], false);
@@ -667,7 +667,7 @@ TEST(ResponsesJsonTest, TheStreamsEventsComeInOpenAisOrderNumberedFromZero) {
 }
 
 TEST(ResponsesJsonTest, AStreamEndedByItsLengthEndsWithResponseIncomplete) {
-  Result<ResponsesRequest> asked = parse(with("max_output_tokens", 8));
+  Result<ResponsesRequest> asked = parse_responses(with("max_output_tokens", 8));
   ASSERT_TRUE(asked.ok());
   const engine::GenerateResult result = a_result(engine::FinishReason::kLength);
   ResponsesStream stream(kMeta, *asked);
@@ -685,7 +685,7 @@ TEST(ResponsesJsonTest, AStreamEndedByItsLengthEndsWithResponseIncomplete) {
 }
 
 TEST(ResponsesJsonTest, AStreamWithoutPiecesStillHasItsWholeSequence) {
-  Result<ResponsesRequest> asked = parse(minimal());
+  Result<ResponsesRequest> asked = parse_responses(minimal());
   ASSERT_TRUE(asked.ok());
   engine::GenerateResult result = a_result(engine::FinishReason::kStop);
   result.text.clear();
@@ -701,7 +701,7 @@ TEST(ResponsesJsonTest, AStreamWithoutPiecesStillHasItsWholeSequence) {
 }
 
 TEST(ResponsesJsonTest, AnErrorAfterTheStreamBeganIsTheNextNumberedEvent) {
-  Result<ResponsesRequest> asked = parse(minimal());
+  Result<ResponsesRequest> asked = parse_responses(minimal());
   ASSERT_TRUE(asked.ok());
   ResponsesStream stream(kMeta, *asked);
   ApiError error;

@@ -30,7 +30,6 @@ namespace {
 
 using ::siesta::testing::CallFailingKernels;
 using test_util::Answer;
-using test_util::kPrompt;
 using ::testing::HasSubstr;
 
 // The simulator, its kernels behind a CallFailingKernels, a model loaded through them
@@ -121,9 +120,10 @@ TEST(SessionKernelFaults, CreateReturnsEachKernelCallsErrorAndKeepsNoMemory) {
   // it answers as one made on kernels that never failed.
   rig.kernels->disarm();
   SIESTA_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Session> session, rig.create());
-  SIESTA_ASSERT_OK(test_util::prefill(*session, kPrompt));
+  SIESTA_ASSERT_OK(test_util::prefill(*session, test_util::kPrompt));
   SIESTA_ASSERT_OK_AND_ASSIGN(Answer after, test_util::answer(*session, 8));
-  SIESTA_ASSERT_OK_AND_ASSIGN(Answer fresh, test_util::fresh_answer(config(), kPrompt, 8));
+  SIESTA_ASSERT_OK_AND_ASSIGN(Answer fresh,
+                              test_util::fresh_answer(config(), test_util::kPrompt, 8));
   EXPECT_EQ(after, fresh);
 }
 
@@ -134,10 +134,10 @@ TEST(SessionKernelFaults, EachKernelCallOfATurnReturnsItsErrorAndADiscardStartsO
   Session& session = *rig.session;
   ASSERT_EQ(config().checkpoint_interval, 16u);
 
-  // From the history of kPrompt (69 tokens): a prompt diverging at 40 (back to the checkpoint
-  // at 32), the same prompt again (back to its end, logits included), and a prompt diverging
-  // at its first token (back to the start: the state zeroed).
-  const std::string edited = std::string(kPrompt.substr(0, 40)) + " again";
+  // From the history of test_util::kPrompt (69 tokens): a prompt diverging at 40 (back to the
+  // checkpoint at 32), the same prompt again (back to its end, logits included), and a prompt
+  // diverging at its first token (back to the start: the state zeroed).
+  const std::string edited = std::string(test_util::kPrompt.substr(0, 40)) + " again";
   auto scenario = [&]() -> Status {
     SIESTA_RETURN_IF_ERROR(turn(session, edited, 3));
     SIESTA_RETURN_IF_ERROR(turn(session, edited, 2));
@@ -145,7 +145,7 @@ TEST(SessionKernelFaults, EachKernelCallOfATurnReturnsItsErrorAndADiscardStartsO
   };
   auto start = [&]() -> Status {
     SIESTA_RETURN_IF_ERROR(session.discard_history());
-    return turn(session, kPrompt, 2);
+    return turn(session, test_util::kPrompt, 2);
   };
   SIESTA_ASSERT_OK_AND_ASSIGN(Answer fresh, test_util::fresh_answer(config(), edited, 6));
 

@@ -46,7 +46,7 @@ void put_u16(Bytes& out, uint64_t v) { put_le(out, v, 2); }
 void put_u32(Bytes& out, uint64_t v) { put_le(out, v, 4); }
 void put_u64(Bytes& out, uint64_t v) { put_le(out, v, 8); }
 
-Bytes sha256(const Bytes& in) {
+Bytes known_sha256(const Bytes& in) {
   Bytes out(SHA256_DIGEST_LENGTH);
   SHA256(in.data(), in.size(), out.data());
   return out;
@@ -71,7 +71,7 @@ Bytes digest_seal(uint32_t domain, uint64_t index, const Bytes& aad, const Bytes
   put(in, aad);
   put(in, payload);
   Bytes out = payload;
-  const Bytes digest = sha256(in);
+  const Bytes digest = known_sha256(in);
   out.insert(out.end(), digest.begin(), digest.begin() + 16);
   return out;
 }
@@ -175,7 +175,7 @@ Bytes documented_file(const Inputs& in, const snapshot::FileId& file_id) {
   put(header, table);
   const Bytes header_tag = seal(1, 0, header, {});
   put(header, header_tag);  // the header seal: no plaintext, so just the tag
-  const Bytes header_digest = sha256(header);
+  const Bytes header_digest = known_sha256(header);
 
   Bytes file = header;
   uint64_t index = 0, payload_bytes = 0;

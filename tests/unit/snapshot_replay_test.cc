@@ -98,8 +98,9 @@ TEST(SnapshotReplayTest, AFifoInPlaceOfTheSnapshotFallsBackWithoutBlocking) {
 
   const std::string next = first + a->text + " then";
   Result<GenerateResult> after = Internal("not run");
-  EXPECT_TRUE(test_util::finishes_without_blocking(snapshot, [&] { after = rig.generate(next); }))
-      << "the restore blocked on a FIFO";
+  EXPECT_TRUE(siesta::test_util::finishes_without_blocking(snapshot, [&] {
+    after = rig.generate(next);
+  })) << "the restore blocked on a FIFO";
   ASSERT_TRUE(after.ok()) << after.status().to_string();
   ASSERT_TRUE(after->admission.fallback.has_value());
   EXPECT_EQ(*after->admission.fallback, FallbackReason::kIoError);

@@ -18,10 +18,10 @@
 namespace siesta {
 namespace {
 
-void write_plain(const std::string& path, const std::string& text) {
+void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
-bool exists(const std::string& path) { return std::filesystem::exists(path); }
+bool file_exists(const std::string& path) { return std::filesystem::exists(path); }
 
 class SnapshotStoreNameTest : public ::testing::Test {
  protected:
@@ -52,23 +52,23 @@ TEST_F(SnapshotStoreNameTest, NamesThatOnlyLookLikeTheStoresAreLeftAlone) {
       "siesta-00000000000000000000000000000000-s.1x.snap",    // not all digits
       "siesta-00000000000000000000000000000000-s!.1.snap",    // a session name it refuses
   };
-  for (const std::string& name : lookalikes) write_plain(dir_ + "/" + name, "not ours");
+  for (const std::string& name : lookalikes) write_text(dir_ + "/" + name, "not ours");
   std::unique_ptr<SnapshotStore> store = open();
   EXPECT_EQ(store->startup_cleanup().removed_dead_owner_files, 0u);
   EXPECT_EQ(store->startup_cleanup().failures, 0u);
-  for (const std::string& name : lookalikes) EXPECT_TRUE(exists(dir_ + "/" + name)) << name;
+  for (const std::string& name : lookalikes) EXPECT_TRUE(file_exists(dir_ + "/" + name)) << name;
 }
 
 // Guards: a session's removal matching by prefix ("a" taking "ab"'s files).
 TEST_F(SnapshotStoreNameTest, RemovingASessionLeavesOneWhoseNameBeginsTheSame) {
   std::unique_ptr<SnapshotStore> store = open();
-  write_plain(store->snapshot_path("a").value(), "a");
-  write_plain(store->temp_path("a").value(), "a temporary");
-  write_plain(store->snapshot_path("ab").value(), "ab");
-  write_plain(store->temp_path("ab").value(), "ab temporary");
+  write_text(store->snapshot_path("a").value(), "a");
+  write_text(store->temp_path("a").value(), "a temporary");
+  write_text(store->snapshot_path("ab").value(), "ab");
+  write_text(store->temp_path("ab").value(), "ab temporary");
   ASSERT_TRUE(store->remove("a").ok());
-  EXPECT_FALSE(exists(store->snapshot_path("a").value()));
-  EXPECT_TRUE(exists(store->snapshot_path("ab").value()));
+  EXPECT_FALSE(file_exists(store->snapshot_path("a").value()));
+  EXPECT_TRUE(file_exists(store->snapshot_path("ab").value()));
   EXPECT_EQ(store->disk_bytes().value(), 2u + 12u) << "both of ab's files are left";
 }
 
@@ -85,42 +85,42 @@ TEST_F(SnapshotStoreNameTest, SegmentsAreNamedAfterTheirSessionAndRemovedWithIt)
             StatusCode::kInvalidArgument);
   EXPECT_TRUE(store->temp_path("a", 7).value().starts_with(prefix + "a.7.snap.tmp-"));
   for (uint32_t segment : {0u, 1u, 2u}) {
-    write_plain(store->snapshot_path("a", segment).value(), "a");
-    write_plain(store->temp_path("a", segment).value(), "a temporary");
-    write_plain(store->snapshot_path("ab", segment).value(), "ab");
+    write_text(store->snapshot_path("a", segment).value(), "a");
+    write_text(store->temp_path("a", segment).value(), "a temporary");
+    write_text(store->snapshot_path("ab", segment).value(), "ab");
   }
   EXPECT_EQ(store->disk_bytes().value(), 3 * (1u + 11u + 2u)) << "every segment is the store's";
   ASSERT_TRUE(store->remove_segment("a", 2).ok());
-  EXPECT_FALSE(exists(store->snapshot_path("a", 2).value()));
-  EXPECT_TRUE(exists(store->snapshot_path("a", 1).value()));
+  EXPECT_FALSE(file_exists(store->snapshot_path("a", 2).value()));
+  EXPECT_TRUE(file_exists(store->snapshot_path("a", 1).value()));
   EXPECT_EQ(store->disk_bytes().value(), 2 * (1u + 11u) + 3 * 2u) << "its temporary went too";
   ASSERT_TRUE(store->remove_deltas("a").ok());
-  EXPECT_TRUE(exists(store->snapshot_path("a", 0).value()));
-  EXPECT_FALSE(exists(store->snapshot_path("a", 1).value()));
+  EXPECT_TRUE(file_exists(store->snapshot_path("a", 0).value()));
+  EXPECT_FALSE(file_exists(store->snapshot_path("a", 1).value()));
   EXPECT_EQ(store->disk_bytes().value(), 1u + 11u + 3 * 2u);
   ASSERT_TRUE(store->remove("a").ok());
   EXPECT_EQ(store->disk_bytes().value(), 3 * 2u) << "only ab's files are left";
   for (uint32_t segment : {0u, 1u, 2u}) {
-    EXPECT_TRUE(exists(store->snapshot_path("ab", segment).value()));
+    EXPECT_TRUE(file_exists(store->snapshot_path("ab", segment).value()));
   }
 }
 
 TEST_F(SnapshotStoreNameTest, ADeadOwnersSegmentsGoAtStartUp) {
   ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
   const std::string dead = dir_ + "/siesta-00000000000000000000000000000000-s";
-  write_plain(dead + ".snap", "base");
-  write_plain(dead + ".3.snap", "delta");
-  write_plain(dead + ".3.snap.tmp-1", "delta being written");
+  write_text(dead + ".snap", "base");
+  write_text(dead + ".3.snap", "delta");
+  write_text(dead + ".3.snap.tmp-1", "delta being written");
   std::unique_ptr<SnapshotStore> store = open();
   EXPECT_EQ(store->startup_cleanup().removed_dead_owner_files, 4u);  // 3 and the lock probed
-  EXPECT_FALSE(exists(dead + ".3.snap"));
-  EXPECT_FALSE(exists(dead + ".3.snap.tmp-1"));
+  EXPECT_FALSE(file_exists(dead + ".3.snap"));
+  EXPECT_FALSE(file_exists(dead + ".3.snap.tmp-1"));
 }
 
 // Guards: a directory under one of the store's names counted as bytes on disk.
 TEST_F(SnapshotStoreNameTest, ADirectoryUnderATemporarysNameHoldsNoBytes) {
   std::unique_ptr<SnapshotStore> store = open();
-  write_plain(store->snapshot_path("s").value(), "1234");
+  write_text(store->snapshot_path("s").value(), "1234");
   ASSERT_EQ(::mkdir(store->temp_path("s").value().c_str(), 0700), 0);
   EXPECT_EQ(store->disk_bytes().value(), 4u);
 }
@@ -141,8 +141,8 @@ TEST_F(SnapshotStoreNameTest, RetireTakesOnlySessionNamesItMakes) {
 TEST_F(SnapshotStoreNameTest, TwoFailedRemovalsReportTheFirst) {
   FaultyFileSystem faulty(fs_);
   std::unique_ptr<SnapshotStore> store = SnapshotStore::open(faulty, clock_, dir_, {}).value();
-  write_plain(store->snapshot_path("a").value(), "1");
-  write_plain(store->snapshot_path("b").value(), "2");
+  write_text(store->snapshot_path("a").value(), "1");
+  write_text(store->snapshot_path("b").value(), "2");
   // Injected: every removal fails with EIO.
   faulty.set_plan({FsOp::kRemove, 1, FsFaultKind::kIoError, true});
   const Status removed = store->remove_own_files();
