@@ -72,7 +72,15 @@ Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions option
     offload.key = &stack->storage_->key();
     offload.executor = stack->executor_;
     if (options.offload.config.ram_bytes > 0) {
-      stack->ram_tier_ = std::make_unique<RamTier>(options.offload.config.ram_bytes);
+      // Blocks registered with the backend where it can copy to them directly (pinned on
+      // CUDA): a snapshot then moves at the link's rate without the staging ring.
+      MemoryBackend& backend = *stack->device_.backend;
+      std::unique_ptr<RamPages> pages = std::make_unique<AnonymousRamPages>();
+      if (backend.copies_to_host()) {
+        pages = std::make_unique<RegisteredRamPages>(backend, std::move(pages));
+      }
+      stack->ram_tier_ =
+          std::make_unique<RamTier>(options.offload.config.ram_bytes, std::move(pages));
       offload.ram_tier = stack->ram_tier_.get();
     }
   }

@@ -122,4 +122,24 @@ Result<CopyTicket> FaultyBackend::copy_from_staging(const StagingBuffer& buffer,
   return target().copy_from_staging(buffer, bytes, destination);
 }
 
+Result<CopyTicket> FaultyBackend::copy_to_host(DeviceAddress source, size_t bytes,
+                                               std::byte* destination) {
+  const uint64_t call = copy_calls_.fetch_add(1) + 1;
+  if (fires(FaultKind::kCopyFails, call)) {
+    return injected(StatusCode::kDeviceError,
+                    "copy failure on copy call " + std::to_string(call) + " (to host)");
+  }
+  return target().copy_to_host(source, bytes, destination);
+}
+
+Result<CopyTicket> FaultyBackend::copy_from_host(const std::byte* source, size_t bytes,
+                                                 DeviceAddress destination) {
+  const uint64_t call = copy_calls_.fetch_add(1) + 1;
+  if (fires(FaultKind::kCopyFails, call)) {
+    return injected(StatusCode::kDeviceError,
+                    "copy failure on copy call " + std::to_string(call) + " (from host)");
+  }
+  return target().copy_from_host(source, bytes, destination);
+}
+
 }  // namespace siesta

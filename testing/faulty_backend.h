@@ -13,10 +13,11 @@
 //                       sees the range decommitted (as a backend's own rollback leaves it).
 //   kDecommitFails      decommit() returns DeviceError without calling the inner backend:
 //                       the memory stays committed and its bytes intact.
-//   kCopyFails          copy_to_staging() / copy_from_staging() return DeviceError when
-//                       called: nothing is enqueued, the destination is untouched, and no
-//                       ticket exists to wait for. (Enqueue-time rather than wait-time
-//                       failure keeps the outcome exact: no half-done copy to model.)
+//   kCopyFails          copy_to_staging() / copy_from_staging() / copy_to_host() /
+//                       copy_from_host() return DeviceError when called: nothing is enqueued, the
+//                       destination is untouched, and no ticket exists to wait for. (Enqueue-time
+//                       rather than wait-time failure keeps the outcome exact: no half-done copy to
+//                       model.)
 // Calls are counted per operation (commit, decommit, copy: both directions share one
 // count) from 1, including calls the inner backend would reject; the fault fires on call
 // `nth_call` of its operation and, when `sticky`, on every call after it. An injected fault
@@ -83,7 +84,7 @@ struct FaultPlan {
 struct FaultCounters {
   uint64_t commit_calls = 0;
   uint64_t decommit_calls = 0;
-  uint64_t copy_calls = 0;  // copy_to_staging + copy_from_staging
+  uint64_t copy_calls = 0;  // to and from staging and registered host memory
   uint64_t faults_fired = 0;
 };
 
@@ -107,6 +108,10 @@ class FaultyBackend final : public MemoryBackendWrapper {
                                      StagingBuffer& buffer) override;
   Result<CopyTicket> copy_from_staging(const StagingBuffer& buffer, size_t bytes,
                                        DeviceAddress destination) override;
+  Result<CopyTicket> copy_to_host(DeviceAddress source, size_t bytes,
+                                  std::byte* destination) override;
+  Result<CopyTicket> copy_from_host(const std::byte* source, size_t bytes,
+                                    DeviceAddress destination) override;
 
  private:
   // True when the plan is of `kind` and fires on call number `call` of its operation.

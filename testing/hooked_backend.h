@@ -54,6 +54,19 @@ class HookedBackend final : public MemoryBackend {
                                        DeviceAddress destination) override {
     return inner_.copy_from_staging(buffer, bytes, destination);
   }
+  bool copies_to_host() const override { return inner_.copies_to_host(); }
+  Status register_host(std::span<std::byte> memory) override {
+    return inner_.register_host(memory);
+  }
+  void unregister_host(std::byte* data) override { inner_.unregister_host(data); }
+  Result<CopyTicket> copy_to_host(DeviceAddress source, size_t bytes,
+                                  std::byte* destination) override {
+    return inner_.copy_to_host(source, bytes, destination);
+  }
+  Result<CopyTicket> copy_from_host(const std::byte* source, size_t bytes,
+                                    DeviceAddress destination) override {
+    return inner_.copy_from_host(source, bytes, destination);
+  }
   Status wait(CopyTicket ticket) override { return inner_.wait(ticket); }
   MemoryStats stats() const override { return inner_.stats(); }
 

@@ -20,7 +20,7 @@ siesta_finish_test_binary(base_tests)
 # core/memory and the simulator: the staging ring, the range ledger, HostVmm, the SimBackend
 # and the MemoryBackend conformance suite on it (bare and behind a transparent FaultyBackend).
 siesta_test_binary(memory_tests LABELS unit LIBS siesta_backend_sim)
-siesta_test_sources(memory_tests LABELS unit SOURCES
+siesta_test_sources(memory_tests LABELS unit SOURCES unit/registered_host_memory_test.cc
   unit/staging_ring_test.cc unit/range_ledger_test.cc unit/host_vmm_test.cc)
 siesta_test_sources(memory_tests LABELS unit concurrency SOURCES
   unit/sim_backend_test.cc unit/sim_backend_conformance_test.cc)

@@ -56,6 +56,8 @@ namespace siesta::cuda {
   X(cuEventSynchronize)                 \
   X(cuMemHostAlloc)                     \
   X(cuMemFreeHost)                      \
+  X(cuMemHostRegister)                  \
+  X(cuMemHostUnregister)                \
   X(cuMemcpyDtoHAsync)                  \
   X(cuMemcpyHtoDAsync)                  \
   X(cuMemsetD8Async)                    \

@@ -47,6 +47,7 @@
 #include "core/base/mutex.h"
 #include "core/base/thread_annotations.h"
 #include "core/memory/range_ledger.h"
+#include "core/memory/registered_host_memory.h"
 #include "core/memory/staging_ring.h"
 
 namespace siesta {
@@ -129,6 +130,7 @@ struct CudaVmmBackend::Impl {
   // Never held while decommit synchronises the context (see the top of this file).
   mutable Mutex mutex;
   Ledger ledger SIESTA_GUARDED_BY(mutex);
+  RegisteredHostMemory registered SIESTA_GUARDED_BY(mutex);
   uint64_t last_sequence SIESTA_GUARDED_BY(mutex) = 0;
   // Notified (with `mutex` held) when a decommit's release ends, done or abandoned; unreserve
   // waits here for the decommits inside its reservation.
@@ -150,8 +152,9 @@ struct CudaVmmBackend::Impl {
   // Checks that `buffer` is one of this backend's staging buffers.
   Status check_buffer(const StagingBuffer& buffer, size_t bytes) const;
 
-  // Records the copy just enqueued and returns its ticket.
-  Result<CopyTicket> record_copy(uint32_t slot) SIESTA_REQUIRES(mutex);
+  // Records the copy just enqueued and returns its ticket; notes it as the last copy of
+  // staging buffer `slot`, when it used one.
+  Result<CopyTicket> record_copy(std::optional<uint32_t> slot) SIESTA_REQUIRES(mutex);
 };
 
 CudaVmmBackend::Impl::~Impl() {
@@ -200,7 +203,7 @@ Status CudaVmmBackend::Impl::check_buffer(const StagingBuffer& buffer, size_t by
   return Status::Ok();
 }
 
-Result<CopyTicket> CudaVmmBackend::Impl::record_copy(uint32_t slot) {
+Result<CopyTicket> CudaVmmBackend::Impl::record_copy(std::optional<uint32_t> slot) {
   const uint64_t sequence = ++last_sequence;
   const cuda::Event& event = events[sequence % events.size()];
   CUresult r = api->cuEventRecord(event.get(), stream.get());
@@ -212,7 +215,7 @@ Result<CopyTicket> CudaVmmBackend::Impl::record_copy(uint32_t slot) {
     return status_from_cu(*api, r, "cuEventRecord(copy " + std::to_string(sequence) + ")");
   }
   CopyTicket ticket{sequence};
-  ring->note_copy(slot, ticket);
+  if (slot.has_value()) ring->note_copy(*slot, ticket);
   return ticket;
 }
 
@@ -432,6 +435,78 @@ Result<CopyTicket> CudaVmmBackend::copy_from_staging(const StagingBuffer& buffer
                            std::to_string(buffer.slot()) + ")"));
   }
   return impl_->record_copy(buffer.slot());
+}
+
+// ---- Direct copies to and from registered (pinned) host memory ------------------------------
+
+Status CudaVmmBackend::register_host(std::span<std::byte> memory) {
+  {
+    MutexLock lock(impl_->mutex);
+    SIESTA_RETURN_IF_ERROR(impl_->registered.check_new(memory));
+  }
+  ScopedContext scope = impl_->enter();
+  SIESTA_RETURN_IF_ERROR(scope.status());
+  // Outside the mutex: pinning takes ~0.04 s/GiB and other sessions' copies go on meanwhile.
+  const CUresult r = impl_->api->cuMemHostRegister(memory.data(), memory.size(), 0);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    return OutOfMemory("cuMemHostRegister of " + std::to_string(memory.size()) +
+                       " bytes: the system refused to pin them");
+  }
+  SIESTA_RETURN_IF_ERROR(status_from_cu(
+      *impl_->api, r, "cuMemHostRegister(" + std::to_string(memory.size()) + " bytes)"));
+  MutexLock lock(impl_->mutex);
+  Status fits = impl_->registered.check_new(memory);  // another thread may have raced it in
+  if (!fits.ok()) {
+    impl_->api->cuMemHostUnregister(memory.data());
+    return fits;
+  }
+  impl_->registered.add(memory);
+  return Status::Ok();
+}
+
+void CudaVmmBackend::unregister_host(std::byte* data) {
+  {
+    MutexLock lock(impl_->mutex);
+    if (impl_->registered.remove(data) == 0) return;
+  }
+  ScopedContext scope = impl_->enter();
+  if (!scope.status().ok()) return;
+  const CUresult r = impl_->api->cuMemHostUnregister(data);
+  if (r != CUDA_SUCCESS) {
+    debug_note("cuMemHostUnregister: " + status_from_cu(*impl_->api, r, "").to_string());
+  }
+}
+
+Result<CopyTicket> CudaVmmBackend::copy_to_host(DeviceAddress source, size_t bytes,
+                                                std::byte* destination) {
+  ScopedContext scope = impl_->enter();
+  SIESTA_RETURN_IF_ERROR(scope.status());
+  MutexLock lock(impl_->mutex);
+  SIESTA_RETURN_IF_ERROR(
+      impl_->registered.check_within(destination, bytes, "copy_to_host destination"));
+  SIESTA_RETURN_IF_ERROR(impl_->ledger.check_committed({source, bytes}, "copy_to_host source"));
+  if (bytes > 0) {
+    SIESTA_RETURN_IF_ERROR(status_from_cu(
+        *impl_->api, impl_->api->cuMemcpyDtoHAsync(destination, source, bytes, impl_->stream.get()),
+        "cuMemcpyDtoHAsync(host <- " + range_string({source, bytes}) + ")"));
+  }
+  return impl_->record_copy(std::nullopt);
+}
+
+Result<CopyTicket> CudaVmmBackend::copy_from_host(const std::byte* source, size_t bytes,
+                                                  DeviceAddress destination) {
+  ScopedContext scope = impl_->enter();
+  SIESTA_RETURN_IF_ERROR(scope.status());
+  MutexLock lock(impl_->mutex);
+  SIESTA_RETURN_IF_ERROR(impl_->registered.check_within(source, bytes, "copy_from_host source"));
+  SIESTA_RETURN_IF_ERROR(
+      impl_->ledger.check_committed({destination, bytes}, "copy_from_host destination"));
+  if (bytes > 0) {
+    SIESTA_RETURN_IF_ERROR(status_from_cu(
+        *impl_->api, impl_->api->cuMemcpyHtoDAsync(destination, source, bytes, impl_->stream.get()),
+        "cuMemcpyHtoDAsync(" + range_string({destination, bytes}) + " <- host)"));
+  }
+  return impl_->record_copy(std::nullopt);
 }
 
 Status CudaVmmBackend::wait(CopyTicket ticket) {

@@ -22,6 +22,7 @@
 #include "core/base/unique_fd.h"
 #include "core/memory/host_address_space.h"
 #include "core/memory/range_ledger.h"
+#include "core/memory/registered_host_memory.h"
 #include "core/memory/staging_ring.h"
 
 namespace siesta {
@@ -133,6 +134,7 @@ struct SimBackend::Impl {
   // takes it again to unmap.
   Mutex mutex;
   Ledger ledger SIESTA_GUARDED_BY(mutex);
+  RegisteredHostMemory registered SIESTA_GUARDED_BY(mutex);
   // Notified (with `mutex` held) when a decommit's release ends, done or abandoned; unreserve
   // waits here for the decommits inside its reservation.
   std::condition_variable release_ended;
@@ -419,6 +421,46 @@ Result<CopyTicket> SimBackend::copy_from_staging(const StagingBuffer& buffer, si
   });
   impl_->ring.note_copy(buffer.slot(), ticket);
   return ticket;
+}
+
+// ---- Direct copies to and from registered host memory ----------------------------------------
+// On the simulator device memory is host memory too: registering pins nothing; the copies
+// run on the copy stream like the staging copies, with the same tickets.
+
+Status SimBackend::register_host(std::span<std::byte> memory) {
+  MutexLock lock(impl_->mutex);
+  SIESTA_RETURN_IF_ERROR(impl_->registered.check_new(memory));
+  impl_->registered.add(memory);
+  return Status::Ok();
+}
+
+void SimBackend::unregister_host(std::byte* data) {
+  MutexLock lock(impl_->mutex);
+  impl_->registered.remove(data);
+}
+
+Result<CopyTicket> SimBackend::copy_to_host(DeviceAddress source, size_t bytes,
+                                            std::byte* destination) {
+  MutexLock lock(impl_->mutex);
+  SIESTA_RETURN_IF_ERROR(
+      impl_->registered.check_within(destination, bytes, "copy_to_host destination"));
+  SIESTA_RETURN_IF_ERROR(impl_->ledger.check_committed({source, bytes}, "copy_to_host source"));
+  return impl_->copies.submit([=] {
+    if (bytes != 0) std::memcpy(destination, host_pointer(source), bytes);
+    return Status::Ok();
+  });
+}
+
+Result<CopyTicket> SimBackend::copy_from_host(const std::byte* source, size_t bytes,
+                                              DeviceAddress destination) {
+  MutexLock lock(impl_->mutex);
+  SIESTA_RETURN_IF_ERROR(impl_->registered.check_within(source, bytes, "copy_from_host source"));
+  SIESTA_RETURN_IF_ERROR(
+      impl_->ledger.check_committed({destination, bytes}, "copy_from_host destination"));
+  return impl_->copies.submit([=] {
+    if (bytes != 0) std::memcpy(host_pointer(destination), source, bytes);
+    return Status::Ok();
+  });
 }
 
 }  // namespace siesta

@@ -98,6 +98,13 @@ class SimBackend final : public MemoryBackend {
                                      StagingBuffer& buffer) override;
   Result<CopyTicket> copy_from_staging(const StagingBuffer& buffer, size_t bytes,
                                        DeviceAddress destination) override;
+  bool copies_to_host() const override { return true; }
+  Status register_host(std::span<std::byte> memory) override;
+  void unregister_host(std::byte* data) override;
+  Result<CopyTicket> copy_to_host(DeviceAddress source, size_t bytes,
+                                  std::byte* destination) override;
+  Result<CopyTicket> copy_from_host(const std::byte* source, size_t bytes,
+                                    DeviceAddress destination) override;
   Status wait(CopyTicket ticket) override;
   MemoryStats stats() const override;
 

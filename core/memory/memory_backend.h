@@ -179,6 +179,53 @@ class MemoryBackend {
   virtual Result<CopyTicket> copy_from_staging(const StagingBuffer& buffer, size_t bytes,
                                                DeviceAddress destination) = 0;
 
+  // ---- Direct copies between device memory and registered host memory ----
+  //
+  // For host memory that lives long and moves whole snapshots (the RAM tier): registered
+  // once, then copied to and from without a staging buffer, in pieces as large as the
+  // caller likes, on the same stream and with the same tickets as the staging copies.
+  // A backend without them (the default) says Unsupported and its callers copy through
+  // the staging ring instead.
+
+  // Whether this backend copies to and from registered host memory (the calls below).
+  virtual bool copies_to_host() const { return false; }
+
+  // Makes `memory` a place this backend copies to and from directly (CUDA: pins its pages
+  // with cuMemHostRegister, ~0.04 s/GiB; the simulator: notes it). Registration is the
+  // caller's one-time cost, never a copy's.
+  // REQUIRES: `memory` is non-empty, page-aligned, a multiple of the page size, overlaps no
+  // registered memory (else InvalidArgument).
+  // Failure (nothing registered): Unsupported where the backend copies only through staging;
+  // OutOfMemory when the system refuses to pin the pages; DeviceError for a driver failure.
+  virtual Status register_host(std::span<std::byte> memory) {
+    (void)memory;
+    return Unsupported(name() + " copies through its staging ring only");
+  }
+
+  // Undoes the register_host() of the memory that starts at `data`; nothing for memory not
+  // registered. REQUIRES: no copy to or from that memory is in flight (the caller waited).
+  virtual void unregister_host(std::byte* data) { (void)data; }
+
+  // Enqueues a copy of `bytes` bytes from device address `source` to `destination`, whose
+  // bytes are valid once wait() on the ticket returns OK.
+  // REQUIRES: [destination, destination + bytes) within one registered memory (else
+  // InvalidArgument); [source, source + bytes) committed (else FailedPrecondition). A refused
+  // copy enqueues nothing. Unsupported where register_host() is.
+  virtual Result<CopyTicket> copy_to_host(DeviceAddress source, size_t bytes,
+                                          std::byte* destination) {
+    (void)source, (void)bytes, (void)destination;
+    return Unsupported(name() + " copies through its staging ring only");
+  }
+
+  // Enqueues a copy of `bytes` bytes at `source` to device address `destination`. The caller
+  // must not change the source bytes until wait() on the ticket returns.
+  // REQUIRES: as copy_to_host, with the roles of host and device swapped.
+  virtual Result<CopyTicket> copy_from_host(const std::byte* source, size_t bytes,
+                                            DeviceAddress destination) {
+    (void)source, (void)bytes, (void)destination;
+    return Unsupported(name() + " copies through its staging ring only");
+  }
+
   // Blocks until the copy of `ticket` (and every copy enqueued before it) has finished.
   // Returns the copy's error, if it failed; InvalidArgument for a ticket this backend never
   // issued.

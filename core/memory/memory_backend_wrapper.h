@@ -52,6 +52,19 @@ class MemoryBackendWrapper : public MemoryBackend {
                                        DeviceAddress destination) override {
     return target_->copy_from_staging(buffer, bytes, destination);
   }
+  bool copies_to_host() const override { return target_->copies_to_host(); }
+  Status register_host(std::span<std::byte> memory) override {
+    return target_->register_host(memory);
+  }
+  void unregister_host(std::byte* data) override { target_->unregister_host(data); }
+  Result<CopyTicket> copy_to_host(DeviceAddress source, size_t bytes,
+                                  std::byte* destination) override {
+    return target_->copy_to_host(source, bytes, destination);
+  }
+  Result<CopyTicket> copy_from_host(const std::byte* source, size_t bytes,
+                                    DeviceAddress destination) override {
+    return target_->copy_from_host(source, bytes, destination);
+  }
   Status wait(CopyTicket ticket) override { return target_->wait(ticket); }
   MemoryStats stats() const override { return target_->stats(); }
 

@@ -43,6 +43,26 @@ Result<std::byte*> AnonymousRamPages::map(size_t bytes) {
 
 void AnonymousRamPages::unmap(std::byte* pages, size_t bytes) { (void)::munmap(pages, bytes); }
 
+RegisteredRamPages::RegisteredRamPages(MemoryBackend& backend, std::unique_ptr<RamPages> inner)
+    : backend_(backend), inner_(std::move(inner)) {}
+
+Result<std::byte*> RegisteredRamPages::map(size_t bytes) {
+  SIESTA_ASSIGN_OR_RETURN(std::byte * pages, inner_->map(bytes));
+  Status registered = backend_.register_host({pages, bytes});
+  if (!registered.ok()) {
+    inner_->unmap(pages, bytes);
+    return Status(registered.code(), "RAM tier: " + registered.message());
+  }
+  return pages;
+}
+
+void RegisteredRamPages::unmap(std::byte* pages, size_t bytes) {
+  backend_.unregister_host(pages);
+  inner_->unmap(pages, bytes);
+}
+
+bool RamBlock::device_copies() const { return tier_ != nullptr && tier_->device_copies(); }
+
 RamBlock& RamBlock::operator=(RamBlock&& other) noexcept {
   if (this != &other) {
     reset();

@@ -23,6 +23,7 @@
 #include "core/base/mutex.h"
 #include "core/base/status.h"
 #include "core/base/thread_annotations.h"
+#include "core/memory/memory_backend.h"
 
 namespace siesta {
 
@@ -35,6 +36,9 @@ class RamPages {
   virtual Result<std::byte*> map(size_t bytes) = 0;
   // Gives back exactly what one map() returned.
   virtual void unmap(std::byte* pages, size_t bytes) = 0;
+  // Whether the device copies to and from these pages directly (they are registered with
+  // the backend: MemoryBackend::copy_to_host); else copies go through the staging ring.
+  virtual bool device_copies() const { return false; }
 };
 
 // Anonymous private mappings (mmap / munmap).
@@ -42,6 +46,23 @@ class AnonymousRamPages final : public RamPages {
  public:
   Result<std::byte*> map(size_t bytes) override;
   void unmap(std::byte* pages, size_t bytes) override;
+};
+
+// Pages of another source, each mapping registered with `backend` for direct copies
+// (pinned on CUDA: the link's full speed, no staging). A mapping the backend refuses to
+// register is given back and map() fails with the backend's error (OutOfMemory when the
+// system would not pin it), so the snapshot goes to disk instead.
+// REQUIRES: `backend` outlives these pages and every block made of them.
+class RegisteredRamPages final : public RamPages {
+ public:
+  RegisteredRamPages(MemoryBackend& backend, std::unique_ptr<RamPages> inner);
+  Result<std::byte*> map(size_t bytes) override;
+  void unmap(std::byte* pages, size_t bytes) override;
+  bool device_copies() const override { return true; }
+
+ private:
+  MemoryBackend& backend_;
+  const std::unique_ptr<RamPages> inner_;
 };
 
 // The machine's physical memory (sysconf), the most a tier's budget may be; 0 when the
@@ -74,6 +95,8 @@ class RamBlock {
   // What the block counts against the budget: size() rounded up to whole pages.
   uint64_t charged_bytes() const { return mapped_; }
   bool empty() const { return tier_ == nullptr; }
+  // Whether the device copies to and from this block directly (RamPages::device_copies).
+  bool device_copies() const;
   // Gives the block back now; nothing when empty.
   void reset();
 
@@ -110,6 +133,7 @@ class RamTier {
 
   RamTierStats stats() const;
   uint64_t budget_bytes() const { return budget_; }
+  bool device_copies() const { return pages_->device_copies(); }
 
  private:
   friend class RamBlock;

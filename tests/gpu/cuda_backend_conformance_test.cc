@@ -12,6 +12,7 @@
 #include "tests/gpu/device_probe.h"
 #include "tests/support/backend_conformance.h"
 #include "tests/support/backend_copy_conformance.h"
+#include "tests/support/backend_host_copy_conformance.h"
 #include "tests/support/commit_fault_switch.h"
 
 namespace siesta::conformance {
@@ -63,6 +64,7 @@ struct CudaTraits {
 using CudaTypes = ::testing::Types<CudaTraits>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Cuda, BackendConformance, CudaTypes);
 INSTANTIATE_TYPED_TEST_SUITE_P(CudaCopies, BackendCopyConformance, CudaTypes);
+INSTANTIATE_TYPED_TEST_SUITE_P(CudaHostCopies, BackendHostCopyConformance, CudaTypes);
 
 }  // namespace
 }  // namespace siesta::conformance

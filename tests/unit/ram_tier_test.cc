@@ -3,6 +3,7 @@
 #include "core/offload/ram_tier.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstring>
@@ -10,7 +11,10 @@
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
+#include "core/memory/memory_backend_wrapper.h"
 #include "core/offload/ram_snapshot.h"
+#include "testing/faulty_backend.h"
+#include "tests/support/backend_test_util.h"
 #include "tests/support/small_sim_options.h"
 
 namespace siesta {
@@ -93,11 +97,41 @@ TEST(RamTierTest, ThreadsNeverPassTheBudgetTogether) {
   EXPECT_EQ(tier.stats().blocks, 0u);
 }
 
-// A device region and a host region, some of each saved, copied out and back.
-class RamSnapshotTest : public ::testing::Test {
+// Counts the copies each path makes, so a test knows which one ran.
+class CopyCountingBackend final : public MemoryBackendWrapper {
+ public:
+  explicit CopyCountingBackend(MemoryBackend& inner) : MemoryBackendWrapper(inner) {}
+  Result<CopyTicket> copy_to_staging(DeviceAddress source, size_t bytes,
+                                     StagingBuffer& buffer) override {
+    ++staging_copies;
+    return MemoryBackendWrapper::copy_to_staging(source, bytes, buffer);
+  }
+  Result<CopyTicket> copy_from_staging(const StagingBuffer& buffer, size_t bytes,
+                                       DeviceAddress destination) override {
+    ++staging_copies;
+    return MemoryBackendWrapper::copy_from_staging(buffer, bytes, destination);
+  }
+  Result<CopyTicket> copy_to_host(DeviceAddress source, size_t bytes,
+                                  std::byte* destination) override {
+    ++direct_copies;
+    return MemoryBackendWrapper::copy_to_host(source, bytes, destination);
+  }
+  Result<CopyTicket> copy_from_host(const std::byte* source, size_t bytes,
+                                    DeviceAddress destination) override {
+    ++direct_copies;
+    return MemoryBackendWrapper::copy_from_host(source, bytes, destination);
+  }
+  int staging_copies = 0;
+  int direct_copies = 0;
+};
+
+// A device region and a host region, some of each saved, copied out and back; through the
+// staging ring (plain pages) and directly (pages registered with the backend).
+class RamSnapshotTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     sim_ = SimBackend::create(test_util::small_sim_options()).value();
+    counting_ = std::make_unique<CopyCountingBackend>(*sim_);
     range_ = sim_->reserve(4 * sim_->granularity()).value();
     ASSERT_TRUE(sim_->commit(range_).ok());
     host_.assign(3 * kPage, std::byte{0});
@@ -122,14 +156,22 @@ class RamSnapshotTest : public ::testing::Test {
     return {device, host};
   }
 
+  bool direct() const { return GetParam(); }
+  std::unique_ptr<RamTier> make_tier(uint64_t budget) {
+    std::unique_ptr<RamPages> pages = std::make_unique<AnonymousRamPages>();
+    if (direct()) pages = std::make_unique<RegisteredRamPages>(*sim_, std::move(pages));
+    return std::make_unique<RamTier>(budget, std::move(pages));
+  }
+
   std::unique_ptr<SimBackend> sim_;
+  std::unique_ptr<CopyCountingBackend> counting_;
   DeviceRange range_;
   std::byte* device_bytes_ = nullptr;
   std::vector<std::byte> host_;
 };
 
-TEST_F(RamSnapshotTest, EverySavedByteComesBackToItsPlaceAndNothingElseIsTouched) {
-  RamTier tier(uint64_t{64} << 20);
+TEST_P(RamSnapshotTest, EverySavedByteComesBackToItsPlaceAndNothingElseIsTouched) {
+  std::unique_ptr<RamTier> tier = make_tier(uint64_t{64} << 20);
   // A device extent longer than one staging buffer, so it is copied in several pieces.
   const uint64_t long_extent = sim_->staging_buffer_bytes() * 2 + 123;
   ASSERT_LE(long_extent + 5000, range_.size);
@@ -137,7 +179,8 @@ TEST_F(RamSnapshotTest, EverySavedByteComesBackToItsPlaceAndNothingElseIsTouched
   std::vector<std::byte> device_before(device_bytes_, device_bytes_ + range_.size);
   const std::vector<std::byte> host_before = host_;
   bool read_reported = false;
-  Result<RamSnapshot> ram = copy_to_ram(tier, *sim_, saved, nullptr, [&] { read_reported = true; });
+  Result<RamSnapshot> ram =
+      copy_to_ram(*tier, *counting_, saved, nullptr, [&] { read_reported = true; });
   ASSERT_TRUE(ram.ok()) << ram.status().to_string();
   EXPECT_TRUE(read_reported);
   EXPECT_EQ(ram->payload_bytes, 100 + long_extent + 20 + kPage);
@@ -147,7 +190,11 @@ TEST_F(RamSnapshotTest, EverySavedByteComesBackToItsPlaceAndNothingElseIsTouched
   // before, the others as overwritten.
   std::memset(device_bytes_, 0xee, range_.size);
   std::memset(host_.data(), 0xdd, host_.size());
-  ASSERT_TRUE(copy_from_ram(*ram, *sim_, saved).ok());
+  ASSERT_TRUE(copy_from_ram(*ram, *counting_, saved).ok());
+  // Directly: one copy per device extent each way (each is under a piece); else staging
+  // buffers, the long extent in several pieces.
+  EXPECT_EQ(counting_->direct_copies, direct() ? 4 : 0);
+  EXPECT_EQ(counting_->staging_copies, direct() ? 0 : 2 * (1 + 3));
   for (size_t i = 0; i < range_.size; ++i) {
     const bool in_saved = i < 100 || (i >= 5000 && i < 5000 + long_extent);
     ASSERT_EQ(device_bytes_[i], in_saved ? device_before[i] : std::byte{0xee}) << "device " << i;
@@ -158,34 +205,122 @@ TEST_F(RamSnapshotTest, EverySavedByteComesBackToItsPlaceAndNothingElseIsTouched
   }
 }
 
-TEST_F(RamSnapshotTest, ARaisedCancelStopsTheCopyAndKeepsNothing) {
-  RamTier tier(uint64_t{64} << 20);
+TEST_P(RamSnapshotTest, ARaisedCancelStopsTheCopyAndKeepsNothing) {
+  std::unique_ptr<RamTier> tier = make_tier(uint64_t{64} << 20);
   std::atomic<bool> cancel{true};
-  Result<RamSnapshot> ram = copy_to_ram(tier, *sim_, regions({{0, 100}}, {}), &cancel, nullptr);
+  Result<RamSnapshot> ram =
+      copy_to_ram(*tier, *counting_, regions({{0, 100}}, {}), &cancel, nullptr);
   EXPECT_EQ(ram.status().code(), StatusCode::kCancelled);
-  EXPECT_EQ(tier.stats().used_bytes, 0u);
+  EXPECT_EQ(tier->stats().used_bytes, 0u);
 }
 
-TEST_F(RamSnapshotTest, ACopyTheTierHasNoRoomForReadsNothing) {
-  RamTier tier(kPage);
+TEST_P(RamSnapshotTest, ACopyTheTierHasNoRoomForReadsNothing) {
+  std::unique_ptr<RamTier> tier = make_tier(kPage);
   bool read_reported = false;
-  Result<RamSnapshot> ram = copy_to_ram(tier, *sim_, regions({{0, 2 * kPage}}, {}), nullptr,
+  Result<RamSnapshot> ram = copy_to_ram(*tier, *counting_, regions({{0, 2 * kPage}}, {}), nullptr,
                                         [&] { read_reported = true; });
   EXPECT_EQ(ram.status().code(), StatusCode::kOutOfMemory);
   EXPECT_FALSE(read_reported);
 }
 
-TEST_F(RamSnapshotTest, RegionsOfAnotherLayoutAreRefusedBeforeAnyCopy) {
-  RamTier tier(uint64_t{64} << 20);
-  Result<RamSnapshot> ram = copy_to_ram(tier, *sim_, regions({{0, 100}}, {{0, 10}}), nullptr, {});
+TEST_P(RamSnapshotTest, RegionsOfAnotherLayoutAreRefusedBeforeAnyCopy) {
+  std::unique_ptr<RamTier> tier = make_tier(uint64_t{64} << 20);
+  Result<RamSnapshot> ram =
+      copy_to_ram(*tier, *counting_, regions({{0, 100}}, {{0, 10}}), nullptr, {});
   ASSERT_TRUE(ram.ok());
   std::memset(host_.data(), 0xdd, host_.size());
   auto other = regions({{0, 100}}, {{0, 10}});
   other[1].layout.size -= 1;
-  EXPECT_EQ(copy_from_ram(*ram, *sim_, other).code(), StatusCode::kForeign);
+  EXPECT_EQ(copy_from_ram(*ram, *counting_, other).code(), StatusCode::kForeign);
   EXPECT_EQ(host_[0], std::byte{0xdd}) << "nothing copied";
   other.pop_back();
-  EXPECT_EQ(copy_from_ram(*ram, *sim_, other).code(), StatusCode::kForeign);
+  EXPECT_EQ(copy_from_ram(*ram, *counting_, other).code(), StatusCode::kForeign);
+}
+
+TEST_P(RamSnapshotTest, ACopyThatFailsKeepsNothingAndLeavesNoCopyInFlight) {
+  std::unique_ptr<RamTier> tier = make_tier(uint64_t{64} << 20);
+  const uint64_t long_extent = sim_->staging_buffer_bytes() * 2 + 123;
+  // The second device copy fails (injected): the first was enqueued and must be waited for
+  // before the block it writes into is given back.
+  FaultyBackend faulty(*sim_, FaultPlan(FaultKind::kCopyFails, 2, /*sticky=*/false));
+  SCOPED_TRACE(faulty.plan().describe());
+  Result<RamSnapshot> ram =
+      copy_to_ram(*tier, faulty, regions({{0, 100}, {5000, long_extent}}, {}), nullptr, {});
+  EXPECT_EQ(ram.status().code(), StatusCode::kDeviceError);
+  EXPECT_NE(ram.status().message().find("injected"), std::string::npos);
+  EXPECT_EQ(tier->stats().used_bytes, 0u);
+  EXPECT_EQ(tier->stats().blocks, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(StagingAndDirect, RamSnapshotTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? std::string("Direct") : std::string("Staging");
+                         });
+
+// A backend that refuses to pin: the pages are given back, nothing is charged, and the save
+// goes elsewhere (the offloader writes it to disk).
+class PinRefusingBackend final : public MemoryBackendWrapper {
+ public:
+  explicit PinRefusingBackend(MemoryBackend& inner) : MemoryBackendWrapper(inner) {}
+  Status register_host(std::span<std::byte> memory) override {
+    (void)memory;
+    ++refusals;
+    return OutOfMemory("injected: the system refused to pin the pages");
+  }
+  int refusals = 0;
+};
+
+class CountingPages final : public RamPages {
+ public:
+  Result<std::byte*> map(size_t bytes) override {
+    ++mapped;
+    return anonymous_.map(bytes);
+  }
+  void unmap(std::byte* pages, size_t bytes) override {
+    ++unmapped;
+    anonymous_.unmap(pages, bytes);
+  }
+  int mapped = 0;
+  int unmapped = 0;
+
+ private:
+  AnonymousRamPages anonymous_;
+};
+
+TEST(RegisteredRamPagesTest, PagesTheBackendWillNotPinAreGivenBackAndChargeNothing) {
+  std::unique_ptr<SimBackend> sim = SimBackend::create(test_util::small_sim_options()).value();
+  PinRefusingBackend refusing(*sim);
+  auto counting = std::make_unique<CountingPages>();
+  CountingPages* pages = counting.get();
+  RamTier tier(64 * kPage, std::make_unique<RegisteredRamPages>(refusing, std::move(counting)));
+  EXPECT_TRUE(tier.device_copies());
+  Result<RamBlock> block = tier.allocate(4 * kPage);
+  EXPECT_EQ(block.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_NE(block.status().message().find("injected"), std::string::npos);
+  EXPECT_EQ(refusing.refusals, 1);
+  EXPECT_EQ(pages->mapped, 1);
+  EXPECT_EQ(pages->unmapped, 1) << "the refused pages are given back";
+  EXPECT_EQ(tier.stats().used_bytes, 0u);
+  EXPECT_EQ(tier.stats().allocation_failures, 1u);
+}
+
+TEST(RegisteredRamPagesTest, ABlockIsRegisteredWhileItLivesAndUnregisteredAfter) {
+  std::unique_ptr<SimBackend> sim = SimBackend::create(test_util::small_sim_options()).value();
+  RamTier tier(64 * kPage,
+               std::make_unique<RegisteredRamPages>(*sim, std::make_unique<AnonymousRamPages>()));
+  SIESTA_ASSERT_OK_AND_ASSIGN(RamBlock block, tier.allocate(2 * kPage));
+  EXPECT_TRUE(block.device_copies());
+  // Registered: registering it again is an overlap.
+  SIESTA_EXPECT_CODE(sim->register_host({block.data(), 2 * kPage}), StatusCode::kInvalidArgument);
+  std::byte* data = block.data();
+  block.reset();
+  // Unregistered (and unmapped): the same addresses may be registered by their next owner.
+  void* again = ::mmap(data, 2 * kPage, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_NE(again, MAP_FAILED) << "the block's pages were not given back";
+  SIESTA_EXPECT_OK(sim->register_host({data, 2 * kPage}));
+  sim->unregister_host(data);
+  ::munmap(again, 2 * kPage);
 }
 
 }  // namespace
