@@ -122,16 +122,38 @@ bool same_layout(const snapshot::RegionLayout& saved, const snapshot::RegionLayo
   return saved.name == live.name && saved.persist == live.persist && saved.size == live.size;
 }
 
+// The bytes of a region from its first saved byte to its last (extents are in offset order).
+struct RegionSpan {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+RegionSpan span_of(const snapshot::RegionLayout& layout) {
+  if (layout.extents.empty()) return {};
+  const snapshot::Extent& first = layout.extents.front();
+  const snapshot::Extent& last = layout.extents.back();
+  return {first.offset, last.offset + last.length - first.offset};
+}
+
+uint64_t block_bytes(std::span<const SnapshotRegion> regions) {
+  uint64_t total = 0;
+  for (const SnapshotRegion& region : regions) total += span_of(region.layout).length;
+  return total;
+}
+
 // Copies what `regions` save into `ram`'s block, one piece of at most `piece_bytes` at a time,
 // noting each extent's place; Cancelled as soon as `cancel` is seen.
 template <class Copies>
 Status gather(RamSnapshot& ram, std::span<const SnapshotRegion> regions,
               const std::atomic<bool>* cancel, Copies& copies, uint64_t piece_bytes) {
-  uint64_t at = 0;
+  uint64_t span_at = 0;
   for (uint32_t r = 0; r < regions.size(); ++r) {
     const SnapshotRegion& region = regions[r];
+    const RegionSpan span = span_of(region.layout);
     ram.layout.push_back(region.layout);
+    ram.span_at.push_back(span.length == 0 ? 0 : span_at);
+    ram.span_offset.push_back(span.offset);
     for (const snapshot::Extent& extent : region.layout.extents) {
+      const uint64_t at = span_at + (extent.offset - span.offset);
       ram.pieces.push_back({r, extent, at});
       for (uint64_t done = 0; done < extent.length;) {
         if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
@@ -149,8 +171,8 @@ Status gather(RamSnapshot& ram, std::span<const SnapshotRegion> regions,
             copies.to_host(region.device + extent.offset + done, length, destination));
         done += length;
       }
-      at += extent.length;
     }
+    span_at += span.length;
   }
   return copies.drain();
 }
@@ -193,7 +215,7 @@ Result<RamSnapshot> copy_to_ram(RamTier& tier, MemoryBackend& backend,
   RamSnapshot ram;
   ram.payload_bytes = saved_payload_bytes(regions);
   // A session with nothing saved still gets a block (of one page): a snapshot exists.
-  SIESTA_ASSIGN_OR_RETURN(ram.block, tier.allocate(std::max<uint64_t>(ram.payload_bytes, 1)));
+  SIESTA_ASSIGN_OR_RETURN(ram.block, tier.allocate(std::max<uint64_t>(block_bytes(regions), 1)));
   if (ram.block.device_copies()) {
     DirectCopies copies(backend);
     SIESTA_RETURN_IF_ERROR(gather(ram, regions, cancel, copies, kDirectPieceBytes));
@@ -223,6 +245,23 @@ Status copy_from_ram(const RamSnapshot& ram, MemoryBackend& backend,
   }
   StagingCopies copies(backend);
   return scatter(ram, regions, copies, copies.piece_bytes());
+}
+
+std::vector<SnapshotRegion> ram_regions(const RamSnapshot& ram) {
+  std::vector<SnapshotRegion> out;
+  out.reserve(ram.layout.size());
+  for (size_t r = 0; r < ram.layout.size(); ++r) {
+    SnapshotRegion region;
+    region.layout = ram.layout[r];
+    region.place = SnapshotRegion::Place::kHost;
+    // host + extent.offset == block + span_at + (extent.offset - span_offset). The pointer
+    // itself may lie before the block (never dereferenced there): integer arithmetic keeps
+    // that well-defined.
+    region.host = reinterpret_cast<std::byte*>(  // NOLINT(performance-no-int-to-ptr)
+        reinterpret_cast<uintptr_t>(ram.block.data()) + ram.span_at[r] - ram.span_offset[r]);
+    out.push_back(std::move(region));
+  }
+  return out;
 }
 
 }  // namespace siesta

@@ -1,10 +1,15 @@
-// RamSnapshot: one session's snapshot in the RAM tier (core/offload/ram_tier.h): the bytes of
-// every saved extent of its regions, packed one after another into one RamBlock in region
-// order, with the table that says where each lies. Unlike a file it has no header, seal or
-// digest: it never leaves the process, and only the Offloader that wrote it reads it back.
+// RamSnapshot: one session's snapshot in the RAM tier (core/offload/ram_tier.h): for each
+// region, the span from its first saved byte to its last (its saved extents at their
+// distances, so a session's one extent per region takes exactly its bytes), the spans one
+// after another in one RamBlock in region order, with the table that says where each extent
+// lies. Unlike a file it has no header, seal or digest: it never leaves the process, and only
+// the Offloader that wrote it reads it back. Because each region keeps its shape,
+// ram_regions() can hand the block to the snapshot writer as host regions (a spill to disk
+// writes the same file a save from the device would).
 //
-// The copies go through the backend's staging ring (device regions) or memcpy (host
-// regions), a few staging buffers in flight at once.
+// Device regions' bytes move straight between the device and a block registered with the
+// backend (RamBlock::device_copies(), pieces of up to 64 MiB), else through the backend's
+// staging ring, a few buffers in flight at once; host regions' by memcpy.
 //
 // Thread rule: the functions run on the caller's thread; the regions' memory must stay
 // committed and unchanged (to_ram) or unused by anything else (from_ram) while they run.
@@ -36,13 +41,22 @@ struct RamSnapshot {
   // restore into regions of another layout is refused.
   std::vector<snapshot::RegionLayout> layout;
   uint64_t payload_bytes = 0;  // the sum of the pieces' lengths
+  // Per region: where its span starts in `block`, and the region offset the span starts at
+  // (its first extent's); both 0 for a region with nothing saved.
+  std::vector<uint64_t> span_at;
+  std::vector<uint64_t> span_offset;
 };
+
+// `ram` as host regions of the layout it was written from, each region's host pointer placed
+// so that host + extent.offset is where that extent's bytes lie in the block: what the
+// snapshot writer reads to put the snapshot on disk. Valid while `ram.block` is.
+std::vector<SnapshotRegion> ram_regions(const RamSnapshot& ram);
 
 // The bytes the saved extents of `regions` hold.
 uint64_t saved_payload_bytes(std::span<const SnapshotRegion> regions);
 
 // Copies every saved extent of `regions` into a fresh block of `tier`.
-// `cancel` (may be null) is checked before each piece of at most one staging buffer;
+// `cancel` (may be null) is checked before each piece (a staging buffer's, or 64 MiB);
 // `on_memory_read` (may be empty) is called once every byte has been read, before the return.
 // Success: the snapshot. Failure (nothing kept, the block given back): the tier's OutOfMemory
 // when the payload does not fit; Cancelled when `cancel` was raised; the backend's error of a

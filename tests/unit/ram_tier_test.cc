@@ -233,6 +233,35 @@ TEST_P(RamSnapshotTest, EverySavedByteComesBackToItsPlaceAndNothingElseIsTouched
   }
 }
 
+// What a spill to disk hands the snapshot writer: the block seen as host regions of the
+// session's layout, each saved byte where host + offset says. Each region's span keeps its
+// gaps (none for a session's one extent per region), so the block holds the spans' bytes.
+TEST_P(RamSnapshotTest, TheBlockSeenAsHostRegionsHoldsEverySavedByteAtItsOffset) {
+  std::unique_ptr<RamTier> tier = make_tier(uint64_t{64} << 20);
+  const auto saved = regions({{100, 50}, {1000, 3000}, {9000, 1}}, {{kPage + 7, 9}});
+  const std::vector<std::byte> device_before(device_bytes_, device_bytes_ + range_.size);
+  const std::vector<std::byte> host_before = host_;
+  SIESTA_ASSERT_OK_AND_ASSIGN(RamSnapshot ram, copy_to_ram(*tier, *counting_, saved, nullptr, {}));
+  EXPECT_EQ(ram.payload_bytes, 50u + 3000 + 1 + 9);
+  EXPECT_GE(ram.block.size(), (9001u - 100) + 9) << "each region's span, gaps included";
+  const std::vector<SnapshotRegion> view = ram_regions(ram);
+  ASSERT_EQ(view.size(), saved.size());
+  for (size_t r = 0; r < view.size(); ++r) {
+    EXPECT_EQ(view[r].place, SnapshotRegion::Place::kHost);
+    EXPECT_EQ(view[r].layout.name, saved[r].layout.name);
+    EXPECT_EQ(view[r].layout.size, saved[r].layout.size);
+    ASSERT_EQ(view[r].layout.extents.size(), saved[r].layout.extents.size());
+    const std::vector<std::byte>& before = r == 0 ? device_before : host_before;
+    for (const snapshot::Extent& extent : view[r].layout.extents) {
+      SCOPED_TRACE("region " + std::to_string(r) + " extent at " + std::to_string(extent.offset));
+      const std::byte* held = view[r].host + extent.offset;
+      ASSERT_GE(held, ram.block.data());
+      ASSERT_LE(held + extent.length, ram.block.data() + ram.block.size());
+      EXPECT_EQ(std::memcmp(held, before.data() + extent.offset, extent.length), 0);
+    }
+  }
+}
+
 TEST_P(RamSnapshotTest, ARaisedCancelStopsTheCopyAndKeepsNothing) {
   std::unique_ptr<RamTier> tier = make_tier(uint64_t{64} << 20);
   std::atomic<bool> cancel{true};
