@@ -81,7 +81,7 @@ Status link_copy(MemoryBackend& backend, DeviceAddress device, std::byte* host, 
   return backend.wait(last);
 }
 
-void ram_tier_round_trip(benchmark::State& state, BackendFactory factory, uint64_t bytes) {
+void ram_tier_round_trip(benchmark::State& state, const BackendFactory& factory, uint64_t bytes) {
   auto backend = factory({.sim_capacity_bytes = 2 * bytes});
   if (!backend.ok()) {
     state.SkipWithError(("backend unavailable: " + backend.status().to_string()).c_str());

@@ -4,9 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <string>
 #include <utility>
+
+#include "core/base/os_error.h"
 
 namespace siesta {
 namespace {
@@ -34,9 +35,9 @@ uint64_t physical_memory_bytes() {
 Result<std::byte*> AnonymousRamPages::map(size_t bytes) {
   void* pages = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (pages == MAP_FAILED) {
-    const int error = errno;
-    return OutOfMemory("RAM tier: mmap of " + std::to_string(bytes) +
-                       " bytes failed: " + std::strerror(error));
+    const Status failed =
+        status_from_errno(errno, "RAM tier: mmap of " + std::to_string(bytes) + " bytes");
+    return OutOfMemory(failed.message());
   }
   return static_cast<std::byte*>(pages);
 }

@@ -110,6 +110,7 @@ TEST(RamTierTest, ThreadsNeverPassTheBudgetTogether) {
   RamTier tier(kBudget);
   std::atomic<bool> over{false};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&tier, &over, t] {
       for (int i = 0; i < 500; ++i) {
@@ -164,7 +165,7 @@ class RamSnapshotTest : public ::testing::TestWithParam<bool> {
     ASSERT_TRUE(sim_->commit(range_).ok());
     host_.assign(3 * kPage, std::byte{0});
     // Bytes that say where they are, so a piece put back at the wrong place shows.
-    device_bytes_ = reinterpret_cast<std::byte*>(range_.base);
+    device_bytes_ = reinterpret_cast<std::byte*>(range_.base);  // NOLINT(performance-no-int-to-ptr)
     for (size_t i = 0; i < range_.size; ++i) device_bytes_[i] = std::byte(i * 7 + 1);
     for (size_t i = 0; i < host_.size(); ++i) host_[i] = std::byte(i * 13 + 5);
   }
