@@ -11,12 +11,18 @@
 #include <vector>
 
 #include "backends/sim/sim_backend.h"
+#include "core/base/clock.h"
+#include "core/base/posix_file_system.h"
 #include "core/memory/host_address_space.h"
 #include "core/memory/memory_backend_wrapper.h"
 #include "core/offload/ram_snapshot.h"
+#include "core/snapshot/snapshot_reader.h"
+#include "core/snapshot/snapshot_writer.h"
 #include "testing/faulty_backend.h"
 #include "tests/support/backend_test_util.h"
 #include "tests/support/small_sim_options.h"
+#include "tests/support/snapshot_test_util.h"
+#include "tests/support/temp_dir.h"
 
 namespace siesta {
 namespace {
@@ -260,6 +266,52 @@ TEST_P(RamSnapshotTest, TheBlockSeenAsHostRegionsHoldsEverySavedByteAtItsOffset)
       ASSERT_LE(held + extent.length, ram.block.data() + ram.block.size());
       EXPECT_EQ(std::memcmp(held, before.data() + extent.offset, extent.length), 0);
     }
+  }
+}
+
+// The spill to disk end to end, without the Offloader: the block, seen as host regions, is
+// written by the snapshot writer and read back by the reader straight into the session's
+// device and host regions, every saved byte where it was and nothing else touched.
+TEST_P(RamSnapshotTest, AFileWrittenFromTheBlockRestoresTheSessionsBytes) {
+  std::unique_ptr<RamTier> tier = make_tier(uint64_t{64} << 20);
+  const auto saved = regions({{0, 100}, {5000, 70000}}, {{10, 20}, {kPage, kPage}});
+  const std::vector<std::byte> device_before(device_bytes_, device_bytes_ + range_.size);
+  const std::vector<std::byte> host_before = host_;
+  SIESTA_ASSERT_OK_AND_ASSIGN(RamSnapshot ram, copy_to_ram(*tier, *counting_, saved, nullptr, {}));
+
+  testing::TempDir dir;
+  PosixFileSystem fs;
+  ManualClock clock;
+  const ProcessKey key = snapshot_test::fixed_key(3);
+  SnapshotWriteOptions write;
+  write.path = dir.file("spilled.snap");
+  write.mode = snapshot::SnapshotMode::kSessionEncrypted;
+  write.fingerprint = snapshot_test::fingerprint(4);
+  write.expiry_unix = clock.unix_seconds() + 100;
+  write.chunk_bytes = 4096;  // many chunks, some across the regions' extents
+  write.generation = 7;
+  write.owner = "0";
+  SnapshotWriter writer(fs, clock, key, sim_.get());
+  SIESTA_ASSERT_OK(writer.write(write, ram_regions(ram)).status());
+  ram.block.reset();  // the RAM copy goes once the file is durable
+
+  std::memset(device_bytes_, 0xee, range_.size);
+  std::memset(host_.data(), 0xdd, host_.size());
+  SnapshotReadOptions read;
+  read.path = write.path;
+  read.mode = write.mode;
+  read.fingerprint = write.fingerprint;
+  read.generation = write.generation;
+  read.owner = write.owner;
+  SnapshotReader reader(fs, clock, key, sim_.get());
+  SIESTA_ASSERT_OK(reader.read(read, saved).status());
+  for (size_t i = 0; i < range_.size; ++i) {
+    const bool in_saved = i < 100 || (i >= 5000 && i < 75000);
+    ASSERT_EQ(device_bytes_[i], in_saved ? device_before[i] : std::byte{0xee}) << "device " << i;
+  }
+  for (size_t i = 0; i < host_.size(); ++i) {
+    const bool in_saved = (i >= 10 && i < 30) || (i >= kPage && i < 2 * kPage);
+    ASSERT_EQ(host_[i], in_saved ? host_before[i] : std::byte{0xdd}) << "host " << i;
   }
 }
 
