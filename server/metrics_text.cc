@@ -131,6 +131,10 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
     out.single("ram_tier_allocation_failures_total", "counter",
                "RAM tier allocations the system refused (the snapshot went to disk).",
                snapshot.ram_tier->allocation_failures);
+    out.single("ram_tier_direct_copies", "gauge",
+               "1 when the device copies to the RAM tier's blocks directly (pinned), 0 when "
+               "through the staging ring.",
+               snapshot.ram_tier->direct_copies ? 1 : 0);
   }
   out.histogram("cache_save_duration_seconds", "Duration of snapshot writes, to durable.",
                 counters.save_seconds);

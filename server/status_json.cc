@@ -93,8 +93,9 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
            {"last_error", cache.last_error},
        }},
   };
-  // The tier: its budget, what its blocks hold (the sessions' ram_bytes summed), and the
-  // allocations it refused for lack of room or the system refused it.
+  // The tier: its budget, what its blocks hold (the sessions' ram_bytes summed), the
+  // allocations it refused for lack of room or the system refused it, and whether the device
+  // copies to its blocks directly (pinned) or through the staging ring.
   if (snapshot.ram_tier) {
     const RamTierStats& tier = *snapshot.ram_tier;
     body["cache"]["ram_tier"] = {
@@ -103,6 +104,7 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
         {"snapshots", tier.blocks},
         {"refused_full", tier.refused_full},
         {"allocation_failures", tier.allocation_failures},
+        {"direct_copies", tier.direct_copies},
     };
   }
   if (snapshot.sessions) {

@@ -91,6 +91,7 @@ siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader
 # The RAM tier: its budget and blocks (threads sharing it), a session's regions copied into it
 # and back, and the Offloader keeping snapshots there (to disk when the tier has no room).
 siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/ram_tier_test.cc)
+siesta_test_sources(offload_tests LABELS unit SOURCES unit/ram_tier_memory_test.cc)
 siesta_test_sources(offload_tests LABELS unit fault_injection SOURCES unit/offloader_ram_test.cc)
 siesta_finish_test_binary(offload_tests)
 

@@ -5,6 +5,7 @@
 #include <deque>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace siesta {
 namespace {
@@ -95,8 +96,9 @@ class StagingCopies {
 // its full rate (a 64 KiB copy runs at about a third of it) and a cancel is read between them.
 constexpr uint64_t kDirectPieceBytes = uint64_t{64} << 20;
 
-// Direct device copies enqueued back to back on the backend's copy stream, waited for once:
-// a ticket covers every copy enqueued before it.
+// Direct device copies enqueued back to back on the backend's copy stream, then waited for in
+// order: each ticket reports its own copy's error (MemoryBackend::wait), and the waits after
+// the first return at once.
 class DirectCopies {
  public:
   explicit DirectCopies(MemoryBackend& backend) : backend_(backend) {}
@@ -104,18 +106,30 @@ class DirectCopies {
   ~DirectCopies() { (void)drain(); }
 
   Status to_host(DeviceAddress source, uint64_t length, std::byte* destination) {
-    SIESTA_ASSIGN_OR_RETURN(last_, backend_.copy_to_host(source, length, destination));
+    SIESTA_ASSIGN_OR_RETURN(CopyTicket ticket, backend_.copy_to_host(source, length, destination));
+    tickets_.push_back(ticket);
     return Status::Ok();
   }
   Status to_device(const std::byte* source, uint64_t length, DeviceAddress destination) {
-    SIESTA_ASSIGN_OR_RETURN(last_, backend_.copy_from_host(source, length, destination));
+    SIESTA_ASSIGN_OR_RETURN(CopyTicket ticket,
+                            backend_.copy_from_host(source, length, destination));
+    tickets_.push_back(ticket);
     return Status::Ok();
   }
-  Status drain() { return backend_.wait(std::exchange(last_, CopyTicket{})); }
+  // Waits for every copy enqueued; the first failure.
+  Status drain() {
+    Status first;
+    for (CopyTicket ticket : tickets_) {
+      Status waited = backend_.wait(ticket);
+      if (first.ok()) first = waited;
+    }
+    tickets_.clear();
+    return first;
+  }
 
  private:
   MemoryBackend& backend_;
-  CopyTicket last_;
+  std::vector<CopyTicket> tickets_;
 };
 
 bool same_layout(const snapshot::RegionLayout& saved, const snapshot::RegionLayout& live) {

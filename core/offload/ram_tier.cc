@@ -121,7 +121,7 @@ bool RamTier::fits(uint64_t bytes) const {
 
 RamTierStats RamTier::stats() const {
   MutexLock lock(mu_);
-  return {budget_, used_, blocks_, refused_full_, allocation_failures_};
+  return {budget_, used_, blocks_, refused_full_, allocation_failures_, device_copies()};
 }
 
 void RamTier::give_back(std::byte* data, uint64_t mapped) {

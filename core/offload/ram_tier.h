@@ -75,6 +75,7 @@ struct RamTierStats {
   uint64_t blocks = 0;               // live blocks
   uint64_t refused_full = 0;         // allocations that did not fit in what was left
   uint64_t allocation_failures = 0;  // allocations the system refused (RamPages::map)
+  bool direct_copies = false;        // blocks pinned for direct device copies (device_copies())
 };
 
 class RamTier;

@@ -56,10 +56,13 @@ TEST(ServerRamTierE2eTest, AnOffloadedConversationWaitsInRamAndReturnsWithItsHis
   ASSERT_TRUE(cache.contains("ram_tier")) << cache.dump();
   EXPECT_EQ(cache["ram_tier"].value("used_bytes", -1), cache.value("ram_bytes", 0));
   EXPECT_GT(cache["ram_tier"].value("budget_bytes", 0), cache.value("ram_bytes", 0));
+  // The simulator copies to registered host memory directly, as CUDA does to pinned memory.
+  EXPECT_EQ(cache["ram_tier"].value("direct_copies", false), true) << cache.dump();
   EXPECT_EQ(cache_counter(*asleep, "ram_saves"), 1);
   httplib::Result metrics = server->get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_THAT(metrics->body, HasSubstr("siesta_cache_state{state=\"ram\"} 1\n"));
+  EXPECT_THAT(metrics->body, HasSubstr("siesta_ram_tier_direct_copies 1\n"));
   httplib::Result props = server->get("/props");  // llama-server's sleep: no device memory held
   ASSERT_TRUE(props);
   EXPECT_EQ(json::parse(props->body).value("is_sleeping", false), true) << props->body;

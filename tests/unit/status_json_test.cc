@@ -194,7 +194,7 @@ TEST(StatusJsonTest, OneConversationHasNoSessionsList) {
 TEST(StatusJsonTest, TheRamTierIsShownWithItsBudgetAndUseWhenThereIsOne) {
   StatusSnapshot snapshot = sample_snapshot();
   EXPECT_FALSE(status_json(snapshot)["cache"].contains("ram_tier"));
-  snapshot.ram_tier = RamTierStats{1 << 30, 12288, 2, 3, 1};
+  snapshot.ram_tier = RamTierStats{1 << 30, 12288, 2, 3, 1, true};
   snapshot.cache.ram_bytes = 12288;
   snapshot.cache.state = OffloadState::kRam;
   const nlohmann::json body = status_json(snapshot);
@@ -205,7 +205,8 @@ TEST(StatusJsonTest, TheRamTierIsShownWithItsBudgetAndUseWhenThereIsOne) {
                                   {"used_bytes", 12288},
                                   {"snapshots", 2},
                                   {"refused_full", 3},
-                                  {"allocation_failures", 1}}))
+                                  {"allocation_failures", 1},
+                                  {"direct_copies", true}}))
       << tier.dump();
 }
 
