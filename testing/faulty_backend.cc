@@ -102,43 +102,34 @@ Status FaultyBackend::decommit(DeviceRange range) {
                                                 std::to_string(range.size) + " bytes");
 }
 
+Status FaultyBackend::count_copy(const char* direction) {
+  const uint64_t call = copy_calls_.fetch_add(1) + 1;
+  if (!fires(FaultKind::kCopyFails, call)) return Status::Ok();
+  return injected(StatusCode::kDeviceError,
+                  "copy failure on copy call " + std::to_string(call) + " (" + direction + ")");
+}
+
 Result<CopyTicket> FaultyBackend::copy_to_staging(DeviceAddress source, size_t bytes,
                                                   StagingBuffer& buffer) {
-  const uint64_t call = copy_calls_.fetch_add(1) + 1;
-  if (fires(FaultKind::kCopyFails, call)) {
-    return injected(StatusCode::kDeviceError,
-                    "copy failure on copy call " + std::to_string(call) + " (to staging)");
-  }
+  SIESTA_RETURN_IF_ERROR(count_copy("to staging"));
   return target().copy_to_staging(source, bytes, buffer);
 }
 
 Result<CopyTicket> FaultyBackend::copy_from_staging(const StagingBuffer& buffer, size_t bytes,
                                                     DeviceAddress destination) {
-  const uint64_t call = copy_calls_.fetch_add(1) + 1;
-  if (fires(FaultKind::kCopyFails, call)) {
-    return injected(StatusCode::kDeviceError,
-                    "copy failure on copy call " + std::to_string(call) + " (from staging)");
-  }
+  SIESTA_RETURN_IF_ERROR(count_copy("from staging"));
   return target().copy_from_staging(buffer, bytes, destination);
 }
 
 Result<CopyTicket> FaultyBackend::copy_to_host(DeviceAddress source, size_t bytes,
                                                std::byte* destination) {
-  const uint64_t call = copy_calls_.fetch_add(1) + 1;
-  if (fires(FaultKind::kCopyFails, call)) {
-    return injected(StatusCode::kDeviceError,
-                    "copy failure on copy call " + std::to_string(call) + " (to host)");
-  }
+  SIESTA_RETURN_IF_ERROR(count_copy("to host"));
   return target().copy_to_host(source, bytes, destination);
 }
 
 Result<CopyTicket> FaultyBackend::copy_from_host(const std::byte* source, size_t bytes,
                                                  DeviceAddress destination) {
-  const uint64_t call = copy_calls_.fetch_add(1) + 1;
-  if (fires(FaultKind::kCopyFails, call)) {
-    return injected(StatusCode::kDeviceError,
-                    "copy failure on copy call " + std::to_string(call) + " (from host)");
-  }
+  SIESTA_RETURN_IF_ERROR(count_copy("from host"));
   return target().copy_from_host(source, bytes, destination);
 }
 

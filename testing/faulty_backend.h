@@ -118,6 +118,10 @@ class FaultyBackend final : public MemoryBackendWrapper {
   bool fires(FaultKind kind, uint64_t call) const;
   // The injected error (counted in faults_fired): "injected <what> (fault plan: <plan>)".
   Status injected(StatusCode code, const std::string& what);
+  // Counts one copy call (every direction shares the count) and returns the injected
+  // DeviceError when kCopyFails fires on it; `direction` ("to staging", "from host"...) names
+  // the call in the message. OK otherwise.
+  Status count_copy(const char* direction);
 
   FaultPlan plan_;
   std::atomic<uint64_t> commit_calls_{0};
