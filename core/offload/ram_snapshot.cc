@@ -167,8 +167,7 @@ Status gather(RamSnapshot& ram, std::span<const SnapshotRegion> regions,
     ram.span_at.push_back(span.length == 0 ? 0 : span_at);
     ram.span_offset.push_back(span.offset);
     for (const snapshot::Extent& extent : region.layout.extents) {
-      const uint64_t at = span_at + (extent.offset - span.offset);
-      ram.pieces.push_back({r, extent, at});
+      const uint64_t at = ram.at(r, extent);
       for (uint64_t done = 0; done < extent.length;) {
         if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
           (void)copies.drain();
@@ -191,22 +190,25 @@ Status gather(RamSnapshot& ram, std::span<const SnapshotRegion> regions,
   return copies.drain();
 }
 
-// Copies `ram`'s pieces back to where `regions` keep them.
+// Copies every extent `ram` saved back to where `regions` keep it.
+// REQUIRES: `regions` have the layout `ram` was written from (copy_from_ram checks).
 template <class Copies>
 Status scatter(const RamSnapshot& ram, std::span<const SnapshotRegion> regions, Copies& copies,
                uint64_t piece_bytes) {
-  for (const RamSnapshot::Piece& piece : ram.pieces) {
-    const SnapshotRegion& region = regions[piece.region];
-    const std::byte* source = ram.block.data() + piece.at;
-    if (region.place == SnapshotRegion::Place::kHost) {
-      std::memcpy(region.host + piece.extent.offset, source, piece.extent.length);
-      continue;
-    }
-    for (uint64_t done = 0; done < piece.extent.length;) {
-      const uint64_t length = std::min<uint64_t>(piece_bytes, piece.extent.length - done);
-      SIESTA_RETURN_IF_ERROR(
-          copies.to_device(source + done, length, region.device + piece.extent.offset + done));
-      done += length;
+  for (size_t r = 0; r < ram.layout.size(); ++r) {
+    const SnapshotRegion& region = regions[r];
+    for (const snapshot::Extent& extent : ram.layout[r].extents) {
+      const std::byte* source = ram.block.data() + ram.at(r, extent);
+      if (region.place == SnapshotRegion::Place::kHost) {
+        std::memcpy(region.host + extent.offset, source, extent.length);
+        continue;
+      }
+      for (uint64_t done = 0; done < extent.length;) {
+        const uint64_t length = std::min<uint64_t>(piece_bytes, extent.length - done);
+        SIESTA_RETURN_IF_ERROR(
+            copies.to_device(source + done, length, region.device + extent.offset + done));
+        done += length;
+      }
     }
   }
   return copies.drain();

@@ -30,21 +30,20 @@
 namespace siesta {
 
 struct RamSnapshot {
-  struct Piece {
-    uint32_t region = 0;      // index into the regions it was copied from
-    snapshot::Extent extent;  // the region's bytes it holds
-    uint64_t at = 0;          // where they start in `block`
-  };
   RamBlock block;
-  std::vector<Piece> pieces;
   // The regions' layouts when it was written (names, kinds, sizes; extents as saved): a
   // restore into regions of another layout is refused.
   std::vector<snapshot::RegionLayout> layout;
-  uint64_t payload_bytes = 0;  // the sum of the pieces' lengths
+  uint64_t payload_bytes = 0;  // the sum of the saved extents' lengths
   // Per region: where its span starts in `block`, and the region offset the span starts at
   // (its first extent's); both 0 for a region with nothing saved.
   std::vector<uint64_t> span_at;
   std::vector<uint64_t> span_offset;
+
+  // Where the bytes of `extent`, one of region `region`'s saved extents, lie in `block`.
+  uint64_t at(size_t region, const snapshot::Extent& extent) const {
+    return span_at[region] + (extent.offset - span_offset[region]);
+  }
 };
 
 // `ram` as host regions of the layout it was written from, each region's host pointer placed
