@@ -1,9 +1,9 @@
 // RamSnapshot: one session's snapshot in the RAM tier (core/offload/ram_tier.h): for each
 // region, the span from its first saved byte to its last (its saved extents at their
 // distances, so a session's one extent per region takes exactly its bytes), the spans one
-// after another in one RamBlock in region order, with the table that says where each extent
-// lies. Unlike a file it has no header, seal or digest: it never leaves the process, and only
-// the Offloader that wrote it reads it back. Because each region keeps its shape,
+// after another in one RamBlock in region order, with where each span starts (so at() says
+// where each extent lies). Unlike a file it has no header, seal or digest: it never leaves the
+// process, and only the Offloader that wrote it reads it back. Because each region keeps its shape,
 // ram_regions() can hand the block to the snapshot writer as host regions (a spill to disk
 // writes the same file a save from the device would).
 //
