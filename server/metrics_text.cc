@@ -123,6 +123,9 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
              counters.ram_restores);
   out.single("cache_ram_full_total", "counter",
              "Saves the RAM tier had no room for, written to disk instead.", counters.ram_full);
+  out.single("cache_ram_spills_total", "counter",
+             "Snapshots moved from the RAM tier to disk to make room for another.",
+             counters.ram_spills);
   if (snapshot.ram_tier) {
     out.single("ram_tier_budget_bytes", "gauge", "The RAM tier's budget (--cache-ram-mib).",
                snapshot.ram_tier->budget_bytes);
@@ -131,6 +134,9 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
     out.single("ram_tier_allocation_failures_total", "counter",
                "RAM tier allocations the system refused (the snapshot went to disk).",
                snapshot.ram_tier->allocation_failures);
+    out.single("ram_tier_spill_failures_total", "counter",
+               "Moves of a snapshot from the RAM tier to disk that failed (the copy stayed).",
+               snapshot.ram_tier->spill_failures);
     out.single("ram_tier_direct_copies", "gauge",
                "1 when the device copies to the RAM tier's blocks directly (pinned), 0 when "
                "through the staging ring.",

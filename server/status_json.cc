@@ -26,6 +26,7 @@ nlohmann::json counters_json(const OffloadCounters& counters) {
       {"ram_saves", counters.ram_saves},
       {"ram_restores", counters.ram_restores},
       {"ram_full", counters.ram_full},
+      {"ram_spills", counters.ram_spills},
   };
 }
 
@@ -94,8 +95,9 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
        }},
   };
   // The tier: its budget, what its blocks hold (the sessions' ram_bytes summed), the
-  // allocations it refused for lack of room or the system refused it, and whether the device
-  // copies to its blocks directly (pinned) or through the staging ring.
+  // allocations it refused for lack of room or the system refused it, whether the device
+  // copies to its blocks directly (pinned) or through the staging ring, and the copies it moved
+  // to disk to make room (and the moves that failed).
   if (snapshot.ram_tier) {
     const RamTierStats& tier = *snapshot.ram_tier;
     body["cache"]["ram_tier"] = {
@@ -105,6 +107,8 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
         {"refused_full", tier.refused_full},
         {"allocation_failures", tier.allocation_failures},
         {"direct_copies", tier.direct_copies},
+        {"spills", tier.spills},
+        {"spill_failures", tier.spill_failures},
     };
   }
   if (snapshot.sessions) {

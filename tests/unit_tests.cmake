@@ -93,6 +93,11 @@ siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader
 siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/ram_tier_test.cc)
 siesta_test_sources(offload_tests LABELS unit SOURCES unit/ram_tier_memory_test.cc)
 siesta_test_sources(offload_tests LABELS unit fault_injection SOURCES unit/offloader_ram_test.cc)
+# The tier's spill: the least recently used copies go to disk to make room; a spill that fails
+# keeps its copy; a command for the spilled session (or for the one that asked for the room)
+# stops it.
+siesta_test_sources(offload_tests LABELS unit fault_injection concurrency SOURCES
+  unit/offloader_spill_test.cc)
 siesta_finish_test_binary(offload_tests)
 
 # compute: the contract's number formats (KvType names, f16, int8, its exp), and HostKernels

@@ -53,6 +53,13 @@ constexpr Transition kTransitions[] = {
     {P::kRestoringRam, E::kRestored, P::kCommand},
     {P::kRestoringRam, E::kRestoreOutOfMemory, P::kRam},
     {P::kRestoringRam, E::kMemoryLost, P::kLost},
+    // The tier needs room: the copy is written to disk as a save would write it. A command
+    // arriving meanwhile stops the spill and restores from the copy, which stayed.
+    {P::kRam, E::kSpillDue, P::kSpilling},
+    {P::kSpilling, E::kSpilled, P::kDisk},
+    {P::kSpilling, E::kSpillFailed, P::kRam},
+    {P::kSpilling, E::kCommandArrives, P::kSpillCancelling},
+    {P::kSpillCancelling, E::kSpillCancelled, P::kRestoringRam},
 
     {P::kExpiring, E::kSnapshotDeleted, P::kExpired},
     {P::kExpiring, E::kExpiryDue, P::kExpiring},
@@ -92,12 +99,14 @@ constexpr PhaseRules kRules[] = {
      R::kSave, R::kNothing, false, false},
     {"command", OffloadState::kResident, M::kCommitted, C::kRefuseBusy, T::kNothing, R::kRefuseBusy,
      R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, false, false},
+    // offload_now() during a save: noted, so that a save ahead (which keeps the memory) is
+    // released as soon as it ends; a save that releases anyway clears the request.
     {"save_reading", OffloadState::kSaving, M::kCommitted, C::kCancelSaveAndWait, T::kNothing,
-     R::kNothing, R::kNothing, R::kWaitForSave, R::kWaitForSave, true, false},
+     R::kSave, R::kNothing, R::kWaitForSave, R::kWaitForSave, true, false},
     {"save_cancelling", OffloadState::kSaving, M::kCommitted, C::kRefuseBusy, T::kNothing,
      R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, true, true},
     {"save_finishing", OffloadState::kSaving, M::kCommitted, C::kCancelSaveAndRun, T::kNothing,
-     R::kNothing, R::kNothing, R::kWaitForSave, R::kWaitForSave, true, false},
+     R::kSave, R::kNothing, R::kWaitForSave, R::kWaitForSave, true, false},
     {"save_releasing", OffloadState::kSaving, M::kReleasing, C::kWaitForRelease, T::kNothing,
      R::kNothing, R::kNothing, R::kWaitForSave, R::kWaitForSave, true, false},
     // Written ahead: the durable file holds the memory; a command uses it (the file retired
@@ -113,6 +122,11 @@ constexpr PhaseRules kRules[] = {
     // The snapshot is in the RAM tier (the process's memory); the same rules as on disk.
     {"ram", OffloadState::kRam, M::kReleased, C::kRestore, T::kExpire, R::kNothing, R::kNothing,
      R::kNothing, R::kDelete, false, false},
+    // Still restorable from RAM while the copy goes to disk; forget() waits for the spill.
+    {"spilling", OffloadState::kRam, M::kReleased, C::kCancelSpillAndRestore, T::kNothing,
+     R::kNothing, R::kNothing, R::kNothing, R::kWaitForSave, true, false},
+    {"spill_cancelling", OffloadState::kRestoring, M::kReleased, C::kRefuseBusy, T::kNothing,
+     R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, true, true},
     {"restoring", OffloadState::kRestoring, M::kReleased, C::kRefuseBusy, T::kNothing,
      R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, R::kRefuseBusy, false, false},
     {"restoring_ram", OffloadState::kRestoring, M::kReleased, C::kRefuseBusy, T::kNothing,
@@ -129,7 +143,7 @@ constexpr PhaseRules kRules[] = {
 };
 static_assert(std::size(kRules) == kPhaseCount, "one row of rules per phase");
 static_assert(static_cast<size_t>(Phase::kLost) + 1 == kPhaseCount, "kPhaseCount counts Phase");
-static_assert(static_cast<size_t>(Event::kMemoryLost) + 1 == kEventCount,
+static_assert(static_cast<size_t>(Event::kSpillCancelled) + 1 == kEventCount,
               "kEventCount counts Event");
 static_assert(static_cast<size_t>(Memory::kReleased) + 1 == kMemoryCount, "kMemoryCount");
 static_assert(static_cast<size_t>(OnCommand::kRefuseLost) + 1 == kOnCommandCount,
@@ -142,7 +156,7 @@ constexpr std::string_view kEventNames[] = {
     "command_arrives", "command_ends", "save_due",         "memory_read", "file_durable",
     "file_kept",       "save_failed",  "save_cancelled",   "released",    "released_to_ram",
     "release_failed",  "expiry_due",   "snapshot_deleted", "restored",    "restore_out_of_memory",
-    "memory_lost",
+    "memory_lost",     "spill_due",    "spilled",          "spill_failed", "spill_cancelled",
 };
 static_assert(std::size(kEventNames) == kEventCount, "one name per event");
 constexpr std::string_view kMemoryNames[] = {"committed", "releasing", "released"};
@@ -153,6 +167,7 @@ constexpr std::string_view kOnCommandNames[] = {
     "wait_for_release",
     "cancel_save_and_wait",
     "cancel_save_and_run",
+    "cancel_spill_and_restore",
     "restore",
     "start_fresh",
     "refuse_busy",

@@ -49,6 +49,7 @@ OffloadCounters& OffloadCounters::operator+=(const OffloadCounters& more) {
   ram_saves += more.ram_saves;
   ram_restores += more.ram_restores;
   ram_full += more.ram_full;
+  ram_spills += more.ram_spills;
   save_seconds += more.save_seconds;
   restore_seconds += more.restore_seconds;
   return *this;
@@ -122,6 +123,8 @@ Offloader::~Offloader() {
     impl.cancel_save = true;
     lock.wait(impl.cv, [&]() SIESTA_REQUIRES(impl.mu) { return impl.tasks_running == 0; });
   }
+  // No spill starts from here on (begin_task refuses); the tier forgets this tenant.
+  if (impl.deps.ram_tier != nullptr) impl.deps.ram_tier->delist(&impl);
   impl.flush_log();
 }
 
@@ -257,9 +260,12 @@ Status Offloader::Impl::remove_snapshot(const char* why) {
 
 void Offloader::Impl::drop_ram() {
   std::shared_ptr<RamSnapshot> dropped;  // given back to the tier outside the mutex
-  MutexLock lock(mu);
-  dropped = std::move(ram);
-  st.ram_bytes = 0;
+  {
+    MutexLock lock(mu);
+    dropped = std::move(ram);
+    st.ram_bytes = 0;
+  }
+  if (dropped != nullptr) deps.ram_tier->delist(this);
 }
 
 Status Offloader::Impl::remove_files(const char* why) {
@@ -392,6 +398,16 @@ Result<Admission> Offloader::Impl::admit() {
           drop_ahead = ram != nullptr;
           retire_ahead = !drop_ahead && !keeps_snapshots();
           break;
+        case offload::OnCommand::kCancelSpillAndRestore: {
+          // The spill stops at its next chunk and removes what it wrote; the RAM copy stayed,
+          // so the command restores from it as soon as the spill has ended.
+          const Phase cancelling = phase();
+          st.command_waiting = true;
+          lock.wait(cv, [&]() SIESTA_REQUIRES(mu) { return phase() != cancelling; });
+          st.command_waiting = false;
+          restore_fresh = false;
+          break;
+        }
         case offload::OnCommand::kRestore: restore_fresh = false; break;
         case offload::OnCommand::kStartFresh: restore_fresh = true; break;
         default: break;  // kRun

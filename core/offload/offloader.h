@@ -7,6 +7,7 @@
 //                                (with Deps::ram_tier, when the snapshot fits; else disk)
 //   ram --command--> restoring --ok--> resident    (the RAM copy is given back to the tier)
 //   ram --expiry--> expired (the RAM copy given back)
+//   ram --the tier needs room, least recently used first--> (spill: written to disk) --> disk
 //   resident --save_ahead()--> saving --written+synced--> resident, snapshot kept ("saved")
 //   saved --idle timer or evict()--> saving (release memory only) --> disk
 //   saved --command--> resident                 (the file no longer holds the memory: retired,
@@ -159,6 +160,7 @@ struct OffloadCounters {
   uint64_t ram_saves = 0;          // of the saves (both kinds), those kept in the RAM tier
   uint64_t ram_restores = 0;       // of the restores, those from the RAM tier
   uint64_t ram_full = 0;           // saves the RAM tier had no room for (written to disk instead)
+  uint64_t ram_spills = 0;         // copies moved from the RAM tier to disk to make room
   DurationHistogram save_seconds;  // snapshots made durable, from synchronize to durable
   DurationHistogram restore_seconds;  // restores, hits and fallbacks, commit to copy-in
 

@@ -62,6 +62,15 @@ Result<std::shared_ptr<RamSnapshot>> Offloader::Impl::save_to_ram(const SavePlan
   // A delta plan lists only what changed since the chain: the RAM copy is always whole.
   const std::vector<SnapshotRegion> whole =
       plan.segment == 0 ? plan.regions : deps.target.snapshot_regions();
+  // No room: the least recently used copies go to disk first (on this thread; a command for
+  // this session arriving meanwhile stops the spill at its next chunk). When they cannot make
+  // room, copy_to_ram() is refused and the snapshot goes to disk instead.
+  const uint64_t bytes = ram_block_bytes(whole);
+  if (!deps.ram_tier->fits(bytes)) {
+    (void)deps.ram_tier->make_room(bytes, &cancel_save);
+    // A command for this session stopped the spill: this save ends here too.
+    if (cancel_save.load(std::memory_order_acquire)) return Cancelled("the save was cancelled");
+  }
   SIESTA_ASSIGN_OR_RETURN(RamSnapshot copied,
                           copy_to_ram(*deps.ram_tier, deps.backend, whole, &cancel_save, [this] {
                             MutexLock lock(mu);
@@ -175,6 +184,7 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
       if (in_ram) {
         // The snapshot is the RAM copy; the files of an earlier chain go below.
         ram = in_ram;
+        ram_tokens = plan.tokens;
         st.ram_bytes = in_ram->block.charged_bytes();
         ++st.counters.ram_saves;
         what = std::to_string(in_ram->payload_bytes) + " bytes to RAM";
@@ -255,6 +265,8 @@ Status Offloader::Impl::release_saved(uint64_t file_bytes) {
   // that.
   const bool in_ram = ram != nullptr;
   apply(in_ram ? Event::kReleasedToRam : Event::kReleased);
+  // A copy in RAM may be spilled to disk from now on, the least recently used first.
+  if (in_ram) deps.ram_tier->enlist(shared_from_this(), last_activity.count());
   failures_in_a_row = 0;
   offload_requested = false;
   ++st.counters.saves;

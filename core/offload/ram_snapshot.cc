@@ -148,12 +148,6 @@ RegionSpan span_of(const snapshot::RegionLayout& layout) {
   return {first.offset, last.offset + last.length - first.offset};
 }
 
-uint64_t block_bytes(std::span<const SnapshotRegion> regions) {
-  uint64_t total = 0;
-  for (const SnapshotRegion& region : regions) total += span_of(region.layout).length;
-  return total;
-}
-
 // Copies what `regions` save into `ram`'s block, one piece of at most `piece_bytes` at a time,
 // noting each extent's place; Cancelled as soon as `cancel` is seen.
 template <class Copies>
@@ -231,7 +225,7 @@ Result<RamSnapshot> copy_to_ram(RamTier& tier, MemoryBackend& backend,
   RamSnapshot ram;
   ram.payload_bytes = saved_payload_bytes(regions);
   // A session with nothing saved still gets a block (of one page): a snapshot exists.
-  SIESTA_ASSIGN_OR_RETURN(ram.block, tier.allocate(std::max<uint64_t>(block_bytes(regions), 1)));
+  SIESTA_ASSIGN_OR_RETURN(ram.block, tier.allocate(ram_block_bytes(regions)));
   if (ram.block.device_copies()) {
     DirectCopies copies(backend);
     SIESTA_RETURN_IF_ERROR(gather(ram, regions, cancel, copies, kDirectPieceBytes));
@@ -261,6 +255,12 @@ Status copy_from_ram(const RamSnapshot& ram, MemoryBackend& backend,
   }
   StagingCopies copies(backend);
   return scatter(ram, regions, copies, copies.piece_bytes());
+}
+
+uint64_t ram_block_bytes(std::span<const SnapshotRegion> regions) {
+  uint64_t total = 0;
+  for (const SnapshotRegion& region : regions) total += span_of(region.layout).length;
+  return std::max<uint64_t>(total, 1);
 }
 
 std::vector<SnapshotRegion> ram_regions(const RamSnapshot& ram) {

@@ -54,6 +54,9 @@ std::vector<SnapshotRegion> ram_regions(const RamSnapshot& ram);
 // The bytes the saved extents of `regions` hold.
 uint64_t saved_payload_bytes(std::span<const SnapshotRegion> regions);
 
+// The size of the block copy_to_ram() asks the tier for: the regions' spans (at least 1).
+uint64_t ram_block_bytes(std::span<const SnapshotRegion> regions);
+
 // Copies every saved extent of `regions` into a fresh block of `tier`.
 // `cancel` (may be null) is checked before each piece (a staging buffer's, or 64 MiB);
 // `on_memory_read` (may be empty) is called once every byte has been read, before the return.

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <utility>
@@ -121,7 +122,56 @@ bool RamTier::fits(uint64_t bytes) const {
 
 RamTierStats RamTier::stats() const {
   MutexLock lock(mu_);
-  return {budget_, used_, blocks_, refused_full_, allocation_failures_, device_copies()};
+  return {budget_,         used_,   blocks_,        refused_full_, allocation_failures_,
+          device_copies(), spills_, spill_failures_};
+}
+
+void RamTier::enlist(const std::shared_ptr<RamTenant>& tenant, int64_t last_used) {
+  MutexLock lock(mu_);
+  for (Listed& listed : tenants_) {
+    if (listed.key == tenant.get()) {
+      listed.tenant = tenant;  // (a tenant gone may have left its address to this one)
+      listed.last_used = last_used;
+      return;
+    }
+  }
+  tenants_.push_back({tenant.get(), tenant, last_used});
+}
+
+void RamTier::delist(const RamTenant* tenant) {
+  MutexLock lock(mu_);
+  std::erase_if(tenants_, [&](const Listed& listed) { return listed.key == tenant; });
+}
+
+bool RamTier::make_room(uint64_t bytes, const std::atomic<bool>* cancel) {
+  if (round_to_pages(bytes) > budget_) return false;  // no spill would make it fit
+  // The candidates, least recently used first, taken once: a tenant that is busy or spilled
+  // is not tried again by this call.
+  std::vector<Listed> candidates;
+  {
+    MutexLock lock(mu_);
+    std::erase_if(tenants_, [](const Listed& listed) { return listed.tenant.expired(); });
+    candidates = tenants_;
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Listed& a, const Listed& b) { return a.last_used < b.last_used; });
+  for (const Listed& candidate : candidates) {
+    if (fits(bytes)) return true;
+    if (cancel != nullptr && cancel->load(std::memory_order_acquire)) return false;
+    std::shared_ptr<RamTenant> tenant = candidate.tenant.lock();
+    if (tenant == nullptr) continue;
+    const Status spilled = tenant->spill(cancel);
+    const StatusCode code = spilled.code();
+    MutexLock lock(mu_);
+    if (spilled.ok()) {
+      ++spills_;
+    } else if (code != StatusCode::kNotFound && code != StatusCode::kFailedPrecondition &&
+               code != StatusCode::kCancelled) {
+      ++spill_failures_;
+      return false;
+    }
+  }
+  return fits(bytes);
 }
 
 void RamTier::give_back(std::byte* data, uint64_t mapped) {

@@ -11,14 +11,21 @@
 // Trust: a block is the process's own memory, as the device memory its bytes came from; it
 // carries no digest (docs/IDLE_SESSION.md's security section says why).
 //
-// Thread rule: every member is thread-safe (one mutex, held only for the accounting, never
-// across a mapping); a RamBlock may be used and destroyed on any thread, one at a time.
+// When a block does not fit, make_room() moves the least recently used copies to disk first:
+// each holder of a copy (the Offloader) enlists itself as a RamTenant, and a spill writes its
+// copy to disk as a save would and gives the block back.
+//
+// Thread rule: every member is thread-safe (one mutex, held only for the accounting and the
+// tenants' list, never across a mapping or a spill); a RamBlock may be used and destroyed on
+// any thread, one at a time.
 // REQUIRES: the tier outlives every block it handed out.
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/base/mutex.h"
 #include "core/base/status.h"
@@ -76,6 +83,23 @@ struct RamTierStats {
   uint64_t refused_full = 0;         // allocations that did not fit in what was left
   uint64_t allocation_failures = 0;  // allocations the system refused (RamPages::map)
   bool direct_copies = false;        // blocks pinned for direct device copies (device_copies())
+  uint64_t spills = 0;               // copies make_room() moved to disk
+  uint64_t spill_failures = 0;       // spills that failed (the copy stayed in RAM)
+};
+
+// A holder of a copy in the tier that can move it to disk when the tier needs room.
+class RamTenant {
+ public:
+  virtual ~RamTenant() = default;
+  // Writes the tenant's copy to disk (sealed and synced as a save) and gives its block back.
+  // `requester_cancel` (may be null): raised when the save that needs the room is cancelled;
+  // the spill then stops at its next chunk.
+  // OK: spilled, the block given back. NotFound: the tenant holds no copy now.
+  // FailedPrecondition: its copy is in use (being restored or spilled): try another.
+  // Cancelled: stopped (the requester, the tenant's own command, or closing); the copy stays.
+  // Any other failure: the write's; the copy stays in RAM.
+  // Thread rule: any thread; takes the tenant's own locks, never the tier's.
+  virtual Status spill(const std::atomic<bool>* requester_cancel) = 0;
 };
 
 class RamTier;
@@ -132,6 +156,18 @@ class RamTier {
   // before an allocate()).
   bool fits(uint64_t bytes) const;
 
+  // Lists `tenant` as holding a copy last used at `last_used` (any count that grows with
+  // time; the least is spilled first), replacing an earlier listing of the same tenant.
+  void enlist(const std::shared_ptr<RamTenant>& tenant, int64_t last_used);
+  // Takes `tenant` off the list (it holds no copy any more); nothing when it is not listed.
+  void delist(const RamTenant* tenant);
+  // Spills listed tenants' copies, least recently used first, until `bytes` fit. Stops at the
+  // first spill that fails (a broken disk is not tried once per tenant), when
+  // `cancel` (may be null) is raised, or when nobody is left; never when `bytes` exceed the
+  // whole budget. Returns whether `bytes` fit now (another thread may take the room before an
+  // allocate()). Runs the spills on the caller's thread.
+  bool make_room(uint64_t bytes, const std::atomic<bool>* cancel);
+
   RamTierStats stats() const;
   uint64_t budget_bytes() const { return budget_; }
   bool device_copies() const { return pages_->device_copies(); }
@@ -147,6 +183,14 @@ class RamTier {
   uint64_t blocks_ SIESTA_GUARDED_BY(mu_) = 0;
   uint64_t refused_full_ SIESTA_GUARDED_BY(mu_) = 0;
   uint64_t allocation_failures_ SIESTA_GUARDED_BY(mu_) = 0;
+  uint64_t spills_ SIESTA_GUARDED_BY(mu_) = 0;
+  uint64_t spill_failures_ SIESTA_GUARDED_BY(mu_) = 0;
+  struct Listed {
+    const RamTenant* key = nullptr;
+    std::weak_ptr<RamTenant> tenant;
+    int64_t last_used = 0;
+  };
+  std::vector<Listed> tenants_ SIESTA_GUARDED_BY(mu_);
 };
 
 }  // namespace siesta

@@ -143,12 +143,14 @@ class ChunkWriter {
     return Status::Ok();
   }
 
+  static bool raised(const std::atomic<bool>* flag) {
+    return flag != nullptr && flag->load(std::memory_order_acquire);
+  }
+
   // Checked before a chunk is sealed and again before it is written, so that a command waits
   // for at most the chunks being sealed (one per thread) and the one being written.
   Status check_cancel(uint64_t chunks_done) const {
-    if (job_.cancel == nullptr || !job_.cancel->load(std::memory_order_acquire)) {
-      return Status::Ok();
-    }
+    if (!raised(job_.cancel) && !raised(job_.cancel_also)) return Status::Ok();
     return Cancelled(job_.name + " cancelled after " + std::to_string(chunks_done) + " of " +
                      std::to_string(chunk_count_) + " chunks");
   }

@@ -118,6 +118,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
                           any_device ? backend_ : nullptr,
                           key_,
                           options.cancel,
+                          options.cancel_also,
                           resolve_snapshot_threads(options.threads),
                           "snapshot " + quoted,
                           std::max<uint64_t>(1, options.writeback_window_bytes),
@@ -144,7 +145,10 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   // ---- durability, then the name ----
   // fdatasync is the one step that cannot stop part-way, and the slowest (it waits for the
   // disk): a write cancelled by now is abandoned instead (the guard removes the file).
-  if (options.cancel != nullptr && options.cancel->load(std::memory_order_acquire)) {
+  const auto raised = [](const std::atomic<bool>* flag) {
+    return flag != nullptr && flag->load(std::memory_order_acquire);
+  };
+  if (raised(options.cancel) || raised(options.cancel_also)) {
     return Cancelled("snapshot " + quoted + " cancelled before fdatasync");
   }
   SIESTA_RETURN_IF_ERROR(file.sync());

@@ -62,6 +62,9 @@ struct SnapshotWriteOptions {
   // Checked before every chunk; when it reads true the write stops with Cancelled, after
   // waiting for the chunks being sealed (at most one per thread).
   const std::atomic<bool>* cancel = nullptr;
+  // A second flag with the same effect (may be null): a RAM tier spill stops when either its
+  // own session's command arrives or the save that asked for the room is cancelled.
+  const std::atomic<bool>* cancel_also = nullptr;
   // Called once, on the writing thread, as soon as no byte of the regions will be read again:
   // when the chunk stage ends, whether every chunk is copied, sealed and written (only the
   // trailer, fdatasync, rename and directory fsync remain) or it stopped (cancelled or
@@ -107,7 +110,7 @@ class SnapshotWriter {
   //   InvalidArgument  a layout the format cannot hold (validate_header), a host region
   //                    without memory, a device region without a backend
   //   NoSpace          not enough free space for the whole file (nothing written), or ENOSPC
-  //   Cancelled        *options.cancel turned true
+  //   Cancelled        *options.cancel or *options.cancel_also turned true
   //   IoError / FailedPrecondition / ...  from the file system or the backend's copies
   //   A failure of the final directory fsync is returned after the rename: the new, complete
   //   file is then in place but not known to be durable, and the caller must not rely on it.

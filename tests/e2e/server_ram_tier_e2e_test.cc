@@ -113,6 +113,71 @@ TEST(ServerRamTierE2eTest, ABudgetTooSmallForTheConversationSendsItToDisk) {
   EXPECT_GT(second->cached_tokens, 1000) << second->body.dump();
 }
 
+// The state of the conversation in session `id` in a status body ("" when it is not listed).
+std::string session_state(const json& status, int id) {
+  for (const json& session : status["cache"]["sessions"]) {
+    if (session.value("id", -1) == id) return session.value("state", "");
+  }
+  return "";
+}
+
+TEST(ServerRamTierE2eTest, WhenTheTierIsFullTheLeastRecentlyUsedConversationGoesToDisk) {
+  TempDir temp;
+  const std::string dir = temp.file("cache");
+  // One MiB holds one conversation of about 420 tokens (~860 KiB in the tier), not two.
+  auto server = start_or_die(with(offload_args(dir), {"--cache-ram-mib", "1", "--parallel", "1",
+                                                      "--max-sessions", "2"}));
+  ASSERT_NE(server, nullptr);
+  std::string prompt;
+  for (int i = 0; i < 5; ++i) prompt += kPrompt;
+  auto turn = [&](const std::string& key, const std::string& text) {
+    json request = completion_request(text, 4);
+    request["prompt_cache_key"] = key;
+    return complete(*server, request);
+  };
+  auto offload = [&] {
+    httplib::Result offloaded = server->post("/v1/cache/offload", "{}");
+    ASSERT_TRUE(offloaded);
+    ASSERT_EQ(offloaded->status, 200) << offloaded->body;
+  };
+  Result<Completion> a = turn("a", "First: " + prompt);
+  ASSERT_TRUE(a.ok() && a->http_status == 200);
+  offload();
+  ASSERT_TRUE(server->wait_for_status([](const json& s) { return session_state(s, 0) == "ram"; },
+                                      "conversation a in RAM")
+                  .ok());
+  Result<Completion> b = turn("b", "Second: " + prompt);
+  ASSERT_TRUE(b.ok() && b->http_status == 200);
+  offload();  // b needs the tier's room: a, used least recently, is spilled to disk
+  Result<json> moved = server->wait_for_status(
+      [](const json& s) { return session_state(s, 0) == "disk" && session_state(s, 1) == "ram"; },
+      "a on disk, b in RAM");
+  ASSERT_TRUE(moved.ok()) << moved.status().to_string();
+  const json& cache = (*moved)["cache"];
+  EXPECT_EQ(cache["ram_tier"].value("spills", -1), 1) << cache.dump();
+  EXPECT_EQ(cache["ram_tier"].value("spill_failures", -1), 0) << cache.dump();
+  EXPECT_EQ(cache_counter(*moved, "ram_spills"), 1);
+  EXPECT_EQ(cache_counter(*moved, "ram_full"), 0);
+  EXPECT_EQ(snapshot_files(dir).size(), 1u) << "a's spilled snapshot, and nothing of b's";
+  httplib::Result metrics = server->get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(metrics->body, HasSubstr("siesta_cache_ram_spills_total 1\n"));
+  EXPECT_THAT(metrics->body, HasSubstr("siesta_ram_tier_spill_failures_total 0\n"));
+
+  // Both come back with their histories, wherever the tier put them meanwhile (a's return
+  // writes a ahead into RAM, which spills b, now the least recently used).
+  Result<Completion> a2 = turn("a", "First: " + prompt + a->text + " Again.");
+  ASSERT_TRUE(a2.ok() && a2->http_status == 200);
+  EXPECT_GT(a2->cached_tokens, 400) << a2->body.dump();
+  Result<Completion> b2 = turn("b", "Second: " + prompt + b->text + " Again.");
+  ASSERT_TRUE(b2.ok() && b2->http_status == 200);
+  EXPECT_GT(b2->cached_tokens, 400) << b2->body.dump();
+  Result<json> after = server->status();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(cache_counter(*after, "restore_hits"), 2);
+  EXPECT_EQ(cache_counter(*after, "write_failures"), 0);
+}
+
 TEST(ServerRamTierE2eTest, OffByDefaultAndTooMuchIsRefused) {
   TempDir temp;
   auto off = start_or_die(offload_args(temp.file("cache")));

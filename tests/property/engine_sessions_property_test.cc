@@ -25,7 +25,11 @@
 //   - a turn fails only while a fault is injected, and then with Unavailable or OutOfMemory
 //     (retry later), leaving its conversation as it was: the next turn after healing gets the
 //     same answer and history as if the failed one had never been sent;
-//   - never more than P sessions committed (the backend's committed bytes after every step).
+//   - never more than P sessions committed (the backend's committed bytes after every step);
+//   - with a RAM tier (a random budget: none, smaller than one conversation, or room for some
+//     of them, so that saves spill the least recently used copies to disk), every offloaded
+//     conversation is restorable from exactly one place after every step: a copy in RAM and
+//     no file, or a file and no copy; the tier never holds more than its budget.
 //
 // Case count and seed: RC_PARAMS (ctest sets max_success=1000 max_size=30: a case is a few
 // dozen generations of a tiny model, and CI has 2 cores); printed at start-up. Each injected
@@ -87,6 +91,8 @@ struct SessionsWorld {
   bool discarded = false;
   bool file_fault_fired = false;
   bool tamper_refused = false;
+  bool spilled = false;
+  bool spilled_or_kept_in_ram = false;
 };
 
 // The snapshot files in `dir` by session number ("siesta-<nonce>-<session>[.<k>].snap").
@@ -218,11 +224,18 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
       rc::gen::set(&Step::arg, rc::gen::inRange(0, 100)),
       rc::gen::set(&Step::seed, rc::gen::arbitrary<uint64_t>())));
 
+  // The tiny model's conversations take 4 to 80 KiB in the tier (their used tokens): 0 (no
+  // tier), 8 KiB (few fit), and 32 to 160 KiB (some fit, the rest spill or go to disk).
+  const uint64_t ram_budget = *rc::gen::weightedElement<uint64_t>(
+      {{2, 0}, {1, uint64_t{8} << 10}, {3, uint64_t{32} << 10}, {2, uint64_t{64} << 10},
+       {1, uint64_t{160} << 10}});
+  RC_LOG() << "RAM tier budget: " << ram_budget << " bytes\n";
   PosixFileSystem posix;
   FaultyFileSystem files(posix);
   siesta::testing::OffloadEngineRigOptions options =
       siesta::testing::rig_with_sessions(p, k, /*offload=*/true);
   options.fs = &files;
+  options.ram_tier_bytes = ram_budget;
   OffloadEngineRig on(std::move(options));
   OffloadEngineRig reference(siesta::testing::rig_with_sessions(k, k, /*offload=*/false));
   SessionsWorld world;
@@ -294,6 +307,26 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
       one_session = on.backend->stats().committed_bytes - on.resident_committed;
     }
     created = now_created;
+    // Each offloaded conversation in exactly one place; the tier within its budget.
+    uint64_t in_ram = 0;
+    for (const SessionStatus& session : on.engine->sessions()) {
+      if (session.state == OffloadState::kRam) {
+        RC_ASSERT(session.ram_bytes > 0u);
+        RC_ASSERT(session.disk_bytes == 0u);
+        world.spilled_or_kept_in_ram = true;
+      } else if (session.state == OffloadState::kDisk) {
+        RC_ASSERT(session.ram_bytes == 0u);
+        RC_ASSERT(session.disk_bytes > 0u);
+      } else {
+        RC_ASSERT(session.ram_bytes == 0u);
+      }
+      in_ram += session.ram_bytes;
+    }
+    RC_ASSERT(in_ram <= ram_budget);
+    if (const RamTier* tier = on.stack->ram_tier()) {
+      RC_ASSERT(tier->stats().used_bytes == in_ram);
+      if (tier->stats().spills > 0) world.spilled = true;
+    }
     // Never more than P sessions committed: the weights and session 0 are resident_committed,
     // and every other committed session adds one session's bytes. Without a measurement of
     // one session (P = 1), the committed bytes must stay at the first session's.
@@ -310,6 +343,8 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
   if (world.discarded) RC_TAG("a history discarded under a fault");
   if (world.file_fault_fired || files.counters().faults_fired > 0) RC_TAG("a file fault fired");
   if (world.tamper_refused) RC_TAG("a tampered snapshot refused");
+  if (world.spilled) RC_TAG("a RAM copy spilled to disk");
+  if (world.spilled_or_kept_in_ram) RC_TAG("a conversation in RAM");
 }
 
 }  // namespace

@@ -38,6 +38,8 @@ struct OffloadEngineRigOptions {
   // Lent to the stack for the snapshot store and the exports (a FaultyFileSystem, say); must
   // outlive the rig. Null: the stack's own POSIX file system.
   FileSystem* fs = nullptr;
+  // The RAM tier's budget (OffloadConfig::ram_bytes); 0: no tier, every snapshot on disk.
+  uint64_t ram_tier_bytes = 0;
 };
 
 // Options for `parallel` sessions over `max_sessions` conversations, offload on or off.
@@ -101,6 +103,7 @@ struct OffloadEngineRig {
       stack_options.offload.config.idle_seconds = kIdleSeconds;
       stack_options.offload.config.expire_seconds = kExpireSeconds;
       stack_options.offload.config.disk_dir = dir.path();
+      stack_options.offload.config.ram_bytes = options.ram_tier_bytes;
     }
     stack_options.sessions = options.sessions;
     stack_options.fs = options.fs;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,52 @@ class OffloaderFixture {
   std::vector<std::string> log_;
   // Called with each log line before it is kept (on the thread that writes it).
   std::function<void(const std::string&)> log_hook_;
+};
+
+// Another session beside the fixture's (store name `name`, its bytes drawn from `seed`), on
+// the same device, host memory, store, key, clock, executor and RAM tier; options as the
+// fixture's. Its log lines are kept under a mutex: a spill of its copy runs on whichever
+// thread's save needs the room.
+class NeighbourSession {
+ public:
+  NeighbourSession(OffloaderFixture& f, const std::string& name, uint64_t seed) {
+    target = FakeOffloadTarget::create(*f.sim_, f.host_, f.setup_.positions, seed);
+    OffloaderOptions options;
+    options.config.idle_seconds = f.setup_.idle_seconds;
+    options.config.expire_seconds = f.setup_.expire_seconds;
+    options.config.encrypt = f.setup_.encrypt;
+    options.config.delta_segments = f.setup_.max_delta_segments;
+    options.chunk_bytes = f.setup_.chunk_bytes;
+    options.session = name;
+    options.log = [this](const std::string& line) {
+      std::lock_guard lock(log_mu_);
+      log_.push_back(line);
+    };
+    offloader = Offloader::create({*target, *f.hooked_backend_, f.host_, f.fs_, f.clock_,
+                                   &f.executor_, f.store_.get(), f.key_.get(), f.ram_tier_.get()},
+                                  options)
+                    .value();
+  }
+
+  // A command: acquire, append `positions`, give the lease back. Returns the admission.
+  Result<Admission> command(uint32_t positions) {
+    Result<Offloader::Lease> lease = offloader->acquire();
+    if (!lease.ok()) return lease.status();
+    target->advance(positions);
+    return lease->admission();
+  }
+
+  std::vector<std::string> log() const {
+    std::lock_guard lock(log_mu_);
+    return log_;
+  }
+
+  std::unique_ptr<FakeOffloadTarget> target;
+  std::unique_ptr<Offloader> offloader;
+
+ private:
+  mutable std::mutex log_mu_;
+  std::vector<std::string> log_;
 };
 
 }  // namespace siesta::test_util

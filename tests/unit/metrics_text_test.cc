@@ -96,6 +96,7 @@ TEST(MetricsTextTest, EveryFamilyHasHelpAndTypeOnce) {
       {"cache_ram_saves_total", "counter"},
       {"cache_ram_restores_total", "counter"},
       {"cache_ram_full_total", "counter"},
+      {"cache_ram_spills_total", "counter"},
       {"cache_save_duration_seconds", "histogram"},
       {"cache_restore_duration_seconds", "histogram"},
       {"engine_commands_total", "counter"},

@@ -273,6 +273,7 @@ TEST(OffloadMachineTest, ProjectedOntoTheStatesItIsTheHeadersDiagram) {
       {S::kRam, S::kRestoring},       // a command arrives
       {S::kRestoring, S::kRam},       // out of memory (the RAM copy kept)
       {S::kRam, S::kExpired},         // expiry: the RAM copy given back
+      {S::kRam, S::kDisk},            // spilled to disk to make room in the tier
   };
   std::set<std::pair<S, S>> projected;
   for (const Transition& t : transitions()) {

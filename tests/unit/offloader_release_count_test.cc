@@ -18,26 +18,6 @@ namespace {
 using test_util::FakeOffloadTarget;
 using test_util::OffloaderFixture;
 
-// A second session (store name "1") beside the fixture's, on the same device, host memory,
-// store, key, clock and executor.
-struct SecondSession {
-  explicit SecondSession(OffloaderFixture& f) {
-    target = FakeOffloadTarget::create(*f.sim_, f.host_, f.setup_.positions);
-    OffloaderOptions options;
-    options.config.idle_seconds = OffloaderFixture::kIdle;
-    options.config.expire_seconds = OffloaderFixture::kExpire;
-    options.chunk_bytes = f.setup_.chunk_bytes;
-    options.session = "1";
-    options.log = [](const std::string&) {};
-    offloader = Offloader::create({*target, *f.hooked_backend_, f.host_, f.fs_, f.clock_,
-                                   &f.executor_, f.store_.get(), f.key_.get()},
-                                  options)
-                    .value();
-  }
-  std::unique_ptr<FakeOffloadTarget> target;
-  std::unique_ptr<Offloader> offloader;
-};
-
 uint64_t device_bytes(const FakeOffloadTarget& target) {
   uint64_t bytes = 0;
   for (const DeviceRange& range : target.device_memory()) {
@@ -54,7 +34,7 @@ uint64_t host_bytes(FakeOffloadTarget& target) {
 
 TEST(OffloaderReleaseCountTest, OneSessionsReleaseIsItsOwnWhileAnotherRestores) {
   OffloaderFixture f;
-  SecondSession b(f);
+  test_util::NeighbourSession b(f, "1", /*seed=*/1);
   ASSERT_TRUE(f.command(40).ok());
   {
     Result<Offloader::Lease> lease = b.offloader->acquire();

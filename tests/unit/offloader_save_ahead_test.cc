@@ -153,5 +153,24 @@ TEST(OffloaderSaveAheadTest, OffloadNowAfterItReleasesWithoutWriting) {
   EXPECT_EQ(files_created(f), 1u);
 }
 
+// POST /v1/cache/offload right after a turn finds its save ahead running: the request is kept,
+// and the memory released once the file is written (it was once dropped: the session stayed
+// resident until its idle deadline).
+TEST(OffloaderSaveAheadTest, OffloadNowDuringItReleasesOnceItIsWritten) {
+  OffloaderFixture f;
+  ASSERT_TRUE(f.command(4).ok());
+  ASSERT_TRUE(f.offloader_->save_ahead().ok());
+  Status asked = FailedPrecondition("not asked");
+  f.fs_.set_call_hook([&](FsOp op, uint64_t call) {
+    if (op == FsOp::kWrite && call == 1) asked = f.offloader_->offload_now();
+  });
+  f.executor_.run_due();
+  f.fs_.set_call_hook({});
+  EXPECT_TRUE(asked.ok()) << asked.to_string();
+  f.executor_.run_due();
+  EXPECT_EQ(f.state(), OffloadState::kDisk);
+  EXPECT_EQ(files_created(f), 1u) << "written once, then only released";
+}
+
 }  // namespace
 }  // namespace siesta

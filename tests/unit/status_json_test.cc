@@ -76,10 +76,10 @@ void expect_shape(const json& body) {
   EXPECT_TRUE(cache["operation_ms"].is_number());
   ASSERT_TRUE(cache.contains("counters") && cache["counters"].is_object());
   const json& counters = cache["counters"];
-  EXPECT_EQ(counters.size(), 12u);
+  EXPECT_EQ(counters.size(), 13u);
   expect_integers(counters, {"saves", "restores", "restore_hits", "expirations", "write_failures",
                              "cancelled_saves", "out_of_memory_retries", "delete_failures",
-                             "ram_saves", "ram_restores", "ram_full"});
+                             "ram_saves", "ram_restores", "ram_full", "ram_spills"});
   ASSERT_TRUE(counters.contains("fallbacks") && counters["fallbacks"].is_object());
   EXPECT_EQ(counters["fallbacks"].size(), kFallbackReasonCount);
   for (size_t i = 0; i < kFallbackReasonCount; ++i) {
@@ -194,7 +194,7 @@ TEST(StatusJsonTest, OneConversationHasNoSessionsList) {
 TEST(StatusJsonTest, TheRamTierIsShownWithItsBudgetAndUseWhenThereIsOne) {
   StatusSnapshot snapshot = sample_snapshot();
   EXPECT_FALSE(status_json(snapshot)["cache"].contains("ram_tier"));
-  snapshot.ram_tier = RamTierStats{1 << 30, 12288, 2, 3, 1, true};
+  snapshot.ram_tier = RamTierStats{1 << 30, 12288, 2, 3, 1, true, 5, 4};
   snapshot.cache.ram_bytes = 12288;
   snapshot.cache.state = OffloadState::kRam;
   const nlohmann::json body = status_json(snapshot);
@@ -206,7 +206,9 @@ TEST(StatusJsonTest, TheRamTierIsShownWithItsBudgetAndUseWhenThereIsOne) {
                                   {"snapshots", 2},
                                   {"refused_full", 3},
                                   {"allocation_failures", 1},
-                                  {"direct_copies", true}}))
+                                  {"direct_copies", true},
+                                  {"spills", 5},
+                                  {"spill_failures", 4}}))
       << tier.dump();
 }
 

@@ -44,6 +44,8 @@ enum class Phase : uint8_t {
   kSaveTail,         // no command; a cancelled save still ends
   kDisk,             // the snapshot is durable and the memory released
   kRam,              // the snapshot is in the RAM tier and the memory released
+  kSpilling,         // the RAM tier's copy is being written to disk to make room (the copy stays)
+  kSpillCancelling,  // a command arrived during a spill; it waits while the spill stops
   kRestoring,        // a command maps the memory back and reads the snapshot
   kRestoringRam,     // a command maps the memory back and copies the RAM tier's snapshot in
   kRestoringFresh,   // a command maps the memory back after expiry (no history to read)
@@ -51,7 +53,7 @@ enum class Phase : uint8_t {
   kExpired,          // expired; the file is gone; the memory stays released
   kLost,             // the memory could not be mapped back: every command fails
 };
-inline constexpr size_t kPhaseCount = 19;
+inline constexpr size_t kPhaseCount = 21;
 
 enum class Event : uint8_t {
   kCommandArrives,      // acquire()
@@ -70,8 +72,12 @@ enum class Event : uint8_t {
   kRestored,            // the memory is back, with its history or with the history discarded
   kRestoreOutOfMemory,  // the memory cannot be committed now; the snapshot is kept
   kMemoryLost,          // committing failed otherwise: the session's addresses may be gone
+  kSpillDue,            // the RAM tier needs room: the copy goes to disk
+  kSpilled,             // the spilled file is durable; the RAM copy is given back
+  kSpillFailed,         // the spill failed or was stopped for the tier; the copy stays in RAM
+  kSpillCancelled,      // a spill stopped for an arriving command has ended; its file is gone
 };
-inline constexpr size_t kEventCount = 16;
+inline constexpr size_t kEventCount = 20;
 
 // Where the session's memory is.
 enum class Memory : uint8_t {
@@ -89,12 +95,14 @@ enum class OnCommand : uint8_t {
   kWaitForRelease,     // wait until the release ends (never half-released memory), look again
   kCancelSaveAndWait,  // command_arrives raises the writer's cancel flag; wait while it reads
   kCancelSaveAndRun,   // command_arrives; every byte is read: run while the save ends alone
+  kCancelSpillAndRestore,  // command_arrives stops the spill; wait until it ends, then restore
+                           // from the RAM copy (never from a file the spill left half written)
   kRestore,            // command_arrives; map the memory back and read the snapshot
   kStartFresh,         // command_arrives; map the memory back, nothing to read (expired)
   kRefuseBusy,         // a command holds the session: FailedPrecondition
   kRefuseLost,         // the memory could not be mapped back: DeviceError
 };
-inline constexpr size_t kOnCommandCount = 9;
+inline constexpr size_t kOnCommandCount = 10;
 
 // What a timer does in the phase (each action only once its deadline is due).
 enum class OnTimer : uint8_t {

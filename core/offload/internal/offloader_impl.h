@@ -36,7 +36,8 @@ inline double milliseconds(Clock::Duration d) {
 
 // Everything lives here, owned through a shared_ptr: timer tasks hold a weak_ptr, so a timer
 // that fires after the Offloader is gone finds nothing to run.
-struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
+// A RamTenant: the tier spills its copy to disk when another session's save needs the room.
+struct Offloader::Impl final : RamTenant, std::enable_shared_from_this<Offloader::Impl> {
   Impl(Deps d, OffloaderOptions o)
       : deps(d),
         options(std::move(o)),
@@ -75,6 +76,7 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   // that save, given back by a restore, a removal or a command over a copy written ahead. A
   // shared_ptr so that a restore reads it without the mutex while the phase keeps it there.
   std::shared_ptr<RamSnapshot> ram SIESTA_GUARDED_BY(mu);
+  uint64_t ram_tokens SIESTA_GUARDED_BY(mu) = 0;  // history tokens the RAM copy holds
   // While the chain is kept: how many of the history's tokens are, in memory, what the chain
   // restores (lowered at each command's end by what it rewrote).
   uint64_t unchanged_tokens SIESTA_GUARDED_BY(mu) = 0;
@@ -205,8 +207,16 @@ struct Offloader::Impl : std::enable_shared_from_this<Offloader::Impl> {
   // Removes every segment of the snapshot's file (the store's remove: slow on a large file)
   // and records a failure. The chain is forgotten either way.
   Status remove_files(const char* why) SIESTA_EXCLUDES(mu);
-  // Gives the RAM copy back to the tier (outside the mutex); nothing when there is none.
+  // Gives the RAM copy back to the tier (outside the mutex) and takes this session off the
+  // tier's list of spill candidates; nothing when there is none.
   void drop_ram() SIESTA_EXCLUDES(mu);
+
+  // ---- The RAM tier's spill (any thread: the one whose save needs the room) ----
+  // RamTenant: writes the RAM copy to segment 0 of the store (sealed, synced, the owner and a
+  // fresh generation as a save's), then gives the copy back: the session is on disk.
+  // REQUIRES: called by the tier (make_room), never with mu held.
+  Status spill(const std::atomic<bool>* requester_cancel) override SIESTA_EXCLUDES(mu);
+  Status run_spill(const std::atomic<bool>* requester_cancel) SIESTA_EXCLUDES(mu);
   // After a restore (or a fallback) the file no longer describes the session. Unlinking a
   // large cached file frees its pages and extents, which costs ~0.2 s per GiB -- too much for
   // the command that is waiting for its first token -- so the file is renamed to a temporary

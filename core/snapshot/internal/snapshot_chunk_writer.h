@@ -37,6 +37,7 @@ struct ChunkWriteJob {
   MemoryBackend* backend;                   // non-null when a device region has extents
   const ProcessKey& key;
   const std::atomic<bool>* cancel;        // may be null
+  const std::atomic<bool>* cancel_also;   // may be null: either stops the write
   size_t threads;                         // sealing threads, >= 1
   std::string name;                       // "snapshot '<path>'", for messages
   uint64_t writeback_window;              // dirty bytes allowed behind the last write (> 0)
@@ -47,7 +48,7 @@ struct ChunkWriteJob {
 // Writes chunk 0 at `first_offset` and every later one right after the previous.
 // Success: every chunk is written; returns the offset just past the last one.
 // Failure: the first error in file order of a seal, device copy or write (chunks after it may
-// or may not have been written), or Cancelled when *job.cancel was true before some chunk.
+// or may not have been written), or Cancelled when *job.cancel or *job.cancel_also was true before some chunk.
 // Every thread is joined and every staging buffer given back before it returns.
 Result<uint64_t> write_snapshot_chunks(const ChunkWriteJob& job, WritableFile& file,
                                        uint64_t first_offset, uint64_t chunk_count);

@@ -1,0 +1,284 @@
+// The RAM tier's spill (core/offload/offloader_spill.cc): when a save needs room in the tier,
+// the least recently used sessions' copies are written to disk first (sealed and synced as a
+// save), so the newcomer goes to RAM; a spill that fails keeps its copy in RAM and sends the
+// newcomer to disk; a command for the session being spilled stops the spill and restores from
+// RAM. Whatever happens, each session is restorable from exactly one place and every byte comes
+// back. Sessions are the fixture's ("0") and neighbours on the same tier, store and executor
+// (tests/support/offloader_fixture.h).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/offload/offloader.h"
+#include "core/offload/ram_snapshot.h"
+#include "core/offload/ram_tier.h"
+#include "tests/support/offloader_fixture.h"
+#include "tests/support/spin_until.h"
+
+namespace siesta {
+namespace {
+
+using test_util::NeighbourSession;
+using test_util::OffloaderFixture;
+using test_util::OffloaderSetup;
+
+constexpr uint32_t kLength = 40;  // positions every session holds when it goes idle
+
+// What one session of kLength positions charges the tier: its copy's block in whole pages,
+// measured on a session of its own.
+uint64_t one_copy_bytes() {
+  OffloaderFixture scratch;
+  EXPECT_TRUE(scratch.command(kLength).ok());
+  const uint64_t bytes = ram_block_bytes(scratch.target_->snapshot_regions());
+  constexpr uint64_t kPage = 4096;
+  return (bytes + kPage - 1) / kPage * kPage;
+}
+
+OffloaderSetup tier_for(uint64_t copies) {
+  OffloaderSetup setup;
+  setup.ram_tier_bytes = copies * one_copy_bytes();
+  return setup;
+}
+
+bool file_of(const OffloaderFixture& f, const std::string& session) {
+  return std::filesystem::exists(f.store_->snapshot_path(session, 0).value());
+}
+
+// Exactly one place holds the session's snapshot: RAM (a copy, no file) or disk (a file, no
+// copy); the status says the same.
+void expect_one_place(const OffloaderFixture& f, const Offloader& offloader,
+                      const std::string& session) {
+  const OffloadStatus st = offloader.status();
+  SCOPED_TRACE("session " + session + " in state " + std::string(offload_state_name(st.state)));
+  if (st.state == OffloadState::kRam) {
+    EXPECT_GT(st.ram_bytes, 0u);
+    EXPECT_EQ(st.disk_bytes, 0u);
+    EXPECT_FALSE(file_of(f, session));
+  } else if (st.state == OffloadState::kDisk) {
+    EXPECT_EQ(st.ram_bytes, 0u);
+    EXPECT_GT(st.disk_bytes, 0u);
+    EXPECT_TRUE(file_of(f, session));
+  } else {
+    EXPECT_EQ(st.ram_bytes, 0u);
+  }
+}
+
+TEST(OffloaderSpillTest, TheNewcomerTakesTheRoomAndTheOldCopyGoesToDisk) {
+  OffloaderFixture f(tier_for(1));
+  NeighbourSession b(f, "1", /*seed=*/7);
+  ASSERT_TRUE(f.command(kLength).ok());
+  ASSERT_TRUE(f.offloader_->evict().ok());
+  ASSERT_EQ(f.state(), OffloadState::kRam);
+  ASSERT_TRUE(b.command(kLength).ok());
+
+  ASSERT_TRUE(b.offloader->evict().ok());  // needs the tier's only room
+  EXPECT_EQ(b.offloader->status().state, OffloadState::kRam);
+  EXPECT_EQ(f.state(), OffloadState::kDisk) << "the older copy was spilled";
+  expect_one_place(f, *f.offloader_, "0");
+  expect_one_place(f, *b.offloader, "1");
+  EXPECT_EQ(f.offloader_->status().counters.ram_spills, 1u);
+  EXPECT_EQ(b.offloader->status().counters.ram_full, 0u);
+  const RamTierStats tier = f.ram_tier_->stats();
+  EXPECT_EQ(tier.spills, 1u);
+  EXPECT_EQ(tier.spill_failures, 0u);
+  EXPECT_EQ(tier.used_bytes, b.offloader->status().ram_bytes);
+
+  // Both come back whole: the spilled one from its file, the newcomer from RAM.
+  Result<Admission> a_back = f.command(1);
+  ASSERT_TRUE(a_back.ok()) << a_back.status().to_string();
+  EXPECT_TRUE(a_back->restored);
+  EXPECT_EQ(f.target_->length(), kLength + 1);
+  EXPECT_EQ(f.target_->verify(), "");
+  EXPECT_EQ(f.offloader_->status().counters.ram_restores, 0u) << "read from disk";
+  Result<Admission> b_back = b.command(1);
+  ASSERT_TRUE(b_back.ok()) << b_back.status().to_string();
+  EXPECT_TRUE(b_back->restored);
+  EXPECT_EQ(b.target->verify(), "");
+  EXPECT_EQ(b.offloader->status().counters.ram_restores, 1u);
+  EXPECT_EQ(f.ram_tier_->stats().used_bytes, 0u);
+}
+
+TEST(OffloaderSpillTest, TheLeastRecentlyUsedCopyIsTheOneSpilled) {
+  OffloaderFixture f(tier_for(2));
+  NeighbourSession b(f, "1", /*seed=*/7);
+  NeighbourSession c(f, "2", /*seed=*/9);
+  // Used in the order b, a, c (a second apart); b and a go to RAM in the opposite order.
+  ASSERT_TRUE(b.command(kLength).ok());
+  f.pass(1);
+  ASSERT_TRUE(f.command(kLength).ok());
+  f.pass(1);
+  ASSERT_TRUE(c.command(kLength).ok());
+  ASSERT_TRUE(f.offloader_->evict().ok());
+  ASSERT_TRUE(b.offloader->evict().ok());
+  ASSERT_EQ(f.state(), OffloadState::kRam);
+  ASSERT_EQ(b.offloader->status().state, OffloadState::kRam);
+
+  ASSERT_TRUE(c.offloader->evict().ok());
+  EXPECT_EQ(b.offloader->status().state, OffloadState::kDisk) << "b was used least recently";
+  EXPECT_EQ(f.state(), OffloadState::kRam);
+  EXPECT_EQ(c.offloader->status().state, OffloadState::kRam);
+  for (auto [offloader, name] : {std::pair{f.offloader_.get(), "0"}, {b.offloader.get(), "1"},
+                                 {c.offloader.get(), "2"}}) {
+    expect_one_place(f, *offloader, name);
+  }
+}
+
+TEST(OffloaderSpillTest, ASpillThatFailsKeepsTheCopyInRamAndTheNewcomerGoesToDisk) {
+  OffloaderFixture f(tier_for(1));
+  NeighbourSession b(f, "1", /*seed=*/7);
+  ASSERT_TRUE(f.command(kLength).ok());
+  ASSERT_TRUE(f.offloader_->evict().ok());
+  ASSERT_TRUE(b.command(kLength).ok());
+  // Injected: every file write fails from now on, the spill's and then the newcomer's own.
+  const FsFaultPlan plan(FsOp::kWrite, 1, FsFaultKind::kIoError, /*sticky=*/true);
+  std::printf("fault: %s (the spill's write, then the newcomer's)\n", plan.describe().c_str());
+  f.fs_.set_plan(plan);
+  EXPECT_FALSE(b.offloader->evict().ok());
+  EXPECT_EQ(f.state(), OffloadState::kRam) << "the copy stays where it was";
+  expect_one_place(f, *f.offloader_, "0");
+  EXPECT_FALSE(file_of(f, "0")) << "no half-written spill is left";
+  EXPECT_EQ(b.offloader->status().state, OffloadState::kResident) << "its memory is kept";
+  const RamTierStats tier = f.ram_tier_->stats();
+  EXPECT_EQ(tier.spills, 0u);
+  EXPECT_EQ(tier.spill_failures, 1u);
+  EXPECT_EQ(f.offloader_->status().counters.write_failures, 1u);
+
+  f.fs_.set_plan(FsFaultPlan::none());
+  Result<Admission> a_back = f.command(1);
+  ASSERT_TRUE(a_back.ok());
+  EXPECT_TRUE(a_back->restored);
+  EXPECT_EQ(f.target_->verify(), "");
+  EXPECT_EQ(b.target->verify(), "");
+  // With the disk back, the next eviction spills normally.
+  ASSERT_TRUE(f.offloader_->evict().ok());
+  ASSERT_TRUE(b.offloader->evict().ok());
+  EXPECT_EQ(f.state(), OffloadState::kDisk);
+  EXPECT_EQ(b.offloader->status().state, OffloadState::kRam);
+}
+
+TEST(OffloaderSpillTest, ASessionLargerThanTheWholeTierSpillsNobody) {
+  OffloaderFixture f(tier_for(1));
+  NeighbourSession b(f, "1", /*seed=*/7);
+  ASSERT_TRUE(f.command(kLength).ok());
+  ASSERT_TRUE(f.offloader_->evict().ok());
+  ASSERT_TRUE(b.command(2 * kLength).ok());  // twice the tier's budget
+  ASSERT_TRUE(b.offloader->evict().ok());
+  EXPECT_EQ(b.offloader->status().state, OffloadState::kDisk);
+  EXPECT_EQ(b.offloader->status().counters.ram_full, 1u);
+  EXPECT_EQ(f.state(), OffloadState::kRam) << "spilling it would not have made room";
+  EXPECT_EQ(f.ram_tier_->stats().spills, 0u);
+}
+
+// The file-system calls of one spill, by operation, counted on a clean run.
+std::vector<std::pair<FsOp, uint64_t>> steps_of_one_spill() {
+  OffloaderFixture f(tier_for(1));
+  NeighbourSession b(f, "1", /*seed=*/7);
+  EXPECT_TRUE(f.command(kLength).ok());
+  EXPECT_TRUE(f.offloader_->evict().ok());
+  EXPECT_TRUE(b.command(kLength).ok());
+  std::vector<std::pair<FsOp, uint64_t>> steps;
+  f.fs_.set_call_hook([&](FsOp op, uint64_t call) { steps.emplace_back(op, call); });
+  EXPECT_TRUE(b.offloader->evict().ok());
+  f.fs_.set_call_hook({});
+  EXPECT_EQ(f.state(), OffloadState::kDisk);
+  return steps;
+}
+
+TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillRestoresFromRamWithEveryByte) {
+  const auto steps = steps_of_one_spill();
+  ASSERT_GT(steps.size(), 5u) << "the spill should take several file-system calls";
+  for (const auto& [step_op, step_call] : steps) {
+    SCOPED_TRACE(std::string("command arrives at ") + std::string(fs_op_name(step_op)) + " call " +
+                 std::to_string(step_call));
+    OffloaderFixture f(tier_for(1));
+    NeighbourSession b(f, "1", /*seed=*/7);
+    ASSERT_TRUE(f.command(kLength).ok());
+    ASSERT_TRUE(f.offloader_->evict().ok());
+    ASSERT_TRUE(b.command(kLength).ok());
+    std::thread command;
+    Result<Admission> admitted = FailedPrecondition("not run");
+    std::atomic<bool> let_in{false};
+    f.fs_.set_call_hook([&, op = step_op, nth = step_call](FsOp o, uint64_t call) {
+      if (o != op || call != nth || command.joinable()) return;
+      command = std::thread([&] {
+        Result<Offloader::Lease> lease = f.offloader_->acquire();
+        admitted = lease.ok() ? Result<Admission>(lease->admission()) : lease.status();
+        if (lease.ok()) f.target_->advance(1);
+        let_in = true;
+      });
+      // A real condition, polled on the spilling thread: the command waits for the spill.
+      EXPECT_TRUE(siesta::testing::spin_until(
+          [&] { return f.offloader_->status().command_waiting || let_in.load(); },
+          std::chrono::seconds(30)));
+    });
+    const Status b_saved = b.offloader->evict();  // the spill runs here, on this thread
+    command.join();
+    f.fs_.set_call_hook({});
+    ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
+    EXPECT_TRUE(admitted->restored);
+    EXPECT_EQ(f.target_->length(), kLength + 1);
+    EXPECT_EQ(f.target_->verify(), "");
+    const OffloadStatus a = f.offloader_->status();
+    EXPECT_EQ(a.state, OffloadState::kResident);
+    EXPECT_EQ(a.counters.ram_restores, 1u) << "restored from the copy, never a half file";
+    EXPECT_EQ(a.counters.ram_spills, 0u);
+    EXPECT_FALSE(file_of(f, "0")) << "the stopped spill left no file";
+    EXPECT_EQ(f.ram_tier_->stats().spill_failures, 0u) << "a stopped spill is no failure";
+    // The newcomer went to RAM (the copy restored made room) or to disk; one place either way.
+    ASSERT_TRUE(b_saved.ok()) << b_saved.to_string();
+    expect_one_place(f, *b.offloader, "1");
+    Result<Admission> b_back = b.command(1);
+    ASSERT_TRUE(b_back.ok());
+    EXPECT_TRUE(b_back->restored);
+    EXPECT_EQ(b.target->verify(), "");
+    EXPECT_EQ(f.fs_.counters().open_files, 0);
+  }
+}
+
+TEST(OffloaderSpillTest, TheNewcomersCommandStopsTheSpillItAskedFor) {
+  OffloaderFixture f(tier_for(1));
+  NeighbourSession b(f, "1", /*seed=*/7);
+  ASSERT_TRUE(f.command(kLength).ok());
+  ASSERT_TRUE(f.offloader_->evict().ok());
+  ASSERT_TRUE(b.command(kLength).ok());
+  b.offloader->offload_now().ignore();  // b's save runs on the executor, on this thread
+  std::thread command;
+  Result<Admission> admitted = FailedPrecondition("not run");
+  std::atomic<bool> let_in{false};
+  // At the spill's second write (a chunk of a's copy), b's own command arrives.
+  f.fs_.set_call_hook([&](FsOp op, uint64_t call) {
+    if (op != FsOp::kWrite || call != 2 || command.joinable()) return;
+    command = std::thread([&] {
+      Result<Offloader::Lease> lease = b.offloader->acquire();
+      admitted = lease.ok() ? Result<Admission>(lease->admission()) : lease.status();
+      let_in = true;
+    });
+    EXPECT_TRUE(siesta::testing::spin_until(
+        [&] { return b.offloader->status().command_waiting || let_in.load(); },
+        std::chrono::seconds(30)));
+  });
+  f.pass(0);
+  command.join();
+  f.fs_.set_call_hook({});
+  ASSERT_TRUE(admitted.ok()) << admitted.status().to_string();
+  EXPECT_TRUE(admitted->cancelled_save) << "b's save stopped while it made room";
+  EXPECT_EQ(b.target->verify(), "");
+  EXPECT_EQ(f.state(), OffloadState::kRam) << "the spill stopped: a's copy stays";
+  expect_one_place(f, *f.offloader_, "0");
+  const RamTierStats tier = f.ram_tier_->stats();
+  EXPECT_EQ(tier.spills, 0u);
+  EXPECT_EQ(tier.spill_failures, 0u);
+  Result<Admission> a_back = f.command(1);
+  ASSERT_TRUE(a_back.ok());
+  EXPECT_TRUE(a_back->restored);
+  EXPECT_EQ(f.target_->verify(), "");
+}
+
+}  // namespace
+}  // namespace siesta
