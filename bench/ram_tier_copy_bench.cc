@@ -2,7 +2,11 @@
 // the link itself, measured in the same run and alternating with it.
 //
 // Per iteration, for one region of `bytes` saved whole:
-//   save     RamTier::allocate (map the pages; on CUDA pin them) + copy_to_ram
+//   save     RamTier::allocate + copy_to_ram, the tier's pages either
+//              pool           from the PinnedRamPool, prepared (pinned) before the timing, as
+//                             the server runs it, or
+//              pin_per_block  mapped and registered for each block, on the save's time (the
+//                             server's fallback when the pool's addresses cannot be reserved)
 //   restore  copy_from_ram
 //   baseline the same bytes copied device -> host and host -> device between the same device
 //            memory and host memory registered once before the loop, in 64 MiB pieces
@@ -10,7 +14,7 @@
 //            paid up front.
 // Counters: save_ms, restore_ms, link_out_ms, link_in_ms, and save_vs_link / restore_vs_link
 // (the link's time divided by the tier's: 1 is link speed). SIESTA_BENCH_RAM_SIZES_MIB picks
-// the sizes (default 256,1024,4096).
+// the sizes (default 256,1024,4096). Labels: ram_tier/<backend>/<pages>/<size>.
 //
 //   build/release/bench/ram_tier_copy_bench --benchmark_filter=cuda
 #include <benchmark/benchmark.h>
@@ -21,10 +25,13 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_backends.h"
 #include "bench/bench_env.h"
+#include "core/offload/pinned_ram_pool.h"
 #include "core/offload/ram_snapshot.h"
 #include "core/offload/ram_tier.h"
 
@@ -81,7 +88,31 @@ Status link_copy(MemoryBackend& backend, DeviceAddress device, std::byte* host, 
   return backend.wait(last);
 }
 
-void ram_tier_round_trip(benchmark::State& state, const BackendFactory& factory, uint64_t bytes) {
+enum class Pages { kPool, kPinPerBlock };
+
+// The tier's pages; for the pool, prepared for a block of `bytes` before the timing starts
+// (the first request is refused and makes the pool prepare that much; it keeps room for the
+// largest block asked for from then on).
+Result<std::unique_ptr<RamTier>> make_tier(MemoryBackend& backend, Pages pages, uint64_t bytes) {
+  const uint64_t budget = bytes + kMiB;
+  if (pages == Pages::kPinPerBlock) {
+    return std::make_unique<RamTier>(
+        budget, std::make_unique<RegisteredRamPages>(backend, std::make_unique<AnonymousRamPages>()));
+  }
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<PinnedRamPool> pool,
+                          PinnedRamPool::create(backend, budget));
+  auto tier = std::make_unique<RamTier>(budget, std::move(pool));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  for (;;) {
+    Result<RamBlock> block = tier->allocate(bytes);
+    if (block.ok()) return tier;  // the block goes back at once; its room stays prepared
+    if (std::chrono::steady_clock::now() > deadline) return block.status();
+    std::this_thread::yield();
+  }
+}
+
+void ram_tier_round_trip(benchmark::State& state, const BackendFactory& factory, Pages pages,
+                         uint64_t bytes) {
   auto backend = factory({.sim_capacity_bytes = 2 * bytes});
   if (!backend.ok()) {
     state.SkipWithError(("backend unavailable: " + backend.status().to_string()).c_str());
@@ -99,8 +130,12 @@ void ram_tier_round_trip(benchmark::State& state, const BackendFactory& factory,
     state.SkipWithError(("pinned baseline: " + pinned.status().to_string()).c_str());
     return;
   }
-  RamTier tier(bytes + kMiB,
-               std::make_unique<RegisteredRamPages>(b, std::make_unique<AnonymousRamPages>()));
+  Result<std::unique_ptr<RamTier>> made = make_tier(b, pages, bytes);
+  if (!made.ok()) {
+    state.SkipWithError(("RAM tier: " + made.status().to_string()).c_str());
+    return;
+  }
+  RamTier& tier = **made;
   SnapshotRegion region;
   region.layout = {"kv", snapshot::PersistKind::kContents, bytes, {{0, bytes}}};
   region.place = SnapshotRegion::Place::kDevice;
@@ -150,12 +185,17 @@ void register_all() {
   const std::vector<uint64_t> sizes =
       bench::env_numbers("SIESTA_BENCH_RAM_SIZES_MIB", "256,1024,4096");
   for (const auto& backend : bench::available_backends("ram_tier_copy_bench")) {
-    for (uint64_t mib : sizes) {
-      const std::string label = "ram_tier/" + backend.name + "/" + std::to_string(mib) + "MiB";
-      benchmark::RegisterBenchmark(label.c_str(), ram_tier_round_trip, backend.make, mib * kMiB)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime()
-          ->Iterations(5);
+    for (auto [pages, pages_name] :
+         {std::pair{Pages::kPool, "pool"}, std::pair{Pages::kPinPerBlock, "pin_per_block"}}) {
+      for (uint64_t mib : sizes) {
+        const std::string label = "ram_tier/" + backend.name + "/" + pages_name + "/" +
+                                  std::to_string(mib) + "MiB";
+        benchmark::RegisterBenchmark(label.c_str(), ram_tier_round_trip, backend.make, pages,
+                                     mib * kMiB)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->Iterations(5);
+      }
     }
   }
 }

@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "core/offload/pinned_ram_pool.h"
+
 namespace siesta::runtime {
 namespace {
 
@@ -72,15 +74,23 @@ Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions option
     offload.key = &stack->storage_->key();
     offload.executor = stack->executor_;
     if (options.offload.config.ram_bytes > 0) {
-      // Blocks registered with the backend where it can copy to them directly (pinned on
-      // CUDA): a snapshot then moves at the link's rate without the staging ring.
+      // Where the backend copies to host memory directly (pinned on CUDA), blocks come from a
+      // pool pinned ahead in the background: a snapshot moves at the link's rate, without the
+      // staging ring and without pinning on its own time. Should the pool's address range not
+      // be reserved, each block is registered when it is made instead.
       MemoryBackend& backend = *stack->device_.backend;
+      const uint64_t budget = options.offload.config.ram_bytes;
       std::unique_ptr<RamPages> pages = std::make_unique<AnonymousRamPages>();
       if (backend.copies_to_host()) {
-        pages = std::make_unique<RegisteredRamPages>(backend, std::move(pages));
+        Result<std::unique_ptr<PinnedRamPool>> pool = PinnedRamPool::create(backend, budget);
+        if (pool.ok()) {
+          pages = std::move(pool).value();
+        } else {
+          log("RAM tier: " + pool.status().to_string() + "; pinning each block instead");
+          pages = std::make_unique<RegisteredRamPages>(backend, std::move(pages));
+        }
       }
-      stack->ram_tier_ =
-          std::make_unique<RamTier>(options.offload.config.ram_bytes, std::move(pages));
+      stack->ram_tier_ = std::make_unique<RamTier>(budget, std::move(pages));
       offload.ram_tier = stack->ram_tier_.get();
     }
   }

@@ -134,6 +134,9 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
     out.single("ram_tier_allocation_failures_total", "counter",
                "RAM tier allocations the system refused (the snapshot went to disk).",
                snapshot.ram_tier->allocation_failures);
+    out.single("ram_tier_ready_bytes", "gauge",
+               "Of the RAM tier's budget, the bytes ready to hold snapshots now (pinned ahead).",
+               snapshot.ram_tier->ready_bytes);
     out.single("ram_tier_spill_failures_total", "counter",
                "Moves of a snapshot from the RAM tier to disk that failed (the copy stayed).",
                snapshot.ram_tier->spill_failures);

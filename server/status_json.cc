@@ -96,8 +96,9 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
   };
   // The tier: its budget, what its blocks hold (the sessions' ram_bytes summed), the
   // allocations it refused for lack of room or the system refused it, whether the device
-  // copies to its blocks directly (pinned) or through the staging ring, and the copies it moved
-  // to disk to make room (and the moves that failed).
+  // copies to its blocks directly (pinned) or through the staging ring, how much of the budget
+  // is ready to hand out now (pinned ahead in the background), and the copies it moved to disk
+  // to make room (and the moves that failed).
   if (snapshot.ram_tier) {
     const RamTierStats& tier = *snapshot.ram_tier;
     body["cache"]["ram_tier"] = {
@@ -107,6 +108,7 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
         {"refused_full", tier.refused_full},
         {"allocation_failures", tier.allocation_failures},
         {"direct_copies", tier.direct_copies},
+        {"ready_bytes", tier.ready_bytes},
         {"spills", tier.spills},
         {"spill_failures", tier.spill_failures},
     };

@@ -98,6 +98,10 @@ siesta_test_sources(offload_tests LABELS unit fault_injection SOURCES unit/offlo
 # stops it.
 siesta_test_sources(offload_tests LABELS unit fault_injection concurrency SOURCES
   unit/offloader_spill_test.cc)
+# The tier's pinned pool: chunks prepared ahead by its own thread, blocks carved from them,
+# chunks given back by its rule, a refused registration.
+siesta_test_sources(offload_tests LABELS unit fault_injection concurrency SOURCES
+  unit/pinned_ram_pool_test.cc)
 siesta_finish_test_binary(offload_tests)
 
 # compute: the contract's number formats (KvType names, f16, int8, its exp), and HostKernels

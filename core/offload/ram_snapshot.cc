@@ -173,7 +173,8 @@ Status gather(RamSnapshot& ram, std::span<const SnapshotRegion> regions,
           done = extent.length;
           continue;
         }
-        const uint64_t length = std::min<uint64_t>(piece_bytes, extent.length - done);
+        const uint64_t length = std::min({piece_bytes, extent.length - done,
+                                          ram.block.contiguous_bytes(at + done)});
         SIESTA_RETURN_IF_ERROR(
             copies.to_host(region.device + extent.offset + done, length, destination));
         done += length;
@@ -192,13 +193,15 @@ Status scatter(const RamSnapshot& ram, std::span<const SnapshotRegion> regions, 
   for (size_t r = 0; r < ram.layout.size(); ++r) {
     const SnapshotRegion& region = regions[r];
     for (const snapshot::Extent& extent : ram.layout[r].extents) {
-      const std::byte* source = ram.block.data() + ram.at(r, extent);
+      const uint64_t at = ram.at(r, extent);
+      const std::byte* source = ram.block.data() + at;
       if (region.place == SnapshotRegion::Place::kHost) {
         std::memcpy(region.host + extent.offset, source, extent.length);
         continue;
       }
       for (uint64_t done = 0; done < extent.length;) {
-        const uint64_t length = std::min<uint64_t>(piece_bytes, extent.length - done);
+        const uint64_t length = std::min({piece_bytes, extent.length - done,
+                                          ram.block.contiguous_bytes(at + done)});
         SIESTA_RETURN_IF_ERROR(
             copies.to_device(source + done, length, region.device + extent.offset + done));
         done += length;

@@ -65,6 +65,10 @@ void RegisteredRamPages::unmap(std::byte* pages, size_t bytes) {
 
 bool RamBlock::device_copies() const { return tier_ != nullptr && tier_->device_copies(); }
 
+uint64_t RamBlock::contiguous_bytes(uint64_t offset) const {
+  return tier_ == nullptr ? 0 : tier_->pages_->contiguous_bytes(data_ + offset);
+}
+
 RamBlock& RamBlock::operator=(RamBlock&& other) noexcept {
   if (this != &other) {
     reset();
@@ -122,8 +126,15 @@ bool RamTier::fits(uint64_t bytes) const {
 
 RamTierStats RamTier::stats() const {
   MutexLock lock(mu_);
-  return {budget_,         used_,   blocks_,        refused_full_, allocation_failures_,
-          device_copies(), spills_, spill_failures_};
+  return {budget_,
+          used_,
+          blocks_,
+          refused_full_,
+          allocation_failures_,
+          device_copies(),
+          std::min(budget_, pages_->ready_bytes()),
+          spills_,
+          spill_failures_};
 }
 
 void RamTier::enlist(const std::shared_ptr<RamTenant>& tenant, int64_t last_used) {

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -46,6 +47,15 @@ class RamPages {
   // Whether the device copies to and from these pages directly (they are registered with
   // the backend: MemoryBackend::copy_to_host); else copies go through the staging ring.
   virtual bool device_copies() const { return false; }
+  // How many bytes from `at` (inside a mapping of these pages) one device copy may cover:
+  // a copy must not cross from one registration into another.
+  virtual uint64_t contiguous_bytes(const std::byte* at) const {
+    (void)at;
+    return UINT64_MAX;
+  }
+  // How many bytes are prepared to be handed out now (the rest is still being prepared):
+  // UINT64_MAX where pages are made on demand.
+  virtual uint64_t ready_bytes() const { return UINT64_MAX; }
 };
 
 // Anonymous private mappings (mmap / munmap).
@@ -83,6 +93,7 @@ struct RamTierStats {
   uint64_t refused_full = 0;         // allocations that did not fit in what was left
   uint64_t allocation_failures = 0;  // allocations the system refused (RamPages::map)
   bool direct_copies = false;        // blocks pinned for direct device copies (device_copies())
+  uint64_t ready_bytes = 0;          // of the budget, what can be handed out now (pinned ahead)
   uint64_t spills = 0;               // copies make_room() moved to disk
   uint64_t spill_failures = 0;       // spills that failed (the copy stayed in RAM)
 };
@@ -122,6 +133,8 @@ class RamBlock {
   bool empty() const { return tier_ == nullptr; }
   // Whether the device copies to and from this block directly (RamPages::device_copies).
   bool device_copies() const;
+  // How many bytes from `offset` one device copy may cover (RamPages::contiguous_bytes).
+  uint64_t contiguous_bytes(uint64_t offset) const;
   // Gives the block back now; nothing when empty.
   void reset();
 

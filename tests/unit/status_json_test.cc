@@ -194,7 +194,7 @@ TEST(StatusJsonTest, OneConversationHasNoSessionsList) {
 TEST(StatusJsonTest, TheRamTierIsShownWithItsBudgetAndUseWhenThereIsOne) {
   StatusSnapshot snapshot = sample_snapshot();
   EXPECT_FALSE(status_json(snapshot)["cache"].contains("ram_tier"));
-  snapshot.ram_tier = RamTierStats{1 << 30, 12288, 2, 3, 1, true, 5, 4};
+  snapshot.ram_tier = RamTierStats{1 << 30, 12288, 2, 3, 1, true, 1 << 28, 5, 4};
   snapshot.cache.ram_bytes = 12288;
   snapshot.cache.state = OffloadState::kRam;
   const nlohmann::json body = status_json(snapshot);
@@ -207,6 +207,7 @@ TEST(StatusJsonTest, TheRamTierIsShownWithItsBudgetAndUseWhenThereIsOne) {
                                   {"refused_full", 3},
                                   {"allocation_failures", 1},
                                   {"direct_copies", true},
+                                  {"ready_bytes", 1 << 28},
                                   {"spills", 5},
                                   {"spill_failures", 4}}))
       << tier.dump();
