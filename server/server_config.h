@@ -37,9 +37,13 @@ struct ServerConfig {
 
   // --cache-idle-seconds, --cache-expire-seconds, --cache-disk-dir, --cache-encrypt on|off
   // (off: digests instead of AES-GCM), --cache-delta-saves N (saves that write only what
-  // changed since the one before), --cache-ram-mib N (the RAM tier's budget; 0, the
-  // default: off).
-  OffloadConfig offload;
+  // changed since the one before), --cache-ram-mib N (the RAM tier's budget; by default the
+  // smaller of 8 GiB and a quarter of the machine's memory; 0: off).
+  OffloadConfig offload = [] {
+    OffloadConfig defaults;
+    defaults.ram_bytes = default_ram_tier_bytes();
+    return defaults;
+  }();
 
   // --slot-save-path DIR: where POST /slots/0?action=save|restore|erase keep their files;
   // empty: those actions answer 501 (llama-server's answer) with a message naming the flag.

@@ -327,8 +327,9 @@ const std::vector<FlagSpec>& flag_specs() {
        [](const ServerConfig& d) { return std::to_string(d.offload.delta_segments); }},
       {"--cache-ram-mib", "N",
        "host memory (MiB) for offloaded sessions' snapshots, shared by all: a snapshot goes "
-       "there when it fits, else to --cache-disk-dir (0 = every snapshot on disk; at most the "
-       "machine's memory)",
+       "there when it fits (the least recently used ones moving to --cache-disk-dir to make "
+       "room), else to --cache-disk-dir (0 = every snapshot on disk; at most the machine's "
+       "memory)",
        [](std::string_view flag, std::string_view value, ServerConfig& config) {
          const int64_t machine_mib = static_cast<int64_t>(physical_memory_bytes() >> 20);
          SIESTA_ASSIGN_OR_RETURN(
@@ -336,7 +337,9 @@ const std::vector<FlagSpec>& flag_specs() {
          config.offload.ram_bytes = static_cast<uint64_t>(mib) << 20;
          return Status::Ok();
        },
-       [](const ServerConfig& d) { return std::to_string(d.offload.ram_bytes >> 20) + ": off"; }},
+       [](const ServerConfig& d) {
+         return std::to_string(d.offload.ram_bytes >> 20) + ": min(8192, a quarter of the RAM)";
+       }},
       {"--model", "synthetic:SIZE",
        "the reference model: synthetic:tiny, synthetic:small, synthetic:medium or "
        "synthetic:large (seeded weights, nothing downloaded)",

@@ -50,8 +50,7 @@ struct OffloadConfig {
   uint32_t delta_segments = kDefaultDeltaSegments;
   // The RAM tier's budget (core/offload/ram_tier.h), shared by every session: released
   // sessions keep their snapshots in host memory up to it, on disk beyond. 0: no tier, every
-  // snapshot on disk (the default, the server's too: until the tier's copies are faster than a
-  // restore from the page cache, docs/PERFORMANCE.md).
+  // snapshot on disk (the library's default; the server's is default_ram_tier_bytes()).
   uint64_t ram_bytes = 0;
 
   bool enabled() const { return offload_enabled(idle_seconds); }

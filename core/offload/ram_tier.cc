@@ -33,6 +33,11 @@ uint64_t physical_memory_bytes() {
   return pages > 0 ? static_cast<uint64_t>(pages) * page_bytes() : 0;
 }
 
+uint64_t default_ram_tier_bytes(uint64_t machine_bytes) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  return std::min(kDefaultRamTierCapBytes, machine_bytes / 4) / kMiB * kMiB;
+}
+
 Result<std::byte*> AnonymousRamPages::map(size_t bytes) {
   void* pages = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (pages == MAP_FAILED) {

@@ -86,6 +86,11 @@ class RegisteredRamPages final : public RamPages {
 // system does not say.
 uint64_t physical_memory_bytes();
 
+// The server's default budget: the smaller of 8 GiB and a quarter of `machine_bytes`, in
+// whole MiB (0 when the machine's memory is unknown: no tier).
+inline constexpr uint64_t kDefaultRamTierCapBytes = uint64_t{8} << 30;
+uint64_t default_ram_tier_bytes(uint64_t machine_bytes = physical_memory_bytes());
+
 struct RamTierStats {
   uint64_t budget_bytes = 0;
   uint64_t used_bytes = 0;           // held by live blocks (page-rounded)

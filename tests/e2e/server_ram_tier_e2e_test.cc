@@ -2,14 +2,18 @@
 // with a budget, an offloaded conversation's snapshot is kept in host memory (state "ram", no
 // snapshot file), comes back with its history and the same answer as a server that never
 // offloads, and gives the tier its memory back; a budget too small for the conversation sends
-// it to disk; a budget beyond the machine's memory is refused at start.
+// it to disk; a full tier moves its least recently used conversation to disk; the tier is on
+// by default (a quarter of the machine's memory, at most 8 GiB), 0 turns it off, and a budget
+// beyond the machine's memory is refused at start.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "core/offload/ram_tier.h"
 #include "tests/e2e/openai_client.h"
 #include "tests/e2e/server_args.h"
 #include "tests/e2e/server_process.h"
@@ -178,12 +182,24 @@ TEST(ServerRamTierE2eTest, WhenTheTierIsFullTheLeastRecentlyUsedConversationGoes
   EXPECT_EQ(cache_counter(*after, "write_failures"), 0);
 }
 
-TEST(ServerRamTierE2eTest, OffByDefaultAndTooMuchIsRefused) {
+TEST(ServerRamTierE2eTest, OnByDefaultAtAQuarterOfTheMachineZeroTurnsItOffTooMuchIsRefused) {
   TempDir temp;
-  auto off = start_or_die(offload_args(temp.file("cache")));
+  auto on = start_or_die(offload_args(temp.file("cache")));
+  ASSERT_NE(on, nullptr);
+  const uint64_t default_mib = default_ram_tier_bytes() >> 20;  // this machine's, as the server's
+  ASSERT_GT(default_mib, 0u);
+  EXPECT_LE(default_mib, 8192u);
+  EXPECT_THAT(on->stderr_text(), HasSubstr("RAM tier: " + std::to_string(default_mib) + " MiB"));
+  Result<json> status = on->status();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ((*status)["cache"]["ram_tier"].value("budget_bytes", uint64_t{0}), default_mib << 20);
+  EXPECT_GT((*status)["cache"]["ram_tier"].value("ready_bytes", uint64_t{0}), 0u)
+      << "its first chunk is pinned before the server listens";
+
+  auto off = start_or_die(with(offload_args(temp.file("off")), {"--cache-ram-mib", "0"}));
   ASSERT_NE(off, nullptr);
   EXPECT_THAT(off->stderr_text(), HasSubstr("RAM tier off"));
-  Result<json> status = off->status();
+  status = off->status();
   ASSERT_TRUE(status.ok());
   EXPECT_FALSE((*status)["cache"].contains("ram_tier")) << status->dump();
 

@@ -7,6 +7,7 @@
 // (tests/support/offloader_fixture.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -193,6 +194,10 @@ std::vector<std::pair<FsOp, uint64_t>> steps_of_one_spill() {
 TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillRestoresFromRamWithEveryByte) {
   const auto steps = steps_of_one_spill();
   ASSERT_GT(steps.size(), 5u) << "the spill should take several file-system calls";
+  uint64_t last_write_call = 0;
+  for (const auto& [op, call] : steps) {
+    if (op == FsOp::kWrite) last_write_call = std::max(last_write_call, call);
+  }
   for (const auto& [step_op, step_call] : steps) {
     SCOPED_TRACE(std::string("command arrives at ") + std::string(fs_op_name(step_op)) + " call " +
                  std::to_string(step_call));
@@ -204,8 +209,15 @@ TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillRestoresFromRamWithE
     std::thread command;
     Result<Admission> admitted = FailedPrecondition("not run");
     std::atomic<bool> let_in{false};
+    // Whether the spill went on to fdatasync its file after the command came (before the next
+    // file is created: the newcomer's own save, should it go to disk).
+    bool spill_synced = false;
+    bool in_spill = false;
     f.fs_.set_call_hook([&, op = step_op, nth = step_call](FsOp o, uint64_t call) {
+      if (o == FsOp::kCreate) in_spill = false;
+      if (in_spill && o == FsOp::kSync) spill_synced = true;
       if (o != op || call != nth || command.joinable()) return;
+      in_spill = true;
       command = std::thread([&] {
         Result<Offloader::Lease> lease = f.offloader_->acquire();
         admitted = lease.ok() ? Result<Admission>(lease->admission()) : lease.status();
@@ -229,6 +241,9 @@ TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillRestoresFromRamWithE
     EXPECT_EQ(a.counters.ram_restores, 1u) << "restored from the copy, never a half file";
     EXPECT_EQ(a.counters.ram_spills, 0u);
     EXPECT_FALSE(file_of(f, "0")) << "the stopped spill left no file";
+    if (step_op == FsOp::kWrite && step_call < last_write_call) {
+      EXPECT_FALSE(spill_synced) << "the spill stops at its next chunk, not at its end";
+    }
     EXPECT_EQ(f.ram_tier_->stats().spill_failures, 0u) << "a stopped spill is no failure";
     // The newcomer went to RAM (the copy restored made room) or to disk; one place either way.
     ASSERT_TRUE(b_saved.ok()) << b_saved.to_string();

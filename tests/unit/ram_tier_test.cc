@@ -405,5 +405,14 @@ TEST(RegisteredRamPagesTest, ABlockIsRegisteredWhileItLivesAndUnregisteredAfter)
   ::munmap(again, 2 * kPage);
 }
 
+TEST(RamTierTest, TheServersDefaultBudgetIsAQuarterOfTheMachineAtMostEightGiB) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  EXPECT_EQ(default_ram_tier_bytes(16 * kGiB), 4 * kGiB);
+  EXPECT_EQ(default_ram_tier_bytes(64 * kGiB), 8 * kGiB);
+  EXPECT_EQ(default_ram_tier_bytes(1024 * kGiB), 8 * kGiB);
+  EXPECT_EQ(default_ram_tier_bytes(10 * kGiB + 3), uint64_t{2560} << 20) << "whole MiB";
+  EXPECT_EQ(default_ram_tier_bytes(0), 0u) << "unknown memory: no tier";
+}
+
 }  // namespace
 }  // namespace siesta
