@@ -96,8 +96,8 @@ enum class Pages { kPool, kPinPerBlock };
 Result<std::unique_ptr<RamTier>> make_tier(MemoryBackend& backend, Pages pages, uint64_t bytes) {
   const uint64_t budget = bytes + kMiB;
   if (pages == Pages::kPinPerBlock) {
-    return std::make_unique<RamTier>(
-        budget, std::make_unique<RegisteredRamPages>(backend, std::make_unique<AnonymousRamPages>()));
+    return std::make_unique<RamTier>(budget, std::make_unique<RegisteredRamPages>(
+                                                 backend, std::make_unique<AnonymousRamPages>()));
   }
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<PinnedRamPool> pool,
                           PinnedRamPool::create(backend, budget));
@@ -188,8 +188,8 @@ void register_all() {
     for (auto [pages, pages_name] :
          {std::pair{Pages::kPool, "pool"}, std::pair{Pages::kPinPerBlock, "pin_per_block"}}) {
       for (uint64_t mib : sizes) {
-        const std::string label = "ram_tier/" + backend.name + "/" + pages_name + "/" +
-                                  std::to_string(mib) + "MiB";
+        const std::string label =
+            "ram_tier/" + backend.name + "/" + pages_name + "/" + std::to_string(mib) + "MiB";
         benchmark::RegisterBenchmark(label.c_str(), ram_tier_round_trip, backend.make, pages,
                                      mib * kMiB)
             ->Unit(benchmark::kMillisecond)

@@ -153,9 +153,9 @@ static_assert(static_cast<size_t>(OnRequest::kRetryDelete) + 1 == kOnRequestCoun
               "kOnRequestCount");
 
 constexpr std::string_view kEventNames[] = {
-    "command_arrives", "command_ends", "save_due",         "memory_read", "file_durable",
-    "file_kept",       "save_failed",  "save_cancelled",   "released",    "released_to_ram",
-    "release_failed",  "expiry_due",   "snapshot_deleted", "restored",    "restore_out_of_memory",
+    "command_arrives", "command_ends", "save_due",         "memory_read",  "file_durable",
+    "file_kept",       "save_failed",  "save_cancelled",   "released",     "released_to_ram",
+    "release_failed",  "expiry_due",   "snapshot_deleted", "restored",     "restore_out_of_memory",
     "memory_lost",     "spill_due",    "spilled",          "spill_failed", "spill_cancelled",
 };
 static_assert(std::size(kEventNames) == kEventCount, "one name per event");

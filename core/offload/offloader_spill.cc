@@ -58,8 +58,8 @@ Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel) {
   write.chunk_bytes = options.chunk_bytes;
   write.generation = deps.key->next_generation();
   write.owner = options.session;
-  write.cancel = &cancel_save;             // this session's command, or closing
-  write.cancel_also = requester_cancel;    // the save that needs the room was cancelled
+  write.cancel = &cancel_save;           // this session's command, or closing
+  write.cancel_also = requester_cancel;  // the save that needs the room was cancelled
   // Not the save's record buffers: a spill runs beside this session's restore (never beside
   // its save), and the restore uses them.
   SnapshotWriter writer(deps.fs, deps.clock, *deps.key, /*backend=*/nullptr);  // host regions

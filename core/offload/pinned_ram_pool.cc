@@ -24,8 +24,8 @@ uint64_t round_up(uint64_t bytes, uint64_t unit) { return (bytes + unit - 1) / u
 }  // namespace
 
 Result<std::unique_ptr<PinnedRamPool>> PinnedRamPool::create(MemoryBackend& backend,
-                                                              uint64_t budget_bytes,
-                                                              uint64_t chunk_bytes) {
+                                                             uint64_t budget_bytes,
+                                                             uint64_t chunk_bytes) {
   if (budget_bytes == 0 || chunk_bytes == 0 || chunk_bytes % page_size() != 0) {
     return InvalidArgument("pinned RAM pool: a budget of " + std::to_string(budget_bytes) +
                            " bytes in chunks of " + std::to_string(chunk_bytes) +
@@ -83,7 +83,8 @@ uint64_t PinnedRamPool::wanted_bytes() const {
 void PinnedRamPool::prepare_loop() {
   MutexLock lock(mu_);
   for (;;) {
-    lock.wait(cv_, [&]() SIESTA_REQUIRES(mu_) { return stopping_ || should_grow() || should_shrink(); });
+    lock.wait(cv_,
+              [&]() SIESTA_REQUIRES(mu_) { return stopping_ || should_grow() || should_shrink(); });
     if (stopping_) return;
     if (should_grow()) {
       grow_one(lock);

@@ -4,10 +4,10 @@
 // save's or a request's time: one address range as large as the budget is reserved up front
 // (no memory behind it), and a background thread prepares it from its start in chunks
 // (`chunk_bytes`, 256 MiB by default; the last one shorter, so that never more than the budget
-// is prepared), each one made accessible and registered with the backend once. Blocks are carved from the prepared part only (first fit, page granularity),
-// so a block is contiguous and every byte of it is registered; a block that does not fit in
-// what is prepared yet is refused (OutOfMemory: the snapshot goes to disk) and the thread is
-// asked to prepare more.
+// is prepared), each one made accessible and registered with the backend once. Blocks are carved
+// from the prepared part only (first fit, page granularity), so a block is contiguous and every
+// byte of it is registered; a block that does not fit in what is prepared yet is refused
+// (OutOfMemory: the snapshot goes to disk) and the thread is asked to prepare more.
 //
 // What the pool keeps (the rule, docs/IDLE_SESSION.md "The RAM tier"): the chunks that hold
 // blocks, plus room for the largest block asked for so far (at least one chunk), ready ahead;
@@ -41,9 +41,9 @@
 namespace siesta {
 
 struct PinnedRamPoolStats {
-  uint64_t reserved_bytes = 0;  // the address range: the budget in whole pages
-  uint64_t ready_bytes = 0;     // prepared and registered, from the range's start
-  uint64_t used_bytes = 0;      // held by blocks
+  uint64_t reserved_bytes = 0;   // the address range: the budget in whole pages
+  uint64_t ready_bytes = 0;      // prepared and registered, from the range's start
+  uint64_t used_bytes = 0;       // held by blocks
   uint64_t chunks_prepared = 0;  // registrations made (over the pool's life)
   uint64_t chunks_given_back = 0;
   uint64_t refused_not_ready = 0;  // blocks refused because not enough was prepared yet

@@ -173,8 +173,8 @@ Status gather(RamSnapshot& ram, std::span<const SnapshotRegion> regions,
           done = extent.length;
           continue;
         }
-        const uint64_t length = std::min({piece_bytes, extent.length - done,
-                                          ram.block.contiguous_bytes(at + done)});
+        const uint64_t length =
+            std::min({piece_bytes, extent.length - done, ram.block.contiguous_bytes(at + done)});
         SIESTA_RETURN_IF_ERROR(
             copies.to_host(region.device + extent.offset + done, length, destination));
         done += length;
@@ -200,8 +200,8 @@ Status scatter(const RamSnapshot& ram, std::span<const SnapshotRegion> regions, 
         continue;
       }
       for (uint64_t done = 0; done < extent.length;) {
-        const uint64_t length = std::min({piece_bytes, extent.length - done,
-                                          ram.block.contiguous_bytes(at + done)});
+        const uint64_t length =
+            std::min({piece_bytes, extent.length - done, ram.block.contiguous_bytes(at + done)});
         SIESTA_RETURN_IF_ERROR(
             copies.to_device(source + done, length, region.device + extent.offset + done));
         done += length;

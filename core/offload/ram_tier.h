@@ -21,8 +21,8 @@
 // REQUIRES: the tier outlives every block it handed out.
 #pragma once
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>

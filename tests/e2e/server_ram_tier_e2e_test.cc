@@ -129,8 +129,8 @@ TEST(ServerRamTierE2eTest, WhenTheTierIsFullTheLeastRecentlyUsedConversationGoes
   TempDir temp;
   const std::string dir = temp.file("cache");
   // One MiB holds one conversation of about 420 tokens (~860 KiB in the tier), not two.
-  auto server = start_or_die(with(offload_args(dir), {"--cache-ram-mib", "1", "--parallel", "1",
-                                                      "--max-sessions", "2"}));
+  auto server = start_or_die(
+      with(offload_args(dir), {"--cache-ram-mib", "1", "--parallel", "1", "--max-sessions", "2"}));
   ASSERT_NE(server, nullptr);
   std::string prompt;
   for (int i = 0; i < 5; ++i) prompt += kPrompt;
@@ -147,8 +147,9 @@ TEST(ServerRamTierE2eTest, WhenTheTierIsFullTheLeastRecentlyUsedConversationGoes
   Result<Completion> a = turn("a", "First: " + prompt);
   ASSERT_TRUE(a.ok() && a->http_status == 200);
   offload();
-  ASSERT_TRUE(server->wait_for_status([](const json& s) { return session_state(s, 0) == "ram"; },
-                                      "conversation a in RAM")
+  ASSERT_TRUE(server
+                  ->wait_for_status([](const json& s) { return session_state(s, 0) == "ram"; },
+                                    "conversation a in RAM")
                   .ok());
   Result<Completion> b = turn("b", "Second: " + prompt);
   ASSERT_TRUE(b.ok() && b->http_status == 200);

@@ -226,9 +226,11 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
 
   // The tiny model's conversations take 4 to 80 KiB in the tier (their used tokens): 0 (no
   // tier), 8 KiB (few fit), and 32 to 160 KiB (some fit, the rest spill or go to disk).
-  const uint64_t ram_budget = *rc::gen::weightedElement<uint64_t>(
-      {{2, 0}, {1, uint64_t{8} << 10}, {3, uint64_t{32} << 10}, {2, uint64_t{64} << 10},
-       {1, uint64_t{160} << 10}});
+  const uint64_t ram_budget = *rc::gen::weightedElement<uint64_t>({{2, 0},
+                                                                   {1, uint64_t{8} << 10},
+                                                                   {3, uint64_t{32} << 10},
+                                                                   {2, uint64_t{64} << 10},
+                                                                   {1, uint64_t{160} << 10}});
   RC_LOG() << "RAM tier budget: " << ram_budget << " bytes\n";
   PosixFileSystem posix;
   FaultyFileSystem files(posix);

@@ -124,8 +124,8 @@ TEST(OffloaderSpillTest, TheLeastRecentlyUsedCopyIsTheOneSpilled) {
   EXPECT_EQ(b.offloader->status().state, OffloadState::kDisk) << "b was used least recently";
   EXPECT_EQ(f.state(), OffloadState::kRam);
   EXPECT_EQ(c.offloader->status().state, OffloadState::kRam);
-  for (auto [offloader, name] : {std::pair{f.offloader_.get(), "0"}, {b.offloader.get(), "1"},
-                                 {c.offloader.get(), "2"}}) {
+  for (auto [offloader, name] :
+       {std::pair{f.offloader_.get(), "0"}, {b.offloader.get(), "1"}, {c.offloader.get(), "2"}}) {
     expect_one_place(f, *offloader, name);
   }
 }

@@ -6,6 +6,8 @@
 // registered chunks only, and their copies never cross a chunk; freed runs merge; chunks
 // beyond the rule's need are unregistered and given back; a refused registration leaves the
 // pool smaller and serving; many threads at once (TSan).
+#include "core/offload/pinned_ram_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -19,7 +21,6 @@
 #include "backends/sim/sim_backend.h"
 #include "core/base/mutex.h"
 #include "core/memory/memory_backend_wrapper.h"
-#include "core/offload/pinned_ram_pool.h"
 #include "tests/support/small_sim_options.h"
 #include "tests/support/spin_until.h"
 
@@ -165,8 +166,8 @@ TEST(PinnedRamPoolTest, ARefusedRegistrationLeavesThePoolSmallerAndServing) {
   rig.counting.refuse = true;
   Result<std::byte*> big = rig.pool->map(3 * kChunk);  // asks for more: its registration fails
   EXPECT_FALSE(big.ok());
-  ASSERT_TRUE(siesta::testing::spin_until(
-      [&] { return rig.pool->stats().register_failures > 0; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(siesta::testing::spin_until([&] { return rig.pool->stats().register_failures > 0; },
+                                          std::chrono::seconds(30)));
   EXPECT_EQ(rig.pool->ready_bytes(), kChunk) << "growth stopped at what was prepared";
   Result<std::byte*> small = rig.pool->map(4096);
   ASSERT_TRUE(small.ok()) << "the first chunk still serves";
@@ -214,6 +215,7 @@ TEST(PinnedRamPoolTest, ThreadsTakingAndGivingBlocksWhileThePoolGrowsAndShrinks)
   PoolRig rig(32 * kChunk);
   std::atomic<uint64_t> served{0};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 200; ++i) {

@@ -89,18 +89,18 @@ inline constexpr size_t kMemoryCount = 3;
 
 // What acquire() does when a command arrives in the phase.
 enum class OnCommand : uint8_t {
-  kRun,                // command_arrives; the command runs on the committed memory
-  kRunOverSavedFile,   // as kRun; the file written ahead no longer holds the memory the command
-                       // changes: it is retired, unless it stays as the base of a delta
-  kWaitForRelease,     // wait until the release ends (never half-released memory), look again
-  kCancelSaveAndWait,  // command_arrives raises the writer's cancel flag; wait while it reads
-  kCancelSaveAndRun,   // command_arrives; every byte is read: run while the save ends alone
+  kRun,                    // command_arrives; the command runs on the committed memory
+  kRunOverSavedFile,       // as kRun; the file written ahead no longer holds the memory the command
+                           // changes: it is retired, unless it stays as the base of a delta
+  kWaitForRelease,         // wait until the release ends (never half-released memory), look again
+  kCancelSaveAndWait,      // command_arrives raises the writer's cancel flag; wait while it reads
+  kCancelSaveAndRun,       // command_arrives; every byte is read: run while the save ends alone
   kCancelSpillAndRestore,  // command_arrives stops the spill; wait until it ends, then restore
                            // from the RAM copy (never from a file the spill left half written)
-  kRestore,            // command_arrives; map the memory back and read the snapshot
-  kStartFresh,         // command_arrives; map the memory back, nothing to read (expired)
-  kRefuseBusy,         // a command holds the session: FailedPrecondition
-  kRefuseLost,         // the memory could not be mapped back: DeviceError
+  kRestore,                // command_arrives; map the memory back and read the snapshot
+  kStartFresh,             // command_arrives; map the memory back, nothing to read (expired)
+  kRefuseBusy,             // a command holds the session: FailedPrecondition
+  kRefuseLost,             // the memory could not be mapped back: DeviceError
 };
 inline constexpr size_t kOnCommandCount = 10;
 

@@ -48,8 +48,8 @@ struct ChunkWriteJob {
 // Writes chunk 0 at `first_offset` and every later one right after the previous.
 // Success: every chunk is written; returns the offset just past the last one.
 // Failure: the first error in file order of a seal, device copy or write (chunks after it may
-// or may not have been written), or Cancelled when *job.cancel or *job.cancel_also was true before some chunk.
-// Every thread is joined and every staging buffer given back before it returns.
+// or may not have been written), or Cancelled when *job.cancel or *job.cancel_also was true before
+// some chunk. Every thread is joined and every staging buffer given back before it returns.
 Result<uint64_t> write_snapshot_chunks(const ChunkWriteJob& job, WritableFile& file,
                                        uint64_t first_offset, uint64_t chunk_count);
 
