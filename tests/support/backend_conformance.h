@@ -264,8 +264,15 @@ TYPED_TEST_P(BackendConformance, FailedPartialCommitLeavesTheRangeDecommitted) {
       EXPECT_EQ(under_test.commit_hook_calls(), want_calls);
     }
     this->expect_same_accounting(before);
-    EXPECT_LE(under_test.measured_used_bytes(), used_before + this->slack())
-        << "chunk 0 (and any part of chunk 1) released";
+    if (under_test.resident_bytes_in) {
+      // Exact where the OS can be asked about the range itself (the process's RSS also moves
+      // with other allocations: AddressSanitizer's quarantine made it flaky here).
+      EXPECT_EQ(under_test.resident_bytes_in(r.range()), 0u)
+          << "chunk 0 (and any part of chunk 1) released";
+    } else {
+      EXPECT_LE(under_test.measured_used_bytes(), used_before + this->slack())
+          << "chunk 0 (and any part of chunk 1) released";
+    }
     if (under_test.backed_by_memory) {
       EXPECT_FALSE(under_test.backed_by_memory(r.range().base));
     }

@@ -46,6 +46,10 @@ struct BackendUnderTest {
   // the reservation holding a backed address starts. Empty where it cannot be asked.
   std::function<bool(DeviceAddress)> backed_by_memory;
   std::function<DeviceAddress(DeviceAddress)> reservation_start;
+  // The OS's count of the bytes of `range` resident in memory (sim: mincore), asked without
+  // the backend: unlike the process's RSS, no other allocation moves it. Empty where it
+  // cannot be asked.
+  std::function<uint64_t(DeviceRange range)> resident_bytes_in;
 
   // Device work on a stream that is not the backend's copy stream -- as a kernel is -- that
   // fills `range` with `value` (sim: enqueue_work; CUDA: cuMemsetD8Async on a stream of the

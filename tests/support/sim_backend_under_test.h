@@ -3,6 +3,9 @@
 // with its commit fault hook armable from the test, optionally behind a FaultyBackend.
 #pragma once
 
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -48,6 +51,16 @@ inline BackendUnderTest make_sim_under_test(const FaultPlan* plan = nullptr) {
   out.max_chunk_bytes = small_sim_options().max_chunk_bytes;
   out.backed_by_memory = [](DeviceAddress address) {
     return test_util::host_address_backed(address);
+  };
+  out.resident_bytes_in = [](DeviceRange range) -> uint64_t {
+    const size_t page = host_address_space::page_size();
+    std::vector<unsigned char> pages((range.size + page - 1) / page);
+    if (::mincore(reinterpret_cast<void*>(range.base), range.size, pages.data()) != 0) {
+      return UINT64_MAX;  // not mapped at all: a failure the test reports
+    }
+    uint64_t resident = 0;
+    for (unsigned char in_memory : pages) resident += (in_memory & 1) != 0 ? page : 0;
+    return resident;
   };
   // A host kernel's stream: the sim's work stream, which its copies are not ordered with.
   out.fill_on_another_stream = [raw_sim](DeviceRange range, std::byte value) -> Status {

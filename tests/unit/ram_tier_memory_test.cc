@@ -3,13 +3,19 @@
 // written) is part of the resident set there, and what this test measures is the tier's.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "backends/sim/sim_backend.h"
 #include "core/memory/host_address_space.h"
+#include "core/offload/pinned_ram_pool.h"
 #include "core/offload/ram_tier.h"
 #include "tests/support/backend_test_util.h"
+#include "tests/support/small_sim_options.h"
+#include "tests/support/spin_until.h"
 
 namespace siesta {
 namespace {
@@ -41,6 +47,41 @@ TEST(RamTierMemoryTest, ResidentMemoryStaysWithinTheBudgetAndComesBack) {
   SIESTA_ASSERT_OK_AND_ASSIGN(size_t after, host_address_space::resident_bytes());
   EXPECT_LE(after, before + kSlack) << "the blocks' memory went back to the system";
   EXPECT_EQ(tier.stats().used_bytes, 0u);
+}
+
+// The pinned pool (the server's pages where the backend copies to host memory): what its
+// copies filled is resident; once they are gone, the chunks beyond its rule's need (room for
+// the largest block asked for, plus one spare) are given back to the system, measured.
+TEST(RamTierMemoryTest, ThePinnedPoolGivesTheChunksItNoLongerNeedsBackToTheSystem) {
+  constexpr uint64_t kChunk = uint64_t{4} << 20;
+  constexpr uint64_t kBudget = 16 * kChunk;
+  constexpr uint64_t kSlack = kBudget / 8 + (uint64_t{4} << 20);
+  std::unique_ptr<SimBackend> sim = SimBackend::create(test_util::small_sim_options()).value();
+  RamTier tier(kBudget, PinnedRamPool::create(*sim, kBudget, kChunk).value());
+  SIESTA_ASSERT_OK_AND_ASSIGN(size_t before, host_address_space::resident_bytes());
+  std::vector<RamBlock> blocks;
+  while (blocks.size() < 12) {  // twelve chunks' worth, taken as the pool prepares them
+    Result<RamBlock> block = tier.allocate(kChunk);
+    if (!block.ok()) {
+      ASSERT_TRUE(siesta::testing::spin_until(
+          [&] { return tier.stats().ready_bytes >= (blocks.size() + 1) * kChunk; },
+          std::chrono::seconds(30)));
+      continue;
+    }
+    std::memset(block->data(), 0x5a, block->size());
+    blocks.push_back(std::move(block).value());
+  }
+  SIESTA_ASSERT_OK_AND_ASSIGN(size_t full, host_address_space::resident_bytes());
+  EXPECT_GE(full, before + 12 * kChunk - kSlack) << "the blocks' pages are resident";
+  EXPECT_LE(full, before + kBudget + kSlack) << "nothing beyond the budget";
+  blocks.clear();
+  ASSERT_TRUE(siesta::testing::spin_until([&] { return tier.stats().ready_bytes <= 2 * kChunk; },
+                                          std::chrono::seconds(30)));
+  // The chunk given back last has its pages dropped just after it stops counting as ready.
+  ASSERT_TRUE(siesta::testing::spin_until(
+      [&] { return host_address_space::resident_bytes().value() <= before + 2 * kChunk + kSlack; },
+      std::chrono::seconds(30)))
+      << "resident " << host_address_space::resident_bytes().value() << ", before " << before;
 }
 
 }  // namespace
