@@ -54,7 +54,7 @@ PinnedRamPool::PinnedRamPool(MemoryBackend& backend, std::byte* base, uint64_t r
   {
     // The first chunk before anything can ask for it: a server's first offload finds room.
     MutexLock lock(mu_);
-    grow_one(lock);
+    grow_one();
   }
   preparer_ = std::thread([this] { prepare_loop(); });
 }
@@ -87,9 +87,9 @@ void PinnedRamPool::prepare_loop() {
               [&]() SIESTA_REQUIRES(mu_) { return stopping_ || should_grow() || should_shrink(); });
     if (stopping_) return;
     if (should_grow()) {
-      grow_one(lock);
+      grow_one();
     } else {
-      shrink_one(lock);
+      shrink_one();
     }
   }
 }
@@ -101,17 +101,17 @@ bool PinnedRamPool::should_grow() const { return !growth_stopped_ && ready_ < wa
 // blocks all lie below what is wanted, so the top chunk is then wholly free.
 bool PinnedRamPool::should_shrink() const { return ready_ >= wanted_bytes() + 2 * chunk_; }
 
-void PinnedRamPool::grow_one(MutexLock& lock) {
+void PinnedRamPool::grow_one() {
   std::byte* chunk = base_ + ready_;
   const uint64_t size = std::min(chunk_, reserved_ - ready_);
-  lock.unlock();
+  mu_.unlock();
   // Accessible, then registered (on CUDA: pinned, its pages faulted in and locked).
   Status prepared = ::mprotect(chunk, size, PROT_READ | PROT_WRITE) == 0
                         ? Status::Ok()
                         : status_from_errno(errno, "pinned RAM pool: mprotect");
   if (prepared.ok()) prepared = backend_.register_host({chunk, size});
   if (!prepared.ok()) (void)::mprotect(chunk, size, PROT_NONE);
-  lock.lock();
+  mu_.lock();
   if (!prepared.ok()) {
     growth_stopped_ = true;  // the tier stays at what is prepared
     ++counts_.register_failures;
@@ -133,7 +133,7 @@ void PinnedRamPool::grow_one(MutexLock& lock) {
   ++counts_.chunks_prepared;
 }
 
-void PinnedRamPool::shrink_one(MutexLock& lock) {
+void PinnedRamPool::shrink_one() {
   auto last = std::prev(free_.end());  // the free run at the top, covering the top chunk
   const uint64_t top = (ready_ - 1) / chunk_ * chunk_;  // the last chunk may be shorter
   const uint64_t size = ready_ - top;
@@ -146,11 +146,11 @@ void PinnedRamPool::shrink_one(MutexLock& lock) {
   ++counts_.chunks_given_back;
   std::byte* chunk = base_ + top;
   // Nothing hands out the chunk any more: its registration and pages go without the mutex.
-  lock.unlock();
+  mu_.unlock();
   backend_.unregister_host(chunk);
   (void)::madvise(chunk, size, MADV_DONTNEED);  // the pages are the system's again
   (void)::mprotect(chunk, size, PROT_NONE);
-  lock.lock();
+  mu_.lock();
 }
 
 Result<std::byte*> PinnedRamPool::map(size_t bytes) {

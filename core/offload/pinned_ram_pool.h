@@ -82,11 +82,12 @@ class PinnedRamPool final : public RamPages {
   void prepare_loop();
   bool should_grow() const SIESTA_REQUIRES(mu_);
   bool should_shrink() const SIESTA_REQUIRES(mu_);
-  // Prepares the chunk above the prepared part (unlocking around the system calls); on a
-  // refusal, stops the growth for good.
-  void grow_one(MutexLock& lock) SIESTA_REQUIRES(mu_);
-  // Gives the top chunk back. REQUIRES: should_shrink().
-  void shrink_one(MutexLock& lock) SIESTA_REQUIRES(mu_);
+  // Prepares the chunk above the prepared part, releasing mu_ around the system calls (the
+  // caller's MutexLock holds it again on return); on a refusal, stops the growth for good.
+  void grow_one() SIESTA_REQUIRES(mu_);
+  // Gives the top chunk back, releasing mu_ around the system calls. REQUIRES:
+  // should_shrink().
+  void shrink_one() SIESTA_REQUIRES(mu_);
   // How much the pool should have prepared now (the rule above). REQUIRES: mu_.
   uint64_t wanted_bytes() const SIESTA_REQUIRES(mu_);
   // The end of the highest block, 0 when none. REQUIRES: mu_.
