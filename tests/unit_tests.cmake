@@ -159,7 +159,7 @@ if(TARGET siesta_server_lib)
     PCH <nlohmann/json.hpp> <httplib.h>)
   siesta_test_sources(server_tests LABELS unit SOURCES
     unit/server_flags_test.cc unit/status_json_test.cc unit/metrics_text_test.cc
-    unit/cache_dir_test.cc unit/openai_json_test.cc unit/served_model_test.cc unit/anthropic_json_test.cc unit/chat_template_test.cc unit/auth_test.cc
+    unit/cache_dir_test.cc unit/openai_json_test.cc unit/served_model_test.cc unit/anthropic_json_test.cc unit/json_fields_test.cc unit/chat_template_test.cc unit/auth_test.cc
     unit/api_error_test.cc unit/slot_error_test.cc unit/request_head_test.cc
     unit/request_policy_test.cc)
   siesta_test_sources(server_tests LABELS unit concurrency SOURCES

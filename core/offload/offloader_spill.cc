@@ -60,8 +60,8 @@ Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel) {
   write.owner = options.session;
   write.cancel = &cancel_save;           // this session's command, or closing
   write.cancel_also = requester_cancel;  // the save that needs the room was cancelled
-  // Not the save's record buffers: a spill runs beside this session's restore (never beside
-  // its save), and the restore uses them.
+  // The writer's own record buffers, not the session's pool: a spill runs on another session's
+  // thread, and the pool is owned by this session's save and restoring phases.
   SnapshotWriter writer(deps.fs, deps.clock, *deps.key, /*backend=*/nullptr);  // host regions
   const Result<SnapshotWriteResult> written = writer.write(write, ram_regions(*copy));
   const Clock::Duration written_at = deps.clock.now();

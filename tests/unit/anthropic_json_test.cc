@@ -120,6 +120,51 @@ TEST(AnthropicJsonTest, BadValuesAreRefusedByName) {
   EXPECT_EQ(refused_param(with("max_tokens", 10000)), "max_tokens");
 }
 
+// Each field of the wrong JSON type, each message's shape, each part of the content: refused
+// naming the field, never read as something else.
+TEST(AnthropicJsonTest, WrongTypesAndShapesAreRefusedByName) {
+  auto with = [](const char* name, const json& value) {
+    json body = minimal();
+    body[name] = value;
+    return body;
+  };
+  auto message = [](const json& one) {
+    json body = minimal();
+    body["messages"] = json::array({one});
+    return body;
+  };
+  EXPECT_EQ(refused_param(with("model", 7)), "model");
+  EXPECT_EQ(refused_param(with("messages", "Hello")), "messages");
+  EXPECT_EQ(refused_param(with("messages", json::object())), "messages");
+  EXPECT_EQ(refused_param(message("Hello")), "messages[0]");
+  EXPECT_EQ(refused_param(message({{"content", "Hello"}})), "messages[0].role");
+  EXPECT_EQ(refused_param(message({{"role", 3}, {"content", "Hello"}})), "messages[0].role");
+  EXPECT_EQ(refused_param(message({{"role", "user"}})), "messages[0].content");
+  EXPECT_EQ(refused_param(message({{"role", "user"}, {"content", 5}})), "messages[0].content");
+  EXPECT_EQ(refused_param(message({{"role", "user"}, {"content", json::array({"Hello"})}})),
+            "messages[0].content[0]");
+  EXPECT_EQ(
+      refused_param(message({{"role", "user"}, {"content", json::array({{{"type", "image"}}})}})),
+      "messages[0].content[0].type");
+  EXPECT_EQ(refused_param(message(
+                {{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", 1}}})}})),
+            "messages[0].content[0].text");
+  EXPECT_EQ(refused_param(with("top_k", 1.5)), "top_k");
+  EXPECT_EQ(refused_param(with("top_k", -2)), "top_k");
+  EXPECT_EQ(refused_param(with("metadata", "user-1")), "metadata");
+  EXPECT_EQ(refused_param(with("metadata", json{{"user_id", 12}})), "metadata.user_id");
+  EXPECT_EQ(refused_param(with("system", 12)), "system");
+  EXPECT_EQ(refused_param(with("temperature", "hot")), "temperature");
+  // A body that is no object at all names no field.
+  ErrorDetail detail;
+  detail.param = "stale";
+  Result<ParsedMessages> parsed = parse_messages_request("[1, 2]", kAnthropicModel, &detail);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(detail.param, "");
+  EXPECT_FALSE(parse_messages_request("{", kAnthropicModel, nullptr).ok());
+}
+
 TEST(AnthropicJsonTest, CountTokensIsThePromptsLength) {
   json body = minimal();
   body.erase("max_tokens");  // count_tokens takes none
