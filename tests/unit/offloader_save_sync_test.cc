@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -21,6 +23,7 @@ namespace {
 
 using test_util::FakeOffloadTarget;
 using test_util::OffloaderFixture;
+using test_util::OffloaderSetup;
 
 constexpr std::byte kKernelByte{0xa5};
 
@@ -67,11 +70,16 @@ TEST(OffloaderSaveSyncTest, ASaveWaitsForDeviceWorkQueuedBeforeIt) {
 // or taken for success. The error of a job on the work stream is what synchronize() returns;
 // the save then fails like a failed write: memory kept, no file, retried after the backoff,
 // and that retry (the error reported once) succeeds.
-TEST(OffloaderSaveSyncTest, ASynchronizeThatFailsKeepsTheMemoryAndIsRetried) {
-  OffloaderFixture f;
+// With or without a RAM tier (whose copy would otherwise stand in for the failed write).
+void expect_a_failed_synchronize_keeps_the_memory(uint64_t ram_tier_bytes) {
+  SCOPED_TRACE("RAM tier of " + std::to_string(ram_tier_bytes) + " bytes");
+  OffloaderSetup setup;
+  setup.ram_tier_bytes = ram_tier_bytes;
+  OffloaderFixture f(setup);
   ASSERT_TRUE(f.command(10).ok());
   const uint64_t committed = f.sim_->stats().committed_bytes;
   // Injected: the device work queued before the save fails.
+  std::printf("fault: a job on the device's work stream fails before the save\n");
   ASSERT_TRUE(
       f.sim_->enqueue_work([] { return DeviceError("injected kernel failure before the save"); })
           .ok());
@@ -80,6 +88,8 @@ TEST(OffloaderSaveSyncTest, ASynchronizeThatFailsKeepsTheMemoryAndIsRetried) {
   EXPECT_EQ(status.state, OffloadState::kResident);
   EXPECT_EQ(status.counters.write_failures, 1u);
   EXPECT_EQ(status.counters.saves, 0u);
+  EXPECT_EQ(status.counters.ram_saves, 0u) << "no copy of memory whose work failed";
+  EXPECT_EQ(status.ram_bytes, 0u);
   EXPECT_NE(status.last_error.find("injected kernel failure"), std::string::npos)
       << status.last_error;
   EXPECT_EQ(f.sim_->stats().committed_bytes, committed) << "memory kept";
@@ -88,11 +98,19 @@ TEST(OffloaderSaveSyncTest, ASynchronizeThatFailsKeepsTheMemoryAndIsRetried) {
   ASSERT_EQ(f.log_.size(), 1u);
   EXPECT_NE(f.log_[0].find("snapshot write failed"), std::string::npos) << f.log_[0];
   f.pass(1);  // the first retry, after the initial backoff
-  EXPECT_EQ(f.state(), OffloadState::kDisk);
+  EXPECT_EQ(f.state(), ram_tier_bytes > 0 ? OffloadState::kRam : OffloadState::kDisk);
   Result<Offloader::Lease> lease = f.offloader_->acquire();
   ASSERT_TRUE(lease.ok()) << lease.status().to_string();
   EXPECT_TRUE(lease->admission().restored);
   EXPECT_EQ(f.target_->verify(), "");
+}
+
+TEST(OffloaderSaveSyncTest, ASynchronizeThatFailsKeepsTheMemoryAndIsRetried) {
+  expect_a_failed_synchronize_keeps_the_memory(0);
+}
+
+TEST(OffloaderSaveSyncTest, ASynchronizeThatFailsKeepsTheMemoryWithARamTierToo) {
+  expect_a_failed_synchronize_keeps_the_memory(uint64_t{16} << 20);
 }
 
 // Guards: a save of a session that marks its work (Session: a kernels fence at each command's
