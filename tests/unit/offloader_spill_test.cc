@@ -33,18 +33,31 @@ constexpr uint32_t kLength = 40;  // positions every session holds when it goes 
 
 // What one session of kLength positions charges the tier: its copy's block in whole pages,
 // measured on a session of its own.
+// Measured once: the every-step test builds a tier for each step.
 uint64_t one_copy_bytes() {
-  OffloaderFixture scratch;
-  EXPECT_TRUE(scratch.command(kLength).ok());
-  const uint64_t bytes = ram_block_bytes(scratch.target_->snapshot_regions());
-  constexpr uint64_t kPage = 4096;
-  return (bytes + kPage - 1) / kPage * kPage;
+  static const uint64_t bytes = [] {
+    OffloaderFixture scratch;
+    EXPECT_TRUE(scratch.command(kLength).ok());
+    const uint64_t block = ram_block_bytes(scratch.target_->snapshot_regions());
+    constexpr uint64_t kPage = 4096;
+    return (block + kPage - 1) / kPage * kPage;
+  }();
+  return bytes;
 }
 
 OffloaderSetup tier_for(uint64_t copies) {
   OffloaderSetup setup;
   setup.ram_tier_bytes = copies * one_copy_bytes();
   return setup;
+}
+
+// The scene most tests start from, on a tier with room for one copy: the fixture's session
+// "0" offloaded into the tier, then the neighbour `b` used for `b_length` positions, so that
+// b's save needs the room next. False when any step failed.
+bool one_copy_in_ram_and_a_newcomer(OffloaderFixture& f, NeighbourSession& b,
+                                    uint32_t b_length = kLength) {
+  return f.command(kLength).ok() && f.offloader_->evict().ok() && f.state() == OffloadState::kRam &&
+         b.command(b_length).ok();
 }
 
 bool file_of(const OffloaderFixture& f, const std::string& session) {
@@ -73,10 +86,7 @@ void expect_one_place(const OffloaderFixture& f, const Offloader& offloader,
 TEST(OffloaderSpillTest, TheNewcomerTakesTheRoomAndTheOldCopyGoesToDisk) {
   OffloaderFixture f(tier_for(1));
   NeighbourSession b(f, "1", /*seed=*/7);
-  ASSERT_TRUE(f.command(kLength).ok());
-  ASSERT_TRUE(f.offloader_->evict().ok());
-  ASSERT_EQ(f.state(), OffloadState::kRam);
-  ASSERT_TRUE(b.command(kLength).ok());
+  ASSERT_TRUE(one_copy_in_ram_and_a_newcomer(f, b));
 
   ASSERT_TRUE(b.offloader->evict().ok());  // needs the tier's only room
   EXPECT_EQ(b.offloader->status().state, OffloadState::kRam);
@@ -133,9 +143,7 @@ TEST(OffloaderSpillTest, TheLeastRecentlyUsedCopyIsTheOneSpilled) {
 TEST(OffloaderSpillTest, ASpillThatFailsKeepsTheCopyInRamAndTheNewcomerGoesToDisk) {
   OffloaderFixture f(tier_for(1));
   NeighbourSession b(f, "1", /*seed=*/7);
-  ASSERT_TRUE(f.command(kLength).ok());
-  ASSERT_TRUE(f.offloader_->evict().ok());
-  ASSERT_TRUE(b.command(kLength).ok());
+  ASSERT_TRUE(one_copy_in_ram_and_a_newcomer(f, b));
   // Injected: every file write fails from now on, the spill's and then the newcomer's own.
   const FsFaultPlan plan(FsOp::kWrite, 1, FsFaultKind::kIoError, /*sticky=*/true);
   std::printf("fault: %s (the spill's write, then the newcomer's)\n", plan.describe().c_str());
@@ -166,9 +174,7 @@ TEST(OffloaderSpillTest, ASpillThatFailsKeepsTheCopyInRamAndTheNewcomerGoesToDis
 TEST(OffloaderSpillTest, ASessionLargerThanTheWholeTierSpillsNobody) {
   OffloaderFixture f(tier_for(1));
   NeighbourSession b(f, "1", /*seed=*/7);
-  ASSERT_TRUE(f.command(kLength).ok());
-  ASSERT_TRUE(f.offloader_->evict().ok());
-  ASSERT_TRUE(b.command(2 * kLength).ok());  // twice the tier's budget
+  ASSERT_TRUE(one_copy_in_ram_and_a_newcomer(f, b, 2 * kLength));  // twice the tier's budget
   ASSERT_TRUE(b.offloader->evict().ok());
   EXPECT_EQ(b.offloader->status().state, OffloadState::kDisk);
   EXPECT_EQ(b.offloader->status().counters.ram_full, 1u);
@@ -180,9 +186,7 @@ TEST(OffloaderSpillTest, ASessionLargerThanTheWholeTierSpillsNobody) {
 std::vector<std::pair<FsOp, uint64_t>> steps_of_one_spill() {
   OffloaderFixture f(tier_for(1));
   NeighbourSession b(f, "1", /*seed=*/7);
-  EXPECT_TRUE(f.command(kLength).ok());
-  EXPECT_TRUE(f.offloader_->evict().ok());
-  EXPECT_TRUE(b.command(kLength).ok());
+  EXPECT_TRUE(one_copy_in_ram_and_a_newcomer(f, b));
   std::vector<std::pair<FsOp, uint64_t>> steps;
   f.fs_.set_call_hook([&](FsOp op, uint64_t call) { steps.emplace_back(op, call); });
   EXPECT_TRUE(b.offloader->evict().ok());
@@ -203,9 +207,7 @@ TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillRestoresFromRamWithE
                  std::to_string(step_call));
     OffloaderFixture f(tier_for(1));
     NeighbourSession b(f, "1", /*seed=*/7);
-    ASSERT_TRUE(f.command(kLength).ok());
-    ASSERT_TRUE(f.offloader_->evict().ok());
-    ASSERT_TRUE(b.command(kLength).ok());
+    ASSERT_TRUE(one_copy_in_ram_and_a_newcomer(f, b));
     std::thread command;
     Result<Admission> admitted = FailedPrecondition("not run");
     std::atomic<bool> let_in{false};
@@ -259,9 +261,7 @@ TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillRestoresFromRamWithE
 TEST(OffloaderSpillTest, TheNewcomersCommandStopsTheSpillItAskedFor) {
   OffloaderFixture f(tier_for(1));
   NeighbourSession b(f, "1", /*seed=*/7);
-  ASSERT_TRUE(f.command(kLength).ok());
-  ASSERT_TRUE(f.offloader_->evict().ok());
-  ASSERT_TRUE(b.command(kLength).ok());
+  ASSERT_TRUE(one_copy_in_ram_and_a_newcomer(f, b));
   b.offloader->offload_now().ignore();  // b's save runs on the executor, on this thread
   std::thread command;
   Result<Admission> admitted = FailedPrecondition("not run");
