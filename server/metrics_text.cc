@@ -140,6 +140,10 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
     out.single("ram_tier_spill_failures_total", "counter",
                "Moves of a snapshot from the RAM tier to disk that failed (the copy stayed).",
                snapshot.ram_tier->spill_failures);
+    out.single("ram_tier_bases_dropped_total", "counter",
+               "Copies kept in the RAM tier as a resident conversation's delta base, given up "
+               "to make room.",
+               snapshot.ram_tier->bases_dropped);
     out.single("ram_tier_direct_copies", "gauge",
                "1 when the device copies to the RAM tier's blocks directly (pinned), 0 when "
                "through the staging ring.",

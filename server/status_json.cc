@@ -27,6 +27,7 @@ nlohmann::json counters_json(const OffloadCounters& counters) {
       {"ram_restores", counters.ram_restores},
       {"ram_full", counters.ram_full},
       {"ram_spills", counters.ram_spills},
+      {"delta_saves", counters.delta_saves},
   };
 }
 
@@ -111,6 +112,7 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
         {"ready_bytes", tier.ready_bytes},
         {"spills", tier.spills},
         {"spill_failures", tier.spill_failures},
+        {"bases_dropped", tier.bases_dropped},
     };
   }
   if (snapshot.sessions) {

@@ -98,6 +98,10 @@ siesta_test_sources(offload_tests LABELS unit fault_injection SOURCES unit/offlo
 # stops it.
 siesta_test_sources(offload_tests LABELS unit fault_injection concurrency SOURCES
   unit/offloader_spill_test.cc)
+# Delta saves in the tier: a restored copy stays as the base of the next save, which copies
+# only what changed; the base is the first room taken; a copy with deltas spills as a chain.
+siesta_test_sources(offload_tests LABELS unit concurrency SOURCES
+  unit/offloader_ram_delta_test.cc)
 # The tier's pinned pool: chunks prepared ahead by its own thread, blocks carved from them,
 # chunks given back by its rule, a refused registration.
 siesta_test_sources(offload_tests LABELS unit fault_injection concurrency SOURCES

@@ -258,8 +258,12 @@ Status Offloader::Impl::remove_snapshot(const char* why) {
   return remove_files(why);
 }
 
+void Offloader::Impl::enlist_ram(Holding holding) {
+  deps.ram_tier->enlist(shared_from_this(), last_activity.count(), holding);
+}
+
 void Offloader::Impl::drop_ram() {
-  std::shared_ptr<RamSnapshot> dropped;  // given back to the tier outside the mutex
+  std::shared_ptr<const RamCopy> dropped;  // given back to the tier outside the mutex
   {
     MutexLock lock(mu);
     dropped = std::move(ram);
@@ -392,11 +396,14 @@ Result<Admission> Offloader::Impl::admit() {
           admission.cancelled_save = true;
           break;
         case offload::OnCommand::kRunOverSavedFile:
-          // The command is about to change the memory the snapshot holds. A copy in the RAM
-          // tier is given back (no delta builds on it); a file is retired unless it stays as
-          // the base of a delta.
-          drop_ahead = ram != nullptr;
-          retire_ahead = !drop_ahead && !keeps_snapshots();
+          // The command is about to change the memory the snapshot holds: the snapshot (a
+          // copy in the RAM tier, or a file) stays only as the base of a delta.
+          if (keeps_snapshots()) {
+            if (ram != nullptr) enlist_ram(Holding::kBaseOfResidentCopy);
+          } else {
+            drop_ahead = ram != nullptr;
+            retire_ahead = !drop_ahead;
+          }
           break;
         case offload::OnCommand::kCancelSpillAndRestore: {
           // The spill stops at its next chunk and removes what it wrote; the RAM copy stayed,
@@ -431,14 +438,17 @@ void Offloader::Impl::end_command() {
   const Clock::Duration now = deps.clock.now();
   const int64_t now_unix = deps.clock.unix_seconds();
   bool chain_useless = false;
+  bool ram_useless = false;
   {
     MutexLock lock(mu);
     unchanged_tokens = std::min(unchanged_tokens, unchanged);
     // Rewritten from its start (a discarded history, another conversation): no delta can
     // build on the snapshot, and it must not outlive the history it holds.
     chain_useless = keeps_snapshots() && !chain.empty() && unchanged_tokens == 0;
+    ram_useless = ram != nullptr && unchanged_tokens == 0;
   }
   if (chain_useless) retire_snapshot("rewritten");
+  if (ram_useless) drop_ram();
   {
     MutexLock lock(mu);
     apply(Event::kCommandEnds);

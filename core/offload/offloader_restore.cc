@@ -143,7 +143,7 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
   std::optional<FallbackReason> fallback;
   Status given_up;
   uint64_t read_bytes = 0;
-  std::shared_ptr<RamSnapshot> from_ram;  // the snapshot, when it is in the RAM tier
+  std::shared_ptr<const RamCopy> from_ram;  // the snapshot, when it is in the RAM tier
   if (fresh) {
     admission.fresh_after_expiry = true;
     given_up = deps.target.discard_history();
@@ -158,7 +158,7 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
     Result<uint64_t> restored = NotFound("no snapshot was written");
     if (from_ram) {
       const Status copied = copy_from_ram(*from_ram, deps.backend, regions);
-      restored = copied.ok() ? Result<uint64_t>(from_ram->payload_bytes) : copied;
+      restored = copied.ok() ? Result<uint64_t>(from_ram->payload_bytes()) : copied;
     } else {
       restored = read_chain(segments, regions);
     }
@@ -187,16 +187,18 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
   // it changes from here on.
   if (fresh) {
     (void)remove_snapshot("expired");
-  } else if (from_ram) {
-    // The memory holds it again: the tier gets its room back at once.
-    drop_ram();
   } else if (admission.restored && keeps_snapshots()) {
-    // The memory is the chain's: the target's count of unchanged tokens starts here (an
-    // import or reset later in this command still lowers it to 0).
+    // The memory is the snapshot's: the target's count of unchanged tokens starts here (an
+    // import or reset later in this command still lowers it to 0). A RAM copy stays as the
+    // base of the next delta, the first room the tier takes back when it needs some.
     const uint64_t restored_tokens = deps.target.history_tokens();
     (void)deps.target.take_unchanged_tokens();
     MutexLock lock(mu);
     unchanged_tokens = restored_tokens;
+    if (from_ram) enlist_ram(Holding::kBaseOfResidentCopy);
+  } else if (from_ram) {
+    // The memory holds it again: the tier gets its room back at once.
+    drop_ram();
   } else {
     retire_snapshot(admission.restored ? "restored" : "refused");
   }

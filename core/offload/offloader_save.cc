@@ -41,10 +41,19 @@ Offloader::Impl::SavePlan Offloader::Impl::plan_save() {
   uint64_t deltas_payload = 0;
   {
     MutexLock lock(mu);
-    segments = chain.size();
-    plan.chain_segments = segments;
-    if (segments > 0) unchanged = std::min(unchanged_tokens, chain.back().tokens);
-    for (size_t i = 1; i < segments; ++i) deltas_payload += chain[i].payload_bytes;
+    plan.chain_segments = chain.size();
+    // What the delta builds on: the RAM copy when there is one (the chain is then empty), else
+    // the chain's files.
+    plan.over_ram = ram != nullptr;
+    if (plan.over_ram) {
+      segments = ram->segments.size();
+      unchanged = std::min(unchanged_tokens, ram->tokens());
+      for (size_t i = 1; i < segments; ++i) deltas_payload += ram->segments[i].snapshot->payload_bytes;
+    } else {
+      segments = chain.size();
+      if (segments > 0) unchanged = std::min(unchanged_tokens, chain.back().tokens);
+      for (size_t i = 1; i < segments; ++i) deltas_payload += chain[i].payload_bytes;
+    }
   }
   // A delta needs a base and room for one more segment, and must leave the restore reading
   // at most half as much again as a whole snapshot would hold.
@@ -58,25 +67,45 @@ Offloader::Impl::SavePlan Offloader::Impl::plan_save() {
   return plan;
 }
 
-Result<std::shared_ptr<RamSnapshot>> Offloader::Impl::save_to_ram(const SavePlan& plan) {
-  // A delta plan lists only what changed since the chain: the RAM copy is always whole.
-  const std::vector<SnapshotRegion> whole =
-      plan.segment == 0 ? plan.regions : deps.target.snapshot_regions();
-  // No room: the least recently used copies go to disk first (on this thread; a command for
-  // this session arriving meanwhile stops the spill at its next chunk). When they cannot make
-  // room, copy_to_ram() is refused and the snapshot goes to disk instead.
-  const uint64_t bytes = ram_block_bytes(whole);
+Result<std::shared_ptr<const RamCopy>> Offloader::Impl::save_to_ram(const SavePlan& plan) {
+  if (plan.over_ram && plan.segment > 0) {
+    Result<std::shared_ptr<const RamCopy>> delta = copy_into_tier(plan.regions, plan.tokens, true);
+    if (delta.ok() || delta.status().code() != StatusCode::kOutOfMemory) return delta;
+    // No room for the delta beside its base: a whole copy in the base's place may still fit.
+  }
+  // A delta plan (over the RAM copy, or over the chain's files) lists only what changed: the
+  // copy in RAM is whole.
+  return copy_into_tier(plan.segment == 0 ? plan.regions : deps.target.snapshot_regions(),
+                        plan.tokens, false);
+}
+
+Result<std::shared_ptr<const RamCopy>> Offloader::Impl::copy_into_tier(
+    const std::vector<SnapshotRegion>& regions, uint64_t tokens, bool over_base) {
+  // A whole copy replaces the RAM copy: that one's room comes back first (the memory holds
+  // every byte).
+  if (!over_base) drop_ram();
+  // No room: resident sessions' bases are given up and the least recently used copies go to
+  // disk first (on this thread; a command for this session arriving meanwhile stops the spill
+  // at its next chunk). When they cannot make room, copy_to_ram() is refused.
+  const uint64_t bytes = ram_block_bytes(regions);
   if (!deps.ram_tier->fits(bytes)) {
     (void)deps.ram_tier->make_room(bytes, &cancel_save);
     // A command for this session stopped the spill: this save ends here too.
     if (cancel_save.load(std::memory_order_acquire)) return Cancelled("the save was cancelled");
   }
   SIESTA_ASSIGN_OR_RETURN(RamSnapshot copied,
-                          copy_to_ram(*deps.ram_tier, deps.backend, whole, &cancel_save, [this] {
+                          copy_to_ram(*deps.ram_tier, deps.backend, regions, &cancel_save, [this] {
                             MutexLock lock(mu);
                             apply(Event::kMemoryRead);
                           }));
-  return std::make_shared<RamSnapshot>(std::move(copied));
+  auto made = std::make_shared<RamCopy>();
+  if (over_base) {
+    // The save's phase keeps the base this plan read (nothing gives a base up during a save).
+    MutexLock lock(mu);
+    if (ram != nullptr) made->segments = ram->segments;
+  }
+  made->segments.push_back({std::make_shared<const RamSnapshot>(std::move(copied)), tokens});
+  return std::shared_ptr<const RamCopy>(std::move(made));
 }
 
 Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
@@ -94,21 +123,30 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
   // to disk when the tier has no room (ram_full); any other failure of the copy is the save's.
   bool to_ram = false;
   bool ram_full = false;
-  std::shared_ptr<RamSnapshot> in_ram;
+  uint32_t ram_segment = 0;  // which segment of the RAM copy the save made
+  std::shared_ptr<const RamCopy> in_ram;
   if (synced.ok()) {
     plan = plan_save();
     if (deps.ram_tier != nullptr) {
-      Result<std::shared_ptr<RamSnapshot>> copied = save_to_ram(plan);
+      Result<std::shared_ptr<const RamCopy>> copied = save_to_ram(plan);
       ram_full = !copied.ok() && copied.status().code() == StatusCode::kOutOfMemory;
       to_ram = !ram_full;
       if (copied.ok()) {
         in_ram = std::move(copied).value();
         written = SnapshotWriteResult{};  // no file
-        plan.segment = 0;
-        plan.payload_bytes = in_ram->payload_bytes;
+        ram_segment = static_cast<uint32_t>(in_ram->segments.size() - 1);
+        plan.segment = 0;  // for the chain's files: the RAM copy supersedes them
+        plan.payload_bytes = in_ram->segments.back().snapshot->payload_bytes;
       } else if (to_ram) {
         written = copied.status();
       }
+    }
+    if (ram_full && plan.over_ram && plan.segment > 0) {
+      // No room for the delta: the file is whole (no chain of files is under it), and once it
+      // is durable the RAM copy goes.
+      plan.segment = 0;
+      plan.regions = deps.target.snapshot_regions();
+      plan.payload_bytes = payload_of(plan.regions);
     }
   }
   if (synced.ok() && !to_ram) {
@@ -167,6 +205,7 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
                "could not delete superseded deltas: " + superseded.to_string());
   }
   std::string what;  // the file, for the log line
+  std::shared_ptr<const RamCopy> superseded_ram;  // given back below, unlocked
   switch (outcome.end) {
     case SaveOutcome::End::kCancelled: ++st.counters.cancelled_saves; break;
     case SaveOutcome::End::kFailed:
@@ -184,11 +223,16 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
       if (in_ram) {
         // The snapshot is the RAM copy; the files of an earlier chain go below.
         ram = in_ram;
-        ram_tokens = plan.tokens;
-        st.ram_bytes = in_ram->block.charged_bytes();
+        unchanged_tokens = plan.tokens;
+        st.ram_bytes = in_ram->charged_bytes();
         ++st.counters.ram_saves;
-        what = std::to_string(in_ram->payload_bytes) + " bytes to RAM";
+        if (ram_segment > 0) ++st.counters.delta_saves;
+        what = std::to_string(plan.payload_bytes) + " bytes to RAM" +
+               (ram_segment > 0 ? " (delta " + std::to_string(ram_segment) + ")" : "");
       } else {
+        // The file supersedes a RAM copy the plan found too large to add to.
+        superseded_ram = std::move(ram);
+        st.ram_bytes = 0;
         chain.push_back({generation, written->file_bytes, plan.payload_bytes, plan.tokens});
         unchanged_tokens = plan.tokens;
         if (plan.segment > 0) ++st.counters.delta_saves;
@@ -216,6 +260,10 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
   }
   const uint64_t disk_bytes = st.disk_bytes;
   lock.unlock();
+  if (superseded_ram != nullptr) {
+    superseded_ram.reset();
+    deps.ram_tier->delist(this);
+  }
 
   // ---- the files, without the mutex ----
   switch (outcome.remove) {
@@ -266,13 +314,13 @@ Status Offloader::Impl::release_saved(uint64_t file_bytes) {
   const bool in_ram = ram != nullptr;
   apply(in_ram ? Event::kReleasedToRam : Event::kReleased);
   // A copy in RAM may be spilled to disk from now on, the least recently used first.
-  if (in_ram) deps.ram_tier->enlist(shared_from_this(), last_activity.count());
+  if (in_ram) enlist_ram(Holding::kOnlyCopy);
   failures_in_a_row = 0;
   offload_requested = false;
   ++st.counters.saves;
   st.disk_bytes = file_bytes;
   log("offload: saved " +
-      (in_ram ? std::to_string(ram->payload_bytes) + " bytes to RAM"
+      (in_ram ? std::to_string(ram->payload_bytes()) + " bytes to RAM"
               : std::to_string(st.disk_bytes) + " bytes") +
       " in " + std::to_string(static_cast<int64_t>(st.last_save_ms)) + " ms; released " +
       std::to_string(st.released_vram_bytes) + " device bytes, " +

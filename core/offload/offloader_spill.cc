@@ -1,8 +1,10 @@
-// The RAM tier's spill (offloader.cc holds the admission and the commands, offloader_save.cc
-// the save): when another session's save needs room in the tier, the tier asks its least
-// recently used tenants to move their copies to disk. A spill writes the copy as a whole save
-// would (segment 0, sealed, synced, owned, a fresh generation), then gives the block back; the
-// session is in the `disk` state from then on, exactly as if its save had gone to disk.
+// The RAM tier's room (offloader.cc holds the admission and the commands, offloader_save.cc
+// the save): when another session's save needs room in the tier, the tier asks resident
+// sessions for the bases they keep (given up at once: the memory holds every byte), then its
+// least recently used tenants to move their copies to disk. A spill writes the copy as its
+// saves would have (segment 0 whole, then each delta; sealed, synced, owned, a fresh
+// generation each), then gives the blocks back; the session is in the `disk` state from then
+// on, exactly as if its saves had gone to disk.
 //
 // The copy stays in RAM until the file is durable, so the session is restorable from one place
 // at every step: from RAM until `spilled`, from disk after it. A command arriving meanwhile
@@ -23,18 +25,63 @@ namespace siesta {
 using offload::Event;
 using offload::Phase;
 
-Status Offloader::Impl::spill(const std::atomic<bool>* requester_cancel) {
+Result<RamTenant::Freed> Offloader::Impl::give_room(const std::atomic<bool>* requester_cancel) {
+  {
+    MutexLock lock(mu);
+    // A resident session's base, while no save of it runs (a save reads or replaces it; a
+    // copy written ahead, `saved`, is the one its release will need).
+    if (ram != nullptr && (phase() == Phase::kResident || phase() == Phase::kCommand)) {
+      std::shared_ptr<const RamCopy> base = std::move(ram);  // given back below, unlocked
+      st.ram_bytes = 0;
+      log("offload: gave up the RAM copy kept as the base of the next delta (" +
+          std::to_string(base->payload_bytes()) + " bytes) to make room in the RAM tier");
+      lock.unlock();
+      base.reset();
+      deps.ram_tier->delist(this);
+      flush_log();
+      return Freed::kDropped;
+    }
+  }
   if (!begin_task()) return Cancelled("the offloader is closing");
   Status outcome = run_spill(requester_cancel);
   end_task();
-  return outcome;
+  if (!outcome.ok()) return outcome;
+  return Freed::kSpilled;
+}
+
+Result<uint64_t> Offloader::Impl::write_ram_copy(const RamCopy& copy, int64_t expiry_unix,
+                                                 const std::atomic<bool>* requester_cancel,
+                                                 std::vector<Segment>& written) {
+  uint64_t file_bytes = 0;
+  for (size_t i = 0; i < copy.segments.size(); ++i) {
+    const RamCopy::Segment& segment = copy.segments[i];
+    SnapshotWriteOptions write;
+    write.path = segment_paths[i];
+    write.mode = options.config.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
+                                        : snapshot::SnapshotMode::kSessionDigest;
+    write.fingerprint = deps.target.fingerprint();
+    write.expiry_unix = expiry_unix;
+    write.chunk_bytes = options.chunk_bytes;
+    write.generation = deps.key->next_generation();
+    write.owner = options.session;
+    write.cancel = &cancel_save;           // this session's command, or closing
+    write.cancel_also = requester_cancel;  // the save that needs the room was cancelled
+    // The writer's own record buffers, not the session's pool: a spill runs on another
+    // session's thread, and the pool is owned by this session's save and restoring phases.
+    SnapshotWriter writer(deps.fs, deps.clock, *deps.key, /*backend=*/nullptr);  // host regions
+    SIESTA_ASSIGN_OR_RETURN(const SnapshotWriteResult result,
+                            writer.write(write, ram_regions(*segment.snapshot)));
+    written.push_back(Segment{write.generation, result.file_bytes,
+                              segment.snapshot->payload_bytes, segment.tokens});
+    file_bytes += result.file_bytes;
+  }
+  return file_bytes;
 }
 
 Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel) {
   const Clock::Duration start = deps.clock.now();
-  std::shared_ptr<RamSnapshot> copy;
+  std::shared_ptr<const RamCopy> copy;
   int64_t expiry_unix = 0;
-  uint64_t tokens = 0;
   {
     MutexLock lock(mu);
     if (ram == nullptr) return NotFound("no copy in the RAM tier");
@@ -45,38 +92,24 @@ Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel) {
     }
     apply(Event::kSpillDue);
     copy = ram;
-    tokens = ram_tokens;
     expiry_unix = last_activity_unix + options.config.expire_seconds;
   }
 
-  SnapshotWriteOptions write;
-  write.path = segment_paths[0];
-  write.mode = options.config.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
-                                      : snapshot::SnapshotMode::kSessionDigest;
-  write.fingerprint = deps.target.fingerprint();
-  write.expiry_unix = expiry_unix;
-  write.chunk_bytes = options.chunk_bytes;
-  write.generation = deps.key->next_generation();
-  write.owner = options.session;
-  write.cancel = &cancel_save;           // this session's command, or closing
-  write.cancel_also = requester_cancel;  // the save that needs the room was cancelled
-  // The writer's own record buffers, not the session's pool: a spill runs on another session's
-  // thread, and the pool is owned by this session's save and restoring phases.
-  SnapshotWriter writer(deps.fs, deps.clock, *deps.key, /*backend=*/nullptr);  // host regions
-  const Result<SnapshotWriteResult> written = writer.write(write, ram_regions(*copy));
+  std::vector<Segment> segments;
+  const Result<uint64_t> written = write_ram_copy(*copy, expiry_unix, requester_cancel, segments);
   const Clock::Duration written_at = deps.clock.now();
 
   MutexLock lock(mu);
   if (phase() == Phase::kSpilling && written.ok()) {
-    chain.assign(1, Segment{write.generation, written->file_bytes, copy->payload_bytes, tokens});
-    // The file holds the history as the copy did: a delta may build on it after a restore.
-    unchanged_tokens = tokens;
+    chain = std::move(segments);
+    // The files hold the history as the copy did: a delta may build on them after a restore.
+    unchanged_tokens = copy->tokens();
     report_chain();
-    std::shared_ptr<RamSnapshot> dropped = std::move(ram);  // given back below, unlocked
+    std::shared_ptr<const RamCopy> dropped = std::move(ram);  // given back below, unlocked
     st.ram_bytes = 0;
     apply(Event::kSpilled);
     ++st.counters.ram_spills;
-    log("offload: spilled " + std::to_string(written->file_bytes) + " bytes from RAM to disk in " +
+    log("offload: spilled " + std::to_string(*written) + " bytes from RAM to disk in " +
         std::to_string(static_cast<int64_t>(milliseconds(written_at - start))) +
         " ms to make room in the RAM tier; state disk");
     arm_timer_at(expiry_due());  // a timer that came during the spill did nothing
@@ -94,7 +127,8 @@ Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel) {
   const bool command_waits = phase() == Phase::kSpillCancelling;
   const bool stopped = !written.ok() && written.status().code() == StatusCode::kCancelled;
   lock.unlock();
-  if (!stopped) (void)remove_files("spilled");
+  // (A stopped write removed its own temporary file; segments finished before it stay.)
+  if (!stopped || !segments.empty()) (void)remove_files("spilled");
   lock.lock();
   if (command_waits) {
     apply(Event::kSpillCancelled);  // the command restores from RAM now

@@ -266,6 +266,26 @@ uint64_t ram_block_bytes(std::span<const SnapshotRegion> regions) {
   return std::max<uint64_t>(total, 1);
 }
 
+uint64_t RamCopy::payload_bytes() const {
+  uint64_t total = 0;
+  for (const Segment& segment : segments) total += segment.snapshot->payload_bytes;
+  return total;
+}
+
+uint64_t RamCopy::charged_bytes() const {
+  uint64_t total = 0;
+  for (const Segment& segment : segments) total += segment.snapshot->block.charged_bytes();
+  return total;
+}
+
+Status copy_from_ram(const RamCopy& copy, MemoryBackend& backend,
+                     std::span<const SnapshotRegion> regions) {
+  for (const RamCopy::Segment& segment : copy.segments) {
+    SIESTA_RETURN_IF_ERROR(copy_from_ram(*segment.snapshot, backend, regions));
+  }
+  return Status::Ok();
+}
+
 std::vector<SnapshotRegion> ram_regions(const RamSnapshot& ram) {
   std::vector<SnapshotRegion> out;
   out.reserve(ram.layout.size());

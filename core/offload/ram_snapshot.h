@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -44,6 +45,25 @@ struct RamSnapshot {
   uint64_t at(size_t region, const snapshot::Extent& extent) const {
     return span_at[region] + (extent.offset - span_offset[region]);
   }
+};
+
+// A session's copy in the tier: a whole snapshot, then the deltas saved over it since (each
+// holding only what changed: the rows appended, the state rewritten), restored in order, each
+// over the one before. Immutable once made: a delta save makes a new copy holding the same
+// segments and one more, so a restore or a spill reads it without a lock while the old one is
+// still whole. Why not in place: the history grows past the end of each region's span, so an
+// update in place would need every span to keep room to grow (RAM no session uses), and a copy
+// half overwritten would no longer restore anything.
+struct RamCopy {
+  struct Segment {
+    std::shared_ptr<const RamSnapshot> snapshot;
+    uint64_t tokens = 0;  // history tokens when it was saved
+  };
+  std::vector<Segment> segments;  // never empty
+
+  uint64_t tokens() const { return segments.back().tokens; }
+  uint64_t payload_bytes() const;  // the segments' payloads, summed
+  uint64_t charged_bytes() const;  // what the segments' blocks count against the budget
 };
 
 // `ram` as host regions of the layout it was written from, each region's host pointer placed
@@ -73,6 +93,11 @@ Result<RamSnapshot> copy_to_ram(RamTier& tier, MemoryBackend& backend,
 // names, kinds and sizes; nothing is copied); the backend's error of a copy (the regions'
 // contents are then unspecified).
 Status copy_from_ram(const RamSnapshot& ram, MemoryBackend& backend,
+                     std::span<const SnapshotRegion> regions);
+
+// Copies every segment of `copy` back into `regions`, the whole snapshot first, then each
+// delta over it. Failure: as copy_from_ram() of the first segment that fails.
+Status copy_from_ram(const RamCopy& copy, MemoryBackend& backend,
                      std::span<const SnapshotRegion> regions);
 
 }  // namespace siesta

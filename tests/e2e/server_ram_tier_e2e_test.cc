@@ -1,7 +1,8 @@
 // The RAM tier with the real binary (--cache-ram-mib, docs/IDLE_SESSION.md "The RAM tier"):
 // with a budget, an offloaded conversation's snapshot is kept in host memory (state "ram", no
 // snapshot file), comes back with its history and the same answer as a server that never
-// offloads, and gives the tier its memory back; a budget too small for the conversation sends
+// offloads, keeps its copy as the base of the next save, which copies only what changed (a
+// delta), and comes back from both; a budget too small for the conversation sends
 // it to disk; a full tier moves its least recently used conversation to disk; the tier is on
 // by default (a quarter of the machine's memory, at most 8 GiB), 0 turns it off, and a budget
 // beyond the machine's memory is refused at start.
@@ -87,11 +88,34 @@ TEST(ServerRamTierE2eTest, AnOffloadedConversationWaitsInRamAndReturnsWithItsHis
   Result<json> awake = server->status();
   ASSERT_TRUE(awake.ok());
   EXPECT_EQ((*awake)["cache"].value("state", ""), "resident");
-  EXPECT_EQ((*awake)["cache"].value("ram_bytes", -1), 0);
-  EXPECT_EQ((*awake)["cache"]["ram_tier"].value("used_bytes", -1), 0)
-      << "the tier's memory is given back once the device holds the conversation";
+  EXPECT_EQ((*awake)["cache"].value("ram_bytes", -1), cache.value("ram_bytes", 0))
+      << "the copy stays as the base of the next save";
+  EXPECT_EQ((*awake)["cache"]["ram_tier"].value("used_bytes", -1), cache.value("ram_bytes", 0));
   EXPECT_EQ(cache_counter(*awake, "ram_restores"), 1);
   EXPECT_EQ(cache_counter(*awake, "restore_hits"), 1);
+
+  // Offloaded again, it copies only what the second turn changed, beside the copy; the third
+  // turn comes back from both with the reference's answer.
+  ASSERT_TRUE(server->post("/v1/cache/offload", ""));
+  Result<json> again = server->wait_for_cache_state("ram");
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(cache_counter(*again, "ram_saves"), 2);
+  EXPECT_EQ(cache_counter(*again, "delta_saves"), 1) << again->dump();
+  EXPECT_EQ(snapshot_files(dir), std::vector<std::string>{});
+  const auto third_request = [](const Completion& first_turn, const Completion& second_turn) {
+    return completion_request(
+        std::string(kPrompt) + first_turn.text + " And then?" + second_turn.text + " Go on.", 8);
+  };
+  Result<Completion> third = complete(*server, third_request(*first, *second));
+  ASSERT_TRUE(third.ok()) << third.status().to_string();
+  Result<Completion> ref_third = complete(*reference, third_request(*ref_first, *ref_second));
+  ASSERT_TRUE(ref_third.ok());
+  EXPECT_EQ(third->text, ref_third->text);
+  EXPECT_EQ(third->cached_tokens, ref_third->cached_tokens);
+  Result<json> back = server->status();
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(cache_counter(*back, "ram_restores"), 2);
+  EXPECT_EQ(cache_counter(*back, "restore_hits"), 2);
 }
 
 TEST(ServerRamTierE2eTest, ABudgetTooSmallForTheConversationSendsItToDisk) {

@@ -20,6 +20,7 @@
 #include "core/offload/ram_snapshot.h"
 #include "core/offload/ram_tier.h"
 #include "tests/support/offloader_fixture.h"
+#include "tests/support/ram_tier_scene.h"
 #include "tests/support/spin_until.h"
 
 namespace siesta {
@@ -28,28 +29,11 @@ namespace {
 using test_util::NeighbourSession;
 using test_util::OffloaderFixture;
 using test_util::OffloaderSetup;
+using test_util::expect_one_place;
+using test_util::file_of;
+using test_util::tier_for;
 
-constexpr uint32_t kLength = 40;  // positions every session holds when it goes idle
-
-// What one session of kLength positions charges the tier: its copy's block in whole pages,
-// measured on a session of its own.
-// Measured once: the every-step test builds a tier for each step.
-uint64_t one_copy_bytes() {
-  static const uint64_t bytes = [] {
-    OffloaderFixture scratch;
-    EXPECT_TRUE(scratch.command(kLength).ok());
-    const uint64_t block = ram_block_bytes(scratch.target_->snapshot_regions());
-    constexpr uint64_t kPage = 4096;
-    return (block + kPage - 1) / kPage * kPage;
-  }();
-  return bytes;
-}
-
-OffloaderSetup tier_for(uint64_t copies) {
-  OffloaderSetup setup;
-  setup.ram_tier_bytes = copies * one_copy_bytes();
-  return setup;
-}
+constexpr uint32_t kLength = test_util::kSceneLength;
 
 // The scene most tests start from, on a tier with room for one copy: the fixture's session
 // "0" offloaded into the tier, then the neighbour `b` used for `b_length` positions, so that
@@ -58,29 +42,6 @@ bool one_copy_in_ram_and_a_newcomer(OffloaderFixture& f, NeighbourSession& b,
                                     uint32_t b_length = kLength) {
   return f.command(kLength).ok() && f.offloader_->evict().ok() && f.state() == OffloadState::kRam &&
          b.command(b_length).ok();
-}
-
-bool file_of(const OffloaderFixture& f, const std::string& session) {
-  return std::filesystem::exists(f.store_->snapshot_path(session, 0).value());
-}
-
-// Exactly one place holds the session's snapshot: RAM (a copy, no file) or disk (a file, no
-// copy); the status says the same.
-void expect_one_place(const OffloaderFixture& f, const Offloader& offloader,
-                      const std::string& session) {
-  const OffloadStatus st = offloader.status();
-  SCOPED_TRACE("session " + session + " in state " + std::string(offload_state_name(st.state)));
-  if (st.state == OffloadState::kRam) {
-    EXPECT_GT(st.ram_bytes, 0u);
-    EXPECT_EQ(st.disk_bytes, 0u);
-    EXPECT_FALSE(file_of(f, session));
-  } else if (st.state == OffloadState::kDisk) {
-    EXPECT_EQ(st.ram_bytes, 0u);
-    EXPECT_GT(st.disk_bytes, 0u);
-    EXPECT_TRUE(file_of(f, session));
-  } else {
-    EXPECT_EQ(st.ram_bytes, 0u);
-  }
 }
 
 TEST(OffloaderSpillTest, TheNewcomerTakesTheRoomAndTheOldCopyGoesToDisk) {
@@ -182,22 +143,50 @@ TEST(OffloaderSpillTest, ASessionLargerThanTheWholeTierSpillsNobody) {
   EXPECT_EQ(f.ram_tier_->stats().spills, 0u);
 }
 
+// Where the every-step test starts: session "0" holds a copy in RAM that the neighbour's save
+// needs the room of, on a tier made by `setup`. `segments`: the copy's (a whole snapshot, or
+// one with a delta beside it: its spill writes two files).
+struct SpillScene {
+  OffloaderSetup (*setup)();
+  bool (*build)(OffloaderFixture& f, NeighbourSession& b);
+  uint32_t segments = 1;
+};
+
+const SpillScene kWholeCopy{[] { return tier_for(1); },
+                            [](OffloaderFixture& f, NeighbourSession& b) {
+                              return one_copy_in_ram_and_a_newcomer(f, b);
+                            }};
+
+// Room for two copies: "0" goes to RAM, comes back (its copy kept as a base) and leaves again
+// with a delta; the newcomer, twice as long, fits only once that copy is spilled.
+const SpillScene kCopyWithADelta{
+    [] { return tier_for(2, kDefaultDeltaSegments); },
+    [](OffloaderFixture& f, NeighbourSession& b) {
+      return f.command(kLength - 4).ok() && f.offloader_->evict().ok() && f.command(4).ok() &&
+             f.offloader_->evict().ok() && f.state() == OffloadState::kRam &&
+             f.offloader_->status().counters.delta_saves == 1 && b.command(2 * kLength).ok();
+    },
+    2};
+
 // The file-system calls of one spill, by operation, counted on a clean run.
-std::vector<std::pair<FsOp, uint64_t>> steps_of_one_spill() {
-  OffloaderFixture f(tier_for(1));
+std::vector<std::pair<FsOp, uint64_t>> steps_of_one_spill(const SpillScene& scene) {
+  OffloaderFixture f(scene.setup());
   NeighbourSession b(f, "1", /*seed=*/7);
-  EXPECT_TRUE(one_copy_in_ram_and_a_newcomer(f, b));
+  EXPECT_TRUE(scene.build(f, b));
   std::vector<std::pair<FsOp, uint64_t>> steps;
   f.fs_.set_call_hook([&](FsOp op, uint64_t call) { steps.emplace_back(op, call); });
   EXPECT_TRUE(b.offloader->evict().ok());
   f.fs_.set_call_hook({});
   EXPECT_EQ(f.state(), OffloadState::kDisk);
+  EXPECT_EQ(f.offloader_->status().snapshot_segments, scene.segments);
   return steps;
 }
 
-TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillRestoresFromRamWithEveryByte) {
-  const auto steps = steps_of_one_spill();
-  ASSERT_GT(steps.size(), 5u) << "the spill should take several file-system calls";
+// A command for "0" arrives at every file-system call of its spill, in turn: each time it
+// restores from RAM with every byte, and the spill leaves no file behind.
+void a_command_at_every_step_of_a_spill(const SpillScene& scene) {
+  const auto steps = steps_of_one_spill(scene);
+  ASSERT_GT(steps.size(), 5u * scene.segments) << "the spill should take several calls per file";
   uint64_t last_write_call = 0;
   for (const auto& [op, call] : steps) {
     if (op == FsOp::kWrite) last_write_call = std::max(last_write_call, call);
@@ -205,14 +194,16 @@ TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillRestoresFromRamWithE
   for (const auto& [step_op, step_call] : steps) {
     SCOPED_TRACE(std::string("command arrives at ") + std::string(fs_op_name(step_op)) + " call " +
                  std::to_string(step_call));
-    OffloaderFixture f(tier_for(1));
+    OffloaderFixture f(scene.setup());
     NeighbourSession b(f, "1", /*seed=*/7);
-    ASSERT_TRUE(one_copy_in_ram_and_a_newcomer(f, b));
+    ASSERT_TRUE(scene.build(f, b));
+    const uint64_t ram_restores = f.offloader_->status().counters.ram_restores;
     std::thread command;
     Result<Admission> admitted = FailedPrecondition("not run");
     std::atomic<bool> let_in{false};
-    // Whether the spill went on to fdatasync its file after the command came (before the next
-    // file is created: the newcomer's own save, should it go to disk).
+    // Whether the spill went on to fdatasync a file after the command came (before the next
+    // file is created: a stopped spill creates none, so that one is the newcomer's own save,
+    // should it go to disk).
     bool spill_synced = false;
     bool in_spill = false;
     f.fs_.set_call_hook([&, op = step_op, nth = step_call](FsOp o, uint64_t call) {
@@ -240,9 +231,11 @@ TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillRestoresFromRamWithE
     EXPECT_EQ(f.target_->verify(), "");
     const OffloadStatus a = f.offloader_->status();
     EXPECT_EQ(a.state, OffloadState::kResident);
-    EXPECT_EQ(a.counters.ram_restores, 1u) << "restored from the copy, never a half file";
+    EXPECT_EQ(a.counters.ram_restores, ram_restores + 1) << "restored from the copy, never a half file";
     EXPECT_EQ(a.counters.ram_spills, 0u);
-    EXPECT_FALSE(file_of(f, "0")) << "the stopped spill left no file";
+    for (uint32_t segment = 0; segment < scene.segments; ++segment) {
+      EXPECT_FALSE(file_of(f, "0", segment)) << "the stopped spill left no file " << segment;
+    }
     if (step_op == FsOp::kWrite && step_call < last_write_call) {
       EXPECT_FALSE(spill_synced) << "the spill stops at its next chunk, not at its end";
     }
@@ -256,6 +249,14 @@ TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillRestoresFromRamWithE
     EXPECT_EQ(b.target->verify(), "");
     EXPECT_EQ(f.fs_.counters().open_files, 0);
   }
+}
+
+TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillRestoresFromRamWithEveryByte) {
+  a_command_at_every_step_of_a_spill(kWholeCopy);
+}
+
+TEST(OffloaderSpillTest, ACommandArrivingAtEveryStepOfASpillOfACopyWithADeltaRestoresItWhole) {
+  a_command_at_every_step_of_a_spill(kCopyWithADelta);
 }
 
 TEST(OffloaderSpillTest, TheNewcomersCommandStopsTheSpillItAskedFor) {

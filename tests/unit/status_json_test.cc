@@ -76,10 +76,11 @@ void expect_shape(const json& body) {
   EXPECT_TRUE(cache["operation_ms"].is_number());
   ASSERT_TRUE(cache.contains("counters") && cache["counters"].is_object());
   const json& counters = cache["counters"];
-  EXPECT_EQ(counters.size(), 13u);
+  EXPECT_EQ(counters.size(), 14u);
   expect_integers(counters, {"saves", "restores", "restore_hits", "expirations", "write_failures",
                              "cancelled_saves", "out_of_memory_retries", "delete_failures",
-                             "ram_saves", "ram_restores", "ram_full", "ram_spills"});
+                             "ram_saves", "ram_restores", "ram_full", "ram_spills",
+                             "delta_saves"});
   ASSERT_TRUE(counters.contains("fallbacks") && counters["fallbacks"].is_object());
   EXPECT_EQ(counters["fallbacks"].size(), kFallbackReasonCount);
   for (size_t i = 0; i < kFallbackReasonCount; ++i) {
@@ -194,7 +195,7 @@ TEST(StatusJsonTest, OneConversationHasNoSessionsList) {
 TEST(StatusJsonTest, TheRamTierIsShownWithItsBudgetAndUseWhenThereIsOne) {
   StatusSnapshot snapshot = sample_snapshot();
   EXPECT_FALSE(status_json(snapshot)["cache"].contains("ram_tier"));
-  snapshot.ram_tier = RamTierStats{1 << 30, 12288, 2, 3, 1, true, 1 << 28, 5, 4};
+  snapshot.ram_tier = RamTierStats{1 << 30, 12288, 2, 3, 1, true, 1 << 28, 5, 4, 6};
   snapshot.cache.ram_bytes = 12288;
   snapshot.cache.state = OffloadState::kRam;
   const nlohmann::json body = status_json(snapshot);
@@ -209,7 +210,8 @@ TEST(StatusJsonTest, TheRamTierIsShownWithItsBudgetAndUseWhenThereIsOne) {
                                   {"direct_copies", true},
                                   {"ready_bytes", 1 << 28},
                                   {"spills", 5},
-                                  {"spill_failures", 4}}))
+                                  {"spill_failures", 4},
+                                  {"bases_dropped", 6}}))
       << tier.dump();
 }
 

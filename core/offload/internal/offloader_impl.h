@@ -36,7 +36,8 @@ inline double milliseconds(Clock::Duration d) {
 
 // Everything lives here, owned through a shared_ptr: timer tasks hold a weak_ptr, so a timer
 // that fires after the Offloader is gone finds nothing to run.
-// A RamTenant: the tier spills its copy to disk when another session's save needs the room.
+// A RamTenant: the tier takes its copy's room (spilled to disk, or a resident session's base
+// dropped) when another session's save needs it.
 struct Offloader::Impl final : RamTenant, std::enable_shared_from_this<Offloader::Impl> {
   Impl(Deps d, OffloaderOptions o)
       : deps(d),
@@ -73,10 +74,11 @@ struct Offloader::Impl final : RamTenant, std::enable_shared_from_this<Offloader
   };
   std::vector<Segment> chain SIESTA_GUARDED_BY(mu);
   // The snapshot, when the last save kept it in the RAM tier (the chain is then empty): set by
-  // that save, given back by a restore, a removal or a command over a copy written ahead. A
-  // shared_ptr so that a restore reads it without the mutex while the phase keeps it there.
-  std::shared_ptr<RamSnapshot> ram SIESTA_GUARDED_BY(mu);
-  uint64_t ram_tokens SIESTA_GUARDED_BY(mu) = 0;  // history tokens the RAM copy holds
+  // that save; while the session is resident again, kept as the base of the next delta (as the
+  // chain's files are) unless deltas are off; given back by a removal, a spill, a whole save
+  // replacing it, or the tier taking a resident session's base for room. Immutable: a
+  // restore or a spill reads it without the mutex while the phase keeps it there.
+  std::shared_ptr<const RamCopy> ram SIESTA_GUARDED_BY(mu);
   // While the chain is kept: how many of the history's tokens are, in memory, what the chain
   // restores (lowered at each command's end by what it rewrote).
   uint64_t unchanged_tokens SIESTA_GUARDED_BY(mu) = 0;
@@ -162,13 +164,23 @@ struct Offloader::Impl final : RamTenant, std::enable_shared_from_this<Offloader
     std::vector<SnapshotRegion> regions;
     uint64_t payload_bytes = 0;
     uint64_t tokens = 0;
+    // The delta (segment > 0) builds on the RAM copy, not on the chain's files: it goes to the
+    // tier as one more segment of that copy.
+    bool over_ram = false;
   };
   // REQUIRES: a save phase entered by this task (the target's memory is the save's to read).
   SavePlan plan_save() SIESTA_EXCLUDES(mu);
-  // Copies the session into the RAM tier (a whole snapshot). Failure: the tier's OutOfMemory
-  // when it has no room (the caller writes the file instead; nothing was read), else as
-  // copy_to_ram().
-  Result<std::shared_ptr<RamSnapshot>> save_to_ram(const SavePlan& plan) SIESTA_EXCLUDES(mu);
+  // Copies the session into the RAM tier: a delta over the RAM copy when `plan` is one
+  // (over_ram) and it fits, else a whole snapshot (an earlier RAM copy is given back first: the
+  // memory holds every byte). Success: the new copy (not yet the session's). Failure: the tier's
+  // OutOfMemory when it has no room (the caller writes the file instead; nothing was read),
+  // Cancelled when a command stopped the room's making, else as copy_to_ram().
+  Result<std::shared_ptr<const RamCopy>> save_to_ram(const SavePlan& plan) SIESTA_EXCLUDES(mu);
+  // Copies `regions` into a fresh block of the tier, making room first when it is short:
+  // `over_base`, as one more segment of the RAM copy; else as a whole copy replacing it.
+  Result<std::shared_ptr<const RamCopy>> copy_into_tier(const std::vector<SnapshotRegion>& regions,
+                                                        uint64_t tokens, bool over_base)
+      SIESTA_EXCLUDES(mu);
   // REQUIRES: the phase is kSaveReading, entered by this task (or by evict()).
   // `keep_memory` (save_ahead()): once the file is durable the memory stays (kSaved).
   // Returns OK when the memory was released (or kept, as asked); the write's or release's
@@ -211,12 +223,22 @@ struct Offloader::Impl final : RamTenant, std::enable_shared_from_this<Offloader
   // tier's list of spill candidates; nothing when there is none.
   void drop_ram() SIESTA_EXCLUDES(mu);
 
-  // ---- The RAM tier's spill (any thread: the one whose save needs the room) ----
-  // RamTenant: writes the RAM copy to segment 0 of the store (sealed, synced, the owner and a
-  // fresh generation as a save's), then gives the copy back: the session is on disk.
+  // Lists the RAM copy with the tier: as the only copy (released) or a resident session's
+  // base, last used at the last command.
+  void enlist_ram(RamTenant::Holding holding) SIESTA_REQUIRES(mu);
+
+  // ---- The RAM tier's room (any thread: the one whose save needs it) ----
+  // RamTenant: a resident session (no save of it running) gives its base up; a released one
+  // writes its RAM copy to the store, segment by segment (sealed, synced, the owner and a
+  // fresh generation each, as saves'), then gives the copy back: the session is on disk.
   // REQUIRES: called by the tier (make_room), never with mu held.
-  Status spill(const std::atomic<bool>* requester_cancel) override SIESTA_EXCLUDES(mu);
+  Result<Freed> give_room(const std::atomic<bool>* requester_cancel) override SIESTA_EXCLUDES(mu);
   Status run_spill(const std::atomic<bool>* requester_cancel) SIESTA_EXCLUDES(mu);
+  // Writes `copy`'s segments as the chain's files (generations drawn for them into
+  // `generations`). Failure: the first write's; what was written is left for the caller.
+  Result<uint64_t> write_ram_copy(const RamCopy& copy, int64_t expiry_unix,
+                                  const std::atomic<bool>* requester_cancel,
+                                  std::vector<Segment>& written) SIESTA_EXCLUDES(mu);
   // After a restore (or a fallback) the file no longer describes the session. Unlinking a
   // large cached file frees its pages and extents, which costs ~0.2 s per GiB -- too much for
   // the command that is waiting for its first token -- so the file is renamed to a temporary
