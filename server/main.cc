@@ -65,6 +65,8 @@ void log_configuration(const srv::ServerConfig& config, const srv::ServerApp& ap
              " idle seconds to " + config.offload.disk_dir + ", snapshots expire after " +
              std::to_string(config.offload.expire_seconds) + " seconds, chunks " +
              (config.offload.encrypt ? "sealed with AES-256-GCM" : "with digests (not encrypted)"));
+    log_line("keeping up to " + std::to_string(config.sessions()) + " conversations (" +
+             std::to_string(config.parallel) + " on the device at once; --max-sessions)");
     log_line(config.offload.ram_bytes > 0
                  ? "RAM tier: " + std::to_string(config.offload.ram_bytes >> 20) +
                        " MiB of host memory for offloaded sessions, disk beyond (--cache-ram-mib)"

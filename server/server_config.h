@@ -3,6 +3,7 @@
 // other's details. Defaults here are the defaults `--help` and the README document.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,6 +19,9 @@ namespace siesta::server {
 
 inline constexpr uint64_t kDefaultMaxBodyBytes = 1u << 20;  // 1 MiB of JSON per request
 inline constexpr const char* kApiKeyEnvironmentVariable = "SIESTA_API_KEY";
+// Conversations a server with idle offload keeps when --max-sessions is not given: enough for
+// a team sharing one server, each user's history kept between turns.
+inline constexpr uint32_t kDefaultMaxSessionsWithOffload = 256;
 
 struct ServerConfig {
   std::string host = "127.0.0.1";  // loopback by default
@@ -74,13 +78,17 @@ struct ServerConfig {
 
   // --parallel P: sessions resident on the device at once, each with the full context.
   uint32_t parallel = 1;
-  // --max-sessions N: conversations kept, resident or offloaded (P..4096); unset: P. More
-  // than P needs idle offload on.
+  // --max-sessions N: conversations kept, resident or offloaded (P..4096); unset: with idle
+  // offload on, kDefaultMaxSessionsWithOffload (at least P: a shared server keeps every user's
+  // history, the disk budget bounds what that costs), else P. More than P needs idle offload.
   std::optional<uint32_t> max_sessions;
   // --session-match F: the share of a kept history a prompt must repeat to continue it.
   double session_match = engine::kDefaultSessionMatch;
 
-  uint32_t sessions() const { return max_sessions.value_or(parallel); }
+  uint32_t sessions() const {
+    if (max_sessions) return *max_sessions;
+    return offload.enabled() ? std::max(parallel, kDefaultMaxSessionsWithOffload) : parallel;
+  }
   // The model's id in API answers: the alias, or the model's name.
   const std::string& model_id() const { return alias.empty() ? model : alias; }
   // --devices N: devices the model is split over. Only 1; with offload on, more is rejected.

@@ -480,7 +480,9 @@ const std::vector<FlagSpec>& flag_specs() {
          config.max_sessions = static_cast<uint32_t>(n);
          return Status::Ok();
        },
-       [](const ServerConfig&) { return std::string("--parallel"); }},
+       [](const ServerConfig&) {
+         return std::to_string(kDefaultMaxSessionsWithOffload) + " with offload, else --parallel";
+       }},
       {"--session-match", "F",
        "a prompt without prompt_cache_key or id_slot continues the conversation whose history "
        "it repeats the most of, when it repeats at least this share of it (0..1)",

@@ -3,7 +3,9 @@
 // client's prompt_cache_key, get their history back (cached_tokens) and answers equal to a
 // server that never offloads and keeps all 8 resident (routed by id_slot). Status lists them
 // without prompts or keys; GET /slots too; bad routing fields get 400; --max-sessions above
-// --parallel without offload is refused at start-up.
+// --parallel without offload is refused at start-up. Started as scripts/serve starts it (the
+// default model, idle offload on, nothing else), the server keeps 256 conversations: two
+// users taking turns, without any routing field, each get their own history back.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -124,6 +126,41 @@ TEST(ServerSessionsE2eTest, EightConversationsTakeTurnsOverTwoSessions) {
   }
   EXPECT_EQ(server->stop(SIGTERM).value().exit_code, 0);
   EXPECT_EQ(reference->stop(SIGTERM).value().exit_code, 0);
+}
+
+TEST(ServerSessionsE2eTest, StartedAsScriptsServeStartsItTwoUsersTakingTurnsKeepTheirHistories) {
+  TempDir temp;
+  // scripts/serve's flags (the CPU machine's --backend auto is the simulator).
+  auto server = start_or_die({"--backend", "auto", "--port", "0", "--cache-idle-seconds", "300",
+                              "--cache-disk-dir", temp.file("cache")});
+  auto reference = start_or_die({"--backend", "auto", "--port", "0", "--parallel", "2"});
+  ASSERT_NE(server, nullptr);
+  ASSERT_NE(reference, nullptr);
+  EXPECT_THAT(server->stderr_text(), HasSubstr("keeping up to 256 conversations"));
+  std::vector<std::string> history = {"Alice asks about the tides.",
+                                      "Bob wants a recipe for bread."};
+  for (int turn = 0; turn < 3; ++turn) {
+    for (size_t user = 0; user < history.size(); ++user) {
+      SCOPED_TRACE("turn " + std::to_string(turn) + " user " + std::to_string(user));
+      const std::string prompt = history[user] + " And then " + std::to_string(turn) + "?";
+      Result<Completion> got = complete(*server, completion_request(prompt, 6));
+      json alone = completion_request(prompt, 6);
+      alone["id_slot"] = static_cast<int>(user);
+      Result<Completion> want = complete(*reference, alone);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      ASSERT_TRUE(want.ok()) << want.status().to_string();
+      ASSERT_EQ(got->http_status, 200) << got->body.dump();
+      EXPECT_EQ(got->text, want->text);
+      if (turn > 0) {
+        EXPECT_EQ(got->cached_tokens, want->cached_tokens) << "the user's own history is kept";
+        EXPECT_GT(got->cached_tokens, static_cast<int64_t>(history[user].size()) / 2);
+      }
+      history[user] = prompt + got->text;
+    }
+  }
+  Result<json> status = server->status();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ((*status)["cache"]["sessions"].size(), 2u) << status->dump();
 }
 
 TEST(ServerSessionsE2eTest, MoreConversationsThanSessionsNeedOffload) {
