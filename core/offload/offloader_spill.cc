@@ -25,7 +25,7 @@ namespace siesta {
 using offload::Event;
 using offload::Phase;
 
-Result<RamTenant::Freed> Offloader::Impl::give_room(const std::atomic<bool>* requester_cancel) {
+Result<RoomHolder::Freed> Offloader::Impl::give_room(const std::atomic<bool>* requester_cancel) {
   {
     MutexLock lock(mu);
     // A resident session's base, while no save of it runs (a save reads or replaces it; a
@@ -39,14 +39,14 @@ Result<RamTenant::Freed> Offloader::Impl::give_room(const std::atomic<bool>* req
       base.reset();
       deps.ram_tier->delist(this);
       flush_log();
-      return Freed::kDropped;
+      return Freed::kBaseDropped;
     }
   }
   if (!begin_task()) return Cancelled("the offloader is closing");
   Status outcome = run_spill(requester_cancel);
   end_task();
   if (!outcome.ok()) return outcome;
-  return Freed::kSpilled;
+  return Freed::kMoved;
 }
 
 Result<uint64_t> Offloader::Impl::write_ram_copy(const RamCopy& copy, int64_t expiry_unix,

@@ -143,59 +143,15 @@ RamTierStats RamTier::stats() const {
           bases_dropped_};
 }
 
-void RamTier::enlist(const std::shared_ptr<RamTenant>& tenant, int64_t last_used,
-                     RamTenant::Holding holding) {
-  MutexLock lock(mu_);
-  for (Listed& listed : tenants_) {
-    if (listed.key == tenant.get()) {
-      listed.tenant = tenant;  // (a tenant gone may have left its address to this one)
-      listed.last_used = last_used;
-      listed.holding = holding;
-      return;
-    }
-  }
-  tenants_.push_back({tenant.get(), tenant, last_used, holding});
-}
-
-void RamTier::delist(const RamTenant* tenant) {
-  MutexLock lock(mu_);
-  std::erase_if(tenants_, [&](const Listed& listed) { return listed.key == tenant; });
-}
-
 bool RamTier::make_room(uint64_t bytes, const std::atomic<bool>* cancel) {
   if (round_to_pages(bytes) > budget_) return false;  // no spill would make it fit
-  // The candidates, least recently used first, taken once: a tenant that is busy or spilled
-  // is not tried again by this call.
-  std::vector<Listed> candidates;
-  {
-    MutexLock lock(mu_);
-    std::erase_if(tenants_, [](const Listed& listed) { return listed.tenant.expired(); });
-    candidates = tenants_;
-  }
-  // Bases first (giving one up writes nothing), then the least recently used.
-  std::stable_sort(candidates.begin(), candidates.end(), [](const Listed& a, const Listed& b) {
-    const bool a_base = a.holding == RamTenant::Holding::kBaseOfResidentCopy;
-    const bool b_base = b.holding == RamTenant::Holding::kBaseOfResidentCopy;
-    if (a_base != b_base) return a_base;
-    return a.last_used < b.last_used;
-  });
-  for (const Listed& candidate : candidates) {
-    if (fits(bytes)) return true;
-    if (cancel != nullptr && cancel->load(std::memory_order_acquire)) return false;
-    std::shared_ptr<RamTenant> tenant = candidate.tenant.lock();
-    if (tenant == nullptr) continue;
-    const Result<RamTenant::Freed> freed = tenant->give_room(cancel);
-    const StatusCode code = freed.status().code();
-    MutexLock lock(mu_);
-    if (freed.ok()) {
-      ++(*freed == RamTenant::Freed::kSpilled ? spills_ : bases_dropped_);
-    } else if (code != StatusCode::kNotFound && code != StatusCode::kFailedPrecondition &&
-               code != StatusCode::kCancelled) {
-      ++spill_failures_;
-      return false;
-    }
-  }
-  return fits(bytes);
+  RoomMade made;
+  const bool fit = holders_.make_room([&] { return fits(bytes); }, cancel, made);
+  MutexLock lock(mu_);
+  spills_ += made.moved;
+  bases_dropped_ += made.bases_dropped;
+  spill_failures_ += made.failures;
+  return fit;
 }
 
 void RamTier::give_back(std::byte* data, uint64_t mapped) {

@@ -11,11 +11,12 @@
 // Trust: a block is the process's own memory, as the device memory its bytes came from; it
 // carries no digest (docs/IDLE_SESSION.md's security section says why).
 //
-// When a block does not fit, make_room() frees room: first the copies resident sessions keep as
-// the base of their next delta (their memory holds every byte: giving such a copy up costs no
-// write), then the least recently used idle sessions' copies, written to disk. Each holder of a
-// copy (the Offloader) enlists itself as a RamTenant; a spill writes its copy to disk as a save
-// would and gives the block back.
+// When a block does not fit, make_room() frees room in RoomHolders' order
+// (core/offload/room_holders.h): first the copies resident sessions keep as the base of their
+// next delta (their memory holds every byte: giving such a copy up costs no write), then the
+// least recently used idle sessions' copies, written to disk. Each holder of a copy (the
+// Offloader) enlists itself; its spill writes its copy to disk as a save would and gives the
+// block back.
 //
 // Thread rule: every member is thread-safe (one mutex, held only for the accounting and the
 // tenants' list, never across a mapping or a spill); a RamBlock may be used and destroyed on
@@ -34,6 +35,7 @@
 #include "core/base/status.h"
 #include "core/base/thread_annotations.h"
 #include "core/memory/memory_backend.h"
+#include "core/offload/room_holders.h"
 
 namespace siesta {
 
@@ -106,31 +108,6 @@ struct RamTierStats {
   uint64_t bases_dropped = 0;        // resident sessions' kept copies make_room() gave up
 };
 
-// A holder of a copy in the tier that can give its room back when the tier needs it.
-class RamTenant {
- public:
-  // What a listed copy is to its holder.
-  enum class Holding : uint8_t {
-    kOnlyCopy,          // the session is released: the copy is where its history is
-    kBaseOfResidentCopy,  // the session is resident: the copy is only the base of its next delta
-  };
-  // How room_given() gave the room back.
-  enum class Freed : uint8_t {
-    kSpilled,  // the copy was written to disk (sealed and synced as a save), its block given back
-    kDropped,  // a resident session's base was given up (its memory holds every byte)
-  };
-  virtual ~RamTenant() = default;
-  // Gives the tenant's block back: drops a resident session's base, else writes the copy to
-  // disk first. `requester_cancel` (may be null): raised when the save that needs the room is
-  // cancelled; a spill then stops at its next chunk.
-  // Success: how. NotFound: the tenant holds no copy now. FailedPrecondition: its copy is in
-  // use (being saved over, restored or spilled): try another. Cancelled: stopped (the
-  // requester, the tenant's own command, or closing); the copy stays. Any other failure: the
-  // write's; the copy stays in RAM.
-  // Thread rule: any thread; takes the tenant's own locks, never the tier's.
-  virtual Result<Freed> give_room(const std::atomic<bool>* requester_cancel) = 0;
-};
-
 class RamTier;
 
 // One allocation: `size()` usable bytes at `data()`. Move-only; destruction unmaps the pages
@@ -187,15 +164,16 @@ class RamTier {
   // before an allocate()).
   bool fits(uint64_t bytes) const;
 
-  // Lists `tenant` as holding a copy last used at `last_used` (any count that grows with
-  // time; the least is spilled first), replacing an earlier listing of the same tenant.
-  void enlist(const std::shared_ptr<RamTenant>& tenant, int64_t last_used,
-              RamTenant::Holding holding = RamTenant::Holding::kOnlyCopy);
-  // Takes `tenant` off the list (it holds no copy any more); nothing when it is not listed.
-  void delist(const RamTenant* tenant);
-  // Asks listed tenants for their room until `bytes` fit: resident sessions' bases first, then
+  // Lists `holder` as holding a copy last used at `last_used` (RoomHolders::enlist).
+  void enlist(const std::shared_ptr<RoomHolder>& holder, int64_t last_used,
+              RoomHolder::Holding holding = RoomHolder::Holding::kOnlyCopy) {
+    holders_.enlist(holder, last_used, holding);
+  }
+  // Takes `holder` off the list (it holds no copy any more); nothing when it is not listed.
+  void delist(const RoomHolder* holder) { holders_.delist(holder); }
+  // Asks listed holders for their room until `bytes` fit: resident sessions' bases first, then
   // copies to spill, least recently used first. Stops at the
-  // first spill that fails (a broken disk is not tried once per tenant), when
+  // first spill that fails (a broken disk is not tried once per holder), when
   // `cancel` (may be null) is raised, or when nobody is left; never when `bytes` exceed the
   // whole budget. Returns whether `bytes` fit now (another thread may take the room before an
   // allocate()). Runs the spills on the caller's thread.
@@ -219,13 +197,7 @@ class RamTier {
   uint64_t spills_ SIESTA_GUARDED_BY(mu_) = 0;
   uint64_t spill_failures_ SIESTA_GUARDED_BY(mu_) = 0;
   uint64_t bases_dropped_ SIESTA_GUARDED_BY(mu_) = 0;
-  struct Listed {
-    const RamTenant* key = nullptr;
-    std::weak_ptr<RamTenant> tenant;
-    int64_t last_used = 0;
-    RamTenant::Holding holding = RamTenant::Holding::kOnlyCopy;
-  };
-  std::vector<Listed> tenants_ SIESTA_GUARDED_BY(mu_);
+  RoomHolders holders_;
 };
 
 }  // namespace siesta

@@ -36,9 +36,9 @@ inline double milliseconds(Clock::Duration d) {
 
 // Everything lives here, owned through a shared_ptr: timer tasks hold a weak_ptr, so a timer
 // that fires after the Offloader is gone finds nothing to run.
-// A RamTenant: the tier takes its copy's room (spilled to disk, or a resident session's base
-// dropped) when another session's save needs it.
-struct Offloader::Impl final : RamTenant, std::enable_shared_from_this<Offloader::Impl> {
+// A RoomHolder of the RAM tier: the tier takes its copy's room (spilled to disk, or a resident
+// session's base dropped) when another session's save needs it.
+struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloader::Impl> {
   Impl(Deps d, OffloaderOptions o)
       : deps(d),
         options(std::move(o)),
@@ -225,10 +225,10 @@ struct Offloader::Impl final : RamTenant, std::enable_shared_from_this<Offloader
 
   // Lists the RAM copy with the tier: as the only copy (released) or a resident session's
   // base, last used at the last command.
-  void enlist_ram(RamTenant::Holding holding) SIESTA_REQUIRES(mu);
+  void enlist_ram(Holding holding) SIESTA_REQUIRES(mu);
 
   // ---- The RAM tier's room (any thread: the one whose save needs it) ----
-  // RamTenant: a resident session (no save of it running) gives its base up; a released one
+  // RoomHolder: a resident session (no save of it running) gives its base up; a released one
   // writes its RAM copy to the store, segment by segment (sealed, synced, the owner and a
   // fresh generation each, as saves'), then gives the copy back: the session is on disk.
   // REQUIRES: called by the tier (make_room), never with mu held.
