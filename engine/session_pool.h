@@ -43,6 +43,7 @@ struct EngineOffload {
   const ProcessKey* key = nullptr;
   Executor* executor = nullptr;
   RamTier* ram_tier = nullptr;  // the RAM tier every session shares; null: none
+  DiskBudget* disk_budget = nullptr;  // the snapshot directory's budget; null: none
 };
 
 // One conversation, as /v1/status and GET /slots show it: never a prompt or a key.

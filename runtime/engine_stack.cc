@@ -93,6 +93,10 @@ Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions option
       stack->ram_tier_ = std::make_unique<RamTier>(budget, std::move(pages));
       offload.ram_tier = stack->ram_tier_.get();
     }
+    if (options.offload.config.disk_max_bytes > 0) {
+      stack->disk_budget_ = std::make_unique<DiskBudget>(options.offload.config.disk_max_bytes);
+      offload.disk_budget = stack->disk_budget_.get();
+    }
   }
 
   engine::EngineOptions engine_options{std::move(options.model), std::move(options.export_dir),

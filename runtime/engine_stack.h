@@ -30,6 +30,7 @@
 #include "core/base/status.h"
 #include "core/memory/host_vmm.h"
 #include "core/memory/memory_backend.h"
+#include "core/offload/disk_budget.h"
 #include "core/offload/ram_tier.h"
 #include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_store.h"
@@ -109,6 +110,9 @@ class EngineStack {
   const ProcessKey* key() const { return storage_ ? &storage_->key() : nullptr; }
   // The RAM tier (offload.config.ram_bytes > 0 with offload on); null otherwise.
   const RamTier* ram_tier() const { return ram_tier_.get(); }
+  // The snapshot directory's budget (offload.config.disk_max_bytes > 0 with offload on); null
+  // otherwise.
+  const DiskBudget* disk_budget() const { return disk_budget_.get(); }
   // Where the Offloader's timers and saves run: the lent executor, else the stack's own; null
   // when offload is off and none was lent.
   Executor* executor() const { return executor_; }
@@ -134,6 +138,7 @@ class EngineStack {
   FileSystem* fs_;                           // the lent one, else &posix_
   std::unique_ptr<OffloadStorage> storage_;  // null when offload is off
   std::unique_ptr<RamTier> ram_tier_;        // null when offload or the tier is off
+  std::unique_ptr<DiskBudget> disk_budget_;  // null when offload is off or has no budget
   std::unique_ptr<ThreadExecutor> own_executor_;
   Executor* executor_ = nullptr;            // the lent one, else own_executor_
   std::unique_ptr<engine::Engine> engine_;  // last: destroyed first

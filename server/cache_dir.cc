@@ -4,6 +4,7 @@
 
 #include "core/base/posix_file_system.h"
 #include "core/base/private_directory.h"
+#include "core/offload/disk_budget.h"
 
 namespace siesta::server {
 
@@ -17,6 +18,12 @@ Status prepare_cache_dir(const std::string& path, bool* created) {
   if (!dir.ok()) return dir.status().with_context("--cache-disk-dir");
   if (created != nullptr) *created = dir->created();
   return Status::Ok();
+}
+
+Result<uint64_t> default_cache_dir_budget(const std::string& path) {
+  PosixFileSystem fs;
+  SIESTA_ASSIGN_OR_RETURN(const uint64_t free_bytes, fs.available_bytes(path));
+  return default_disk_budget_bytes(free_bytes);
 }
 
 }  // namespace siesta::server

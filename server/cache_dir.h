@@ -26,4 +26,9 @@ namespace siesta::server {
 // The rule lives in one place, core/base/private_directory.h; this adds the flag's name.
 Status prepare_cache_dir(const std::string& path, bool* created);
 
+// The directory's budget when --cache-disk-max-mib is not given: half of the free space of
+// `path`'s filesystem now (core/offload/disk_budget.h's default_disk_budget_bytes).
+// Failure: the OS's, when the free space cannot be read.
+Result<uint64_t> default_cache_dir_budget(const std::string& path);
+
 }  // namespace siesta::server

@@ -65,6 +65,8 @@ void log_configuration(const srv::ServerConfig& config, const srv::ServerApp& ap
              " idle seconds to " + config.offload.disk_dir + ", snapshots expire after " +
              std::to_string(config.offload.expire_seconds) + " seconds, chunks " +
              (config.offload.encrypt ? "sealed with AES-256-GCM" : "with digests (not encrypted)"));
+    log_line("snapshot directory budget: " + std::to_string(config.offload.disk_max_bytes >> 20) +
+             " MiB (--cache-disk-max-mib); the least recently used snapshots go beyond it");
     log_line("keeping up to " + std::to_string(config.sessions()) + " conversations (" +
              std::to_string(config.parallel) + " on the device at once; --max-sessions)");
     log_line(config.offload.ram_bytes > 0
@@ -115,7 +117,7 @@ void ensure_descriptors(uint32_t max_connections) {
   }
 }
 
-int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
+int serve(srv::ServerConfig config, const sigset_t& stop_signals) {
   ensure_descriptors(config.http_max_connections);
   if (config.offload.enabled()) {
     bool created = false;
@@ -125,6 +127,16 @@ int serve(const srv::ServerConfig& config, const sigset_t& stop_signals) {
       return srv::kUsageExitCode;
     }
     if (created) log_line("created " + config.offload.disk_dir + " (mode 0700)");
+    if (config.disk_max_bytes) {
+      config.offload.disk_max_bytes = *config.disk_max_bytes;
+    } else {
+      Result<uint64_t> budget = srv::default_cache_dir_budget(config.offload.disk_dir);
+      if (!budget.ok()) {
+        log_line("--cache-disk-dir: " + budget.status().message());
+        return srv::kUsageExitCode;
+      }
+      config.offload.disk_max_bytes = *budget;
+    }
   }
 
   Result<std::unique_ptr<srv::ServerApp>> started = srv::ServerApp::start(

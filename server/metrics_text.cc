@@ -126,6 +126,20 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
   out.single("cache_ram_spills_total", "counter",
              "Snapshots moved from the RAM tier to disk to make room for another.",
              counters.ram_spills);
+  if (snapshot.disk_budget) {
+    out.single("disk_tier_budget_bytes", "gauge",
+               "The snapshot directory's budget (--cache-disk-max-mib).",
+               snapshot.disk_budget->budget_bytes);
+    out.single("disk_tier_used_bytes", "gauge",
+               "Bytes this process's snapshot files hold of the budget (and files being written).",
+               snapshot.disk_budget->used_bytes);
+    out.single("disk_tier_deleted_for_room_total", "counter",
+               "Offloaded conversations whose snapshot was deleted to keep within the budget.",
+               snapshot.disk_budget->deleted_for_room);
+    out.single("disk_tier_refused_total", "counter",
+               "Snapshot writes the budget could not make room for (handled as a full disk).",
+               snapshot.disk_budget->refused);
+  }
   if (snapshot.ram_tier) {
     out.single("ram_tier_budget_bytes", "gauge", "The RAM tier's budget (--cache-ram-mib).",
                snapshot.ram_tier->budget_bytes);

@@ -99,6 +99,7 @@ StatusSnapshot ServerApp::status() const {
   snapshot.forgotten = engine.forgotten;
   snapshot.wait_seconds = engine.wait_seconds;
   if (const RamTier* tier = stack.ram_tier()) snapshot.ram_tier = tier->stats();
+  if (const DiskBudget* budget = stack.disk_budget()) snapshot.disk_budget = budget->stats();
   return snapshot;
 }
 

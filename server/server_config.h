@@ -43,6 +43,9 @@ struct ServerConfig {
   // (off: digests instead of AES-GCM), --cache-delta-saves N (saves that write only what
   // changed since the one before), --cache-ram-mib N (the RAM tier's budget; by default the
   // smaller of 8 GiB and a quarter of the machine's memory; 0: off).
+  // --cache-disk-max-mib N: the snapshot directory's budget; unset: half the filesystem's free
+  // space at start (main resolves it into offload.disk_max_bytes).
+  std::optional<uint64_t> disk_max_bytes;
   OffloadConfig offload = [] {
     OffloadConfig defaults;
     defaults.ram_bytes = default_ram_tier_bytes();

@@ -340,6 +340,15 @@ const std::vector<FlagSpec>& flag_specs() {
        [](const ServerConfig& d) {
          return std::to_string(d.offload.ram_bytes >> 20) + ": min(8192, a quarter of the RAM)";
        }},
+      {"--cache-disk-max-mib", "N",
+       "the snapshot directory's budget (MiB): the least recently used offloaded conversations' "
+       "snapshots are deleted to keep within it (they read their prompt again)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(int64_t mib, parse_integer(flag, value, 1, INT32_MAX));
+         config.disk_max_bytes = static_cast<uint64_t>(mib) << 20;
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("half the free space at start"); }},
       {"--model", "synthetic:SIZE",
        "the reference model: synthetic:tiny, synthetic:small, synthetic:medium or "
        "synthetic:large (seeded weights, nothing downloaded)",

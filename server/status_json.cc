@@ -28,6 +28,7 @@ nlohmann::json counters_json(const OffloadCounters& counters) {
       {"ram_full", counters.ram_full},
       {"ram_spills", counters.ram_spills},
       {"delta_saves", counters.delta_saves},
+      {"disk_drops", counters.disk_drops},
   };
 }
 
@@ -113,6 +114,18 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
         {"spills", tier.spills},
         {"spill_failures", tier.spill_failures},
         {"bases_dropped", tier.bases_dropped},
+    };
+  }
+  // The snapshot directory's budget: what this process's files hold of it (and the files being
+  // written), and the conversations whose snapshots were deleted to keep within it.
+  if (snapshot.disk_budget) {
+    const DiskBudgetStats& disk = *snapshot.disk_budget;
+    body["cache"]["disk_tier"] = {
+        {"budget_bytes", disk.budget_bytes},
+        {"used_bytes", disk.used_bytes},
+        {"deleted_for_room", disk.deleted_for_room},
+        {"delete_failures", disk.delete_failures},
+        {"refused", disk.refused},
     };
   }
   if (snapshot.sessions) {

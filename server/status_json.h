@@ -76,6 +76,9 @@ struct StatusSnapshot {
   DurationHistogram wait_seconds;
   // The RAM tier's budget and use (runtime::EngineStack::ram_tier()); nullopt without a tier.
   std::optional<RamTierStats> ram_tier;
+  // The snapshot directory's budget and use (runtime::EngineStack::disk_budget()); nullopt
+  // without one.
+  std::optional<DiskBudgetStats> disk_budget;
 };
 
 // One conversation as /v1/status and GET /slots show it.

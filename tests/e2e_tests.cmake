@@ -42,4 +42,6 @@ siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_openai_fields_e2e_te
 siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_responses_e2e_test.cc)
 # The RAM tier: a conversation waits in host memory and returns; too small a budget: disk.
 siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_ram_tier_e2e_test.cc)
+# The snapshot directory's budget: within it after every request, the deleted read again.
+siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_disk_budget_e2e_test.cc)
 siesta_finish_test_binary(e2e_tests)

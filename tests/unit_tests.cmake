@@ -102,6 +102,10 @@ siesta_test_sources(offload_tests LABELS unit fault_injection concurrency SOURCE
 # only what changed; the base is the first room taken; a copy with deltas spills as a chain.
 siesta_test_sources(offload_tests LABELS unit concurrency SOURCES
   unit/offloader_ram_delta_test.cc)
+# The snapshot directory's budget: files reserved before they are written, the least recently
+# used released conversation's snapshot deleted for room, a failed deletion kept counted.
+siesta_test_sources(offload_tests LABELS unit fault_injection concurrency SOURCES
+  unit/offloader_disk_budget_test.cc)
 # The tier's pinned pool: chunks prepared ahead by its own thread, blocks carved from them,
 # chunks given back by its rule, a refused registration.
 siesta_test_sources(offload_tests LABELS unit fault_injection concurrency SOURCES

@@ -52,6 +52,10 @@ struct OffloadConfig {
   // sessions keep their snapshots in host memory up to it, on disk beyond. 0: no tier, every
   // snapshot on disk (the library's default; the server's is default_ram_tier_bytes()).
   uint64_t ram_bytes = 0;
+  // The snapshot directory's budget (core/offload/disk_budget.h), shared by every session: the
+  // least recently used released conversations' snapshots are deleted to keep within it. 0:
+  // no budget (the library's default; the server's is default_disk_budget_bytes()).
+  uint64_t disk_max_bytes = 0;
 
   bool enabled() const { return offload_enabled(idle_seconds); }
 };

@@ -50,6 +50,7 @@ OffloadCounters& OffloadCounters::operator+=(const OffloadCounters& more) {
   ram_restores += more.ram_restores;
   ram_full += more.ram_full;
   ram_spills += more.ram_spills;
+  disk_drops += more.disk_drops;
   save_seconds += more.save_seconds;
   restore_seconds += more.restore_seconds;
   return *this;
@@ -141,6 +142,7 @@ void Offloader::Impl::report_chain() {
   st.disk_bytes = 0;
   for (const Segment& segment : chain) st.disk_bytes += segment.file_bytes;
   st.snapshot_segments = static_cast<uint32_t>(chain.size());
+  disk_space.set(st.disk_bytes);
 }
 
 void Offloader::Impl::log_change(const std::string& what, const Status& status, std::string line) {
@@ -213,7 +215,7 @@ void Offloader::Impl::on_timer() {
     case TimerAction::kSave: run_save(expiry_unix, /*keep_memory=*/false).ignore(); break;
     case TimerAction::kSaveAhead: run_save(expiry_unix, /*keep_memory=*/true).ignore(); break;
     case TimerAction::kRelease: release_saved(file_bytes).ignore(); break;
-    case TimerAction::kDeleteExpired: delete_expired(); break;
+    case TimerAction::kDeleteExpired: delete_expired().ignore(); break;
     case TimerAction::kNone: break;
   }
   end_task();
@@ -245,7 +247,8 @@ Offloader::Impl::TimerAction Offloader::Impl::decide_timer(int64_t* expiry_unix,
           " s after the last command; deleting it; state expired");
       return TimerAction::kDeleteExpired;
     case offload::OnTimer::kRetryDelete:
-      if (now < expiry_due()) return TimerAction::kNone;
+      // In `expiring` the deletion is due (the expiry passed, or the snapshot was deleted for
+      // room): the timer armed after a failed one is its backoff.
       apply(Event::kExpiryDue);  // the deletion, once more
       return TimerAction::kDeleteExpired;
     case offload::OnTimer::kNothing: break;
@@ -275,8 +278,11 @@ void Offloader::Impl::drop_ram() {
 Status Offloader::Impl::remove_files(const char* why) {
   Status removed = deps.store->remove(options.session);
   MutexLock lock(mu);
+  const uint64_t had = st.disk_bytes;
   chain.clear();
   report_chain();
+  // Files that may still be there keep their room on the budget until a removal succeeds.
+  if (!removed.ok()) disk_space.set(had);
   if (removed.ok()) return removed;
   ++st.counters.delete_failures;
   st.last_error = removed.to_string();
@@ -286,15 +292,55 @@ Status Offloader::Impl::remove_files(const char* why) {
 }
 
 // A failed deletion of an expired snapshot is tried again by a timer.
-void Offloader::Impl::delete_expired() {
+Status Offloader::Impl::delete_expired() {
   Status removed = remove_snapshot("expired");
   MutexLock lock(mu);
-  if (phase() != Phase::kExpiring) return;  // a command came meanwhile; it deletes the file
+  if (phase() != Phase::kExpiring) return removed;  // a command came meanwhile; it deletes it
   if (removed.ok()) {
     apply(Event::kSnapshotDeleted);
   } else {
     arm_timer_at(deps.clock.now() + options.backoff_initial);
   }
+  return removed;
+}
+
+void Offloader::Impl::enlist_disk() {
+  if (deps.disk_budget == nullptr) return;
+  deps.disk_budget->holders().enlist(std::shared_ptr<RoomHolder>(shared_from_this(), &disk_holder),
+                                     last_activity.count());
+}
+
+void Offloader::Impl::delist_disk() {
+  if (deps.disk_budget != nullptr) deps.disk_budget->holders().delist(&disk_holder);
+}
+
+Status Offloader::Impl::claim_disk(uint64_t file_bytes, DiskBudget::Space& claimed) {
+  if (deps.disk_budget == nullptr) return Status::Ok();
+  SIESTA_ASSIGN_OR_RETURN(claimed, deps.disk_budget->reserve(file_bytes, &cancel_save));
+  return Status::Ok();
+}
+
+Result<RoomHolder::Freed> Offloader::Impl::give_disk_room() {
+  if (!begin_task()) return Cancelled("the offloader is closing");
+  {
+    MutexLock lock(mu);
+    if (chain.empty() || phase() != Phase::kDisk) {
+      const bool none = chain.empty();
+      lock.unlock();
+      end_task();
+      if (none) return NotFound("no snapshot on disk");
+      return FailedPrecondition("the snapshot is in use or its session resident");
+    }
+    // As at expiry: a command arriving from here on starts afresh.
+    apply(Event::kExpiryDue);
+    ++st.counters.disk_drops;
+    log("offload: snapshot deleted to make room in the snapshot directory's budget "
+        "(--cache-disk-max-mib); the next request reads its prompt again; state expired");
+  }
+  const Status removed = delete_expired();
+  end_task();
+  if (!removed.ok()) return removed;
+  return Freed::kDeleted;
 }
 
 void Offloader::Impl::retire_snapshot(const char* why) {
@@ -314,14 +360,17 @@ void Offloader::Impl::retire_snapshot(const char* why) {
     }
     retired.push_back(std::move(name).value());
   }
+  // The renamed files keep their room on the directory's budget until the last is unlinked.
+  std::shared_ptr<DiskBudget::Space> retired_space;
   {
     MutexLock lock(mu);
+    retired_space = std::make_shared<DiskBudget::Space>(disk_space.split(disk_space.bytes()));
     chain.clear();
     report_chain();
   }
   std::weak_ptr<Impl> weak = weak_from_this();
   for (std::string& name : retired) {
-    deps.executor->post([weak, name = std::move(name)] {
+    deps.executor->post([weak, name = std::move(name), retired_space] {
       if (std::shared_ptr<Impl> self = weak.lock()) self->remove_retired(name);
     });
   }

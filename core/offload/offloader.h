@@ -69,6 +69,7 @@
 #include "core/offload/offload_config.h"
 #include "core/offload/offload_state.h"
 #include "core/offload/offload_target.h"
+#include "core/offload/disk_budget.h"
 #include "core/offload/ram_tier.h"
 #include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_store.h"
@@ -161,6 +162,7 @@ struct OffloadCounters {
   uint64_t ram_restores = 0;       // of the restores, those from the RAM tier
   uint64_t ram_full = 0;           // saves the RAM tier had no room for (written to disk instead)
   uint64_t ram_spills = 0;         // copies moved from the RAM tier to disk to make room
+  uint64_t disk_drops = 0;  // snapshots deleted for room in the directory's budget (fresh next)
   DurationHistogram save_seconds;  // snapshots made durable, from synchronize to durable
   DurationHistogram restore_seconds;  // restores, hits and fallbacks, commit to copy-in
 
@@ -224,6 +226,10 @@ class Offloader {
     // every snapshot goes to disk. A save keeps its snapshot there when it fits, else writes
     // the file as without it.
     RamTier* ram_tier = nullptr;
+    // The snapshot directory's budget (core/offload/disk_budget.h), shared likewise; null: no
+    // budget (a full filesystem is the only bound). Every file is reserved there before it is
+    // written; a conversation released to disk may have its snapshot deleted for room.
+    DiskBudget* disk_budget = nullptr;
   };
 
   // The session, held by one command: from acquire() until the Lease is destroyed (or

@@ -205,6 +205,7 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
   const Clock::Duration retired_at = deps.clock.now();
   const uint64_t tokens = deps.target.history_tokens();
 
+  delist_disk();  // resident: its files are no longer the budget's to delete
   MutexLock lock(mu);
   apply(Event::kRestored);
   if (!fresh) ++st.counters.restores;

@@ -149,6 +149,7 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
       plan.payload_bytes = payload_of(plan.regions);
     }
   }
+  DiskBudget::Space claimed;  // the file's room on the directory's budget, until the chain has it
   if (synced.ok() && !to_ram) {
     SnapshotWriteOptions write;
     write.path = segment_paths[plan.segment];
@@ -161,6 +162,7 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
     write.owner = options.session;
     write.cancel = &cancel_save;
     write.record_buffers = &record_buffers;
+    write.claim_space = [&](uint64_t file_bytes) { return claim_disk(file_bytes, claimed); };
     write.on_memory_read = [this] {
       MutexLock lock(mu);
       apply(Event::kMemoryRead);
@@ -313,8 +315,13 @@ Status Offloader::Impl::release_saved(uint64_t file_bytes) {
   // that.
   const bool in_ram = ram != nullptr;
   apply(in_ram ? Event::kReleasedToRam : Event::kReleased);
-  // A copy in RAM may be spilled to disk from now on, the least recently used first.
-  if (in_ram) enlist_ram(Holding::kOnlyCopy);
+  // A copy in RAM may be spilled to disk from now on, the least recently used first; a file
+  // may be deleted for room in the directory's budget.
+  if (in_ram) {
+    enlist_ram(Holding::kOnlyCopy);
+  } else {
+    enlist_disk();
+  }
   failures_in_a_row = 0;
   offload_requested = false;
   ++st.counters.saves;

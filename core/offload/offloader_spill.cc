@@ -51,7 +51,8 @@ Result<RoomHolder::Freed> Offloader::Impl::give_room(const std::atomic<bool>* re
 
 Result<uint64_t> Offloader::Impl::write_ram_copy(const RamCopy& copy, int64_t expiry_unix,
                                                  const std::atomic<bool>* requester_cancel,
-                                                 std::vector<Segment>& written) {
+                                                 std::vector<Segment>& written,
+                                                 std::vector<DiskBudget::Space>& claimed) {
   uint64_t file_bytes = 0;
   for (size_t i = 0; i < copy.segments.size(); ++i) {
     const RamCopy::Segment& segment = copy.segments[i];
@@ -66,6 +67,9 @@ Result<uint64_t> Offloader::Impl::write_ram_copy(const RamCopy& copy, int64_t ex
     write.owner = options.session;
     write.cancel = &cancel_save;           // this session's command, or closing
     write.cancel_also = requester_cancel;  // the save that needs the room was cancelled
+    write.claim_space = [&](uint64_t bytes) {
+      return claim_disk(bytes, claimed.emplace_back());
+    };
     // The writer's own record buffers, not the session's pool: a spill runs on another
     // session's thread, and the pool is owned by this session's save and restoring phases.
     SnapshotWriter writer(deps.fs, deps.clock, *deps.key, /*backend=*/nullptr);  // host regions
@@ -96,7 +100,9 @@ Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel) {
   }
 
   std::vector<Segment> segments;
-  const Result<uint64_t> written = write_ram_copy(*copy, expiry_unix, requester_cancel, segments);
+  std::vector<DiskBudget::Space> claimed;  // the files' room, until the chain has it
+  const Result<uint64_t> written =
+      write_ram_copy(*copy, expiry_unix, requester_cancel, segments, claimed);
   const Clock::Duration written_at = deps.clock.now();
 
   MutexLock lock(mu);
@@ -108,6 +114,7 @@ Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel) {
     std::shared_ptr<const RamCopy> dropped = std::move(ram);  // given back below, unlocked
     st.ram_bytes = 0;
     apply(Event::kSpilled);
+    enlist_disk();
     ++st.counters.ram_spills;
     log("offload: spilled " + std::to_string(*written) + " bytes from RAM to disk in " +
         std::to_string(static_cast<int64_t>(milliseconds(written_at - start))) +

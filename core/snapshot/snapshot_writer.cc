@@ -94,6 +94,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   const snapshot::FileShape shape = snapshot::file_shape(header, header_bytes.size());
 
   // ---- space first: NoSpace without writing a byte ----
+  if (options.claim_space) SIESTA_RETURN_IF_ERROR(options.claim_space(shape.file_bytes));
   const std::string directory = parent_directory(options.path);
   SIESTA_ASSIGN_OR_RETURN(const uint64_t available, fs_.available_bytes(directory));
   if (available < shape.file_bytes) {

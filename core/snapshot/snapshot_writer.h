@@ -65,6 +65,10 @@ struct SnapshotWriteOptions {
   // A second flag with the same effect (may be null): a RAM tier spill stops when either its
   // own session's command arrives or the save that asked for the room is cancelled.
   const std::atomic<bool>* cancel_also = nullptr;
+  // Called once (may be empty), on the writing thread, with the file's exact size before
+  // anything touches storage: a failure ends the write with that status, nothing written
+  // (the Offloader reserves the size in the snapshot directory's budget here).
+  std::function<Status(uint64_t file_bytes)> claim_space;
   // Called once, on the writing thread, as soon as no byte of the regions will be read again:
   // when the chunk stage ends, whether every chunk is copied, sealed and written (only the
   // trailer, fdatasync, rename and directory fsync remain) or it stopped (cancelled or

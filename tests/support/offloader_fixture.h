@@ -43,6 +43,7 @@ struct OffloaderSetup {
   uint32_t chunk_bytes = 4096;                   // many chunks: many cancellation points
   uint32_t max_delta_segments = 0;               // OffloaderOptions' (0: whole saves only)
   uint64_t ram_tier_bytes = 0;                   // > 0: a RamTier of that budget (ram_tier_)
+  uint64_t disk_budget_bytes = 0;                // > 0: a DiskBudget of that many bytes
 };
 
 // The RAM tier's pages, refused on demand (a test's injected fault): anonymous mappings
@@ -85,6 +86,9 @@ class OffloaderFixture {
       ram_pages_ = pages.get();
       ram_tier_ = std::make_unique<RamTier>(setup.ram_tier_bytes, std::move(pages));
     }
+    if (setup.disk_budget_bytes > 0) {
+      disk_budget_ = std::make_unique<DiskBudget>(setup.disk_budget_bytes);
+    }
     make_offloader();
   }
 
@@ -101,7 +105,7 @@ class OffloaderFixture {
       log_.push_back(line);
     };
     offloader_ = Offloader::create({*target_, *hooked_backend_, host_, fs_, clock_, &executor_,
-                                    store_.get(), key_.get(), ram_tier_.get()},
+                                    store_.get(), key_.get(), ram_tier_.get(), disk_budget_.get()},
                                    options)
                      .value();
   }
@@ -131,6 +135,9 @@ class OffloaderFixture {
   Setup setup_;
   siesta::testing::TempDir dir_;
   ManualClock clock_;
+  // setup.disk_budget_bytes > 0. Before the executor: a retired file's removal task holds
+  // its room until it runs or is dropped with the executor.
+  std::unique_ptr<DiskBudget> disk_budget_;
   ManualExecutor executor_;
   PosixFileSystem posix_;
   FaultyFileSystem fs_{posix_};
@@ -170,7 +177,8 @@ class NeighbourSession {
       log_.push_back(line);
     };
     offloader = Offloader::create({*target, *f.hooked_backend_, f.host_, f.fs_, f.clock_,
-                                   &f.executor_, f.store_.get(), f.key_.get(), f.ram_tier_.get()},
+                                   &f.executor_, f.store_.get(), f.key_.get(), f.ram_tier_.get(),
+                                   f.disk_budget_.get()},
                                   options)
                     .value();
   }

@@ -76,11 +76,11 @@ void expect_shape(const json& body) {
   EXPECT_TRUE(cache["operation_ms"].is_number());
   ASSERT_TRUE(cache.contains("counters") && cache["counters"].is_object());
   const json& counters = cache["counters"];
-  EXPECT_EQ(counters.size(), 14u);
+  EXPECT_EQ(counters.size(), 15u);
   expect_integers(counters, {"saves", "restores", "restore_hits", "expirations", "write_failures",
                              "cancelled_saves", "out_of_memory_retries", "delete_failures",
                              "ram_saves", "ram_restores", "ram_full", "ram_spills",
-                             "delta_saves"});
+                             "delta_saves", "disk_drops"});
   ASSERT_TRUE(counters.contains("fallbacks") && counters["fallbacks"].is_object());
   EXPECT_EQ(counters["fallbacks"].size(), kFallbackReasonCount);
   for (size_t i = 0; i < kFallbackReasonCount; ++i) {
@@ -190,6 +190,19 @@ TEST(StatusJsonTest, OneConversationHasNoSessionsList) {
   const nlohmann::json body = status_json(sample_snapshot());
   EXPECT_FALSE(body["cache"].contains("sessions"));
   EXPECT_EQ(body["cache"].size(), 11u);
+}
+
+TEST(StatusJsonTest, TheDiskBudgetIsShownWithItsUseAndDeletionsWhenThereIsOne) {
+  StatusSnapshot snapshot = sample_snapshot();
+  EXPECT_FALSE(status_json(snapshot)["cache"].contains("disk_tier"));
+  snapshot.disk_budget = DiskBudgetStats{1 << 30, 8192, 3, 1, 2};
+  const nlohmann::json tier = status_json(snapshot)["cache"]["disk_tier"];
+  EXPECT_EQ(tier, nlohmann::json({{"budget_bytes", 1 << 30},
+                                  {"used_bytes", 8192},
+                                  {"deleted_for_room", 3},
+                                  {"delete_failures", 1},
+                                  {"refused", 2}}))
+      << tier.dump();
 }
 
 TEST(StatusJsonTest, TheRamTierIsShownWithItsBudgetAndUseWhenThereIsOne) {

@@ -42,6 +42,7 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
   Impl(Deps d, OffloaderOptions o)
       : deps(d),
         options(std::move(o)),
+        disk_space(d.disk_budget != nullptr ? d.disk_budget->space() : DiskBudget::Space()),
         machine(options.config.enabled() ? offload::Phase::kResident : offload::Phase::kDisabled) {}
 
   // ---- Set once by create() ----
@@ -73,6 +74,8 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
     uint64_t tokens = 0;  // history tokens when it was written
   };
   std::vector<Segment> chain SIESTA_GUARDED_BY(mu);
+  // The chain's files on the directory's budget (report_chain() keeps it equal to disk_bytes).
+  DiskBudget::Space disk_space SIESTA_GUARDED_BY(mu);
   // The snapshot, when the last save kept it in the RAM tier (the chain is then empty): set by
   // that save; while the session is resident again, kept as the base of the next delta (as the
   // chain's files are) unless deltas are off; given back by a removal, a spill, a whole save
@@ -198,7 +201,9 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
   };
   // The file is durable: gives the memory back. REQUIRES: the phase is kSaveReleasing.
   ReleaseOutcome release_memory() SIESTA_EXCLUDES(mu);
-  void delete_expired() SIESTA_EXCLUDES(mu);
+  // In `expiring`: deletes the snapshot, then `expired`; on failure the timer tries again.
+  // Returns the deletion's outcome.
+  Status delete_expired() SIESTA_EXCLUDES(mu);
   void remove_retired(const std::string& retired) SIESTA_EXCLUDES(mu);
 
   // ---- Command thread ----
@@ -227,6 +232,30 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
   // base, last used at the last command.
   void enlist_ram(Holding holding) SIESTA_REQUIRES(mu);
 
+  // ---- The disk budget's room (any thread: the one whose save needs it) ----
+  // The Offloader as a holder of the directory's budget: a second identity, since the RAM
+  // tier lists the Impl itself.
+  struct DiskHolder final : RoomHolder {
+    explicit DiskHolder(Impl* owner) : impl(owner) {}
+    Result<Freed> give_room(const std::atomic<bool>* requester_cancel) override {
+      (void)requester_cancel;  // a deletion is short: it runs to its end
+      return impl->give_disk_room();
+    }
+    Impl* impl;
+  };
+  DiskHolder disk_holder{this};
+  // Lists the session with the budget's holders (its snapshot may be deleted for room), last
+  // used at its last command; nothing without a budget.
+  void enlist_disk() SIESTA_REQUIRES(mu);
+  void delist_disk();
+  // Released to disk (`disk`, no command): the snapshot is deleted as at expiry (`expiring`,
+  // then `expired`: the next request starts afresh), counted in disk_drops. Success: kDeleted.
+  // NotFound: no files; FailedPrecondition: another phase; the deletion's failure (the
+  // session stays `expiring`, retried by its timer).
+  Result<Freed> give_disk_room() SIESTA_EXCLUDES(mu);
+  // Reserves `file_bytes` on the directory's budget into `claimed` (OK without a budget).
+  Status claim_disk(uint64_t file_bytes, DiskBudget::Space& claimed) SIESTA_EXCLUDES(mu);
+
   // ---- The RAM tier's room (any thread: the one whose save needs it) ----
   // RoomHolder: a resident session (no save of it running) gives its base up; a released one
   // writes its RAM copy to the store, segment by segment (sealed, synced, the owner and a
@@ -238,7 +267,8 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
   // `generations`). Failure: the first write's; what was written is left for the caller.
   Result<uint64_t> write_ram_copy(const RamCopy& copy, int64_t expiry_unix,
                                   const std::atomic<bool>* requester_cancel,
-                                  std::vector<Segment>& written) SIESTA_EXCLUDES(mu);
+                                  std::vector<Segment>& written,
+                                  std::vector<DiskBudget::Space>& claimed) SIESTA_EXCLUDES(mu);
   // After a restore (or a fallback) the file no longer describes the session. Unlinking a
   // large cached file frees its pages and extents, which costs ~0.2 s per GiB -- too much for
   // the command that is waiting for its first token -- so the file is renamed to a temporary
