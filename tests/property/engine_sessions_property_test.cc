@@ -22,7 +22,8 @@
 //     (a file put under another conversation's name is refused, never restored), and a
 //     returning conversation whose prompt extends its last turn otherwise gets its whole kept
 //     history back (cached_tokens = its history);
-//   - a turn fails only while a fault is injected, and then with Unavailable or OutOfMemory
+//   - a turn fails only while a fault is injected (or when the disk budget has no room for the
+//     conversation that must leave the device), and then with Unavailable or OutOfMemory
 //     (retry later), leaving its conversation as it was: the next turn after healing gets the
 //     same answer and history as if the failed one had never been sent;
 //   - never more than P sessions committed (the backend's committed bytes after every step);
@@ -31,7 +32,10 @@
 //     conversation is restorable from exactly one place after every step: a copy in RAM and
 //     no file, or a file and no copy (a resident one may keep either as its next delta's base,
 //     never both); the tier never holds more than its budget and exactly what the sessions
-//     say they hold.
+//     say they hold;
+//   - with a disk budget (none, 96 KiB, 256 KiB or 4 MiB), the directory's files never pass it;
+//     a conversation whose snapshot was deleted for room starts afresh, as the reference does
+//     once reset, with the same answer.
 //
 // Case count and seed: RC_PARAMS (ctest sets max_success=1000 max_size=30: a case is a few
 // dozen generations of a tiny model, and CI has 2 cores); printed at start-up. Each injected
@@ -85,6 +89,9 @@ struct SessionsWorld {
   // Snapshot files were moved between conversations: any conversation may lose its history at
   // a later restore (the test does not know which session holds which conversation).
   bool tampered = false;
+  // The snapshot directory has a budget: a conversation released to disk may have its snapshot
+  // deleted for room, and then starts afresh (fresh_after_expiry) at its next turn.
+  bool disk_budget = false;
   bool faulty() const { return file_fault || memory_taken; }
   bool may_discard() const { return faulty() || tampered; }
   // What happened in the case, for its tags (each once, so that the distribution stays short).
@@ -95,6 +102,8 @@ struct SessionsWorld {
   bool tamper_refused = false;
   bool spilled = false;
   bool spilled_or_kept_in_ram = false;
+  bool deleted_for_room = false;
+  bool refused_for_disk_room = false;
 };
 
 // The snapshot files in `dir` by session number ("siesta-<nonce>-<session>[.<k>].snap").
@@ -110,6 +119,16 @@ std::map<uint32_t, std::vector<std::string>> snapshots_by_session(const std::str
   }
   for (auto& [session, files] : out) std::sort(files.begin(), files.end());
   return out;
+}
+
+// What the regular files directly in `dir` hold: snapshots, their temporaries and retired
+// names (the exports live in a subdirectory).
+uint64_t snapshot_bytes_in(const std::string& dir) {
+  uint64_t total = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.is_regular_file()) total += entry.file_size();
+  }
+  return total;
 }
 
 // Tampering: one file of a session and one of another, swapped (`how` even) or the first
@@ -179,14 +198,28 @@ void check_answer(SessionsWorld& world, const Turn& turn, Result<GenerateResult>
   const uint32_t c = turn.conversation;
   if (!got.ok()) {
     RC_LOG() << "conversation " << c << " refused: " << got.status().to_string() << "\n";
-    RC_ASSERT(world.faulty());
+    // A budget too small for the conversation leaving the device refuses the newcomer (503).
+    const bool no_disk_room =
+        world.disk_budget && got.status().message().find("--cache-disk-max-mib") != std::string::npos;
+    RC_ASSERT(world.faulty() || no_disk_room);
     RC_ASSERT(got.status().code() == StatusCode::kUnavailable ||
               got.status().code() == StatusCode::kOutOfMemory);
-    (world.memory_taken ? world.refused_for_memory : world.refused_otherwise) = true;
+    if (no_disk_room) {
+      world.refused_for_disk_room = true;
+    } else {
+      (world.memory_taken ? world.refused_for_memory : world.refused_otherwise) = true;
+    }
     return;  // as if never sent: the reference does not see it either
   }
-  const bool discarded = got->admission.fallback.has_value();
-  if (discarded) {
+  // Deleted for room in the directory's budget: the conversation starts afresh, as the
+  // reference does once told to forget it.
+  const bool deleted_for_room = got->admission.fresh_after_expiry;
+  if (deleted_for_room) {
+    RC_ASSERT(world.disk_budget);
+    world.deleted_for_room = true;
+  }
+  const bool discarded = got->admission.fallback.has_value() || deleted_for_room;
+  if (discarded && !deleted_for_room) {
     RC_ASSERT(world.may_discard());
     if (!world.faulty()) {
       // Only tampering can explain it: the file under this conversation's name was another
@@ -196,8 +229,8 @@ void check_answer(SessionsWorld& world, const Turn& turn, Result<GenerateResult>
       world.tamper_refused = true;
     }
     world.discarded = true;
-    RC_ASSERT(reference.engine->reset(c).get().ok());
   }
+  if (discarded) RC_ASSERT(reference.engine->reset(c).get().ok());
   Result<GenerateResult> want =
       reference.engine->generate(request_for(turn, route_by_slot(c))).get();
   RC_ASSERT(want.ok());
@@ -234,16 +267,22 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
                                                                    {2, uint64_t{64} << 10},
                                                                    {1, uint64_t{160} << 10}});
   RC_LOG() << "RAM tier budget: " << ram_budget << " bytes\n";
+  // The snapshot directory's budget: none, a few tiny conversations' files, or roomy.
+  const uint64_t disk_budget = *rc::gen::weightedElement<uint64_t>(
+      {{3, 0}, {2, uint64_t{96} << 10}, {1, uint64_t{256} << 10}, {1, uint64_t{4} << 20}});
+  RC_LOG() << "disk budget: " << disk_budget << " bytes\n";
   PosixFileSystem posix;
   FaultyFileSystem files(posix);
   siesta::testing::OffloadEngineRigOptions options =
       siesta::testing::rig_with_sessions(p, k, /*offload=*/true);
   options.fs = &files;
   options.ram_tier_bytes = ram_budget;
+  options.disk_budget_bytes = disk_budget;
   OffloadEngineRig on(std::move(options));
   OffloadEngineRig reference(siesta::testing::rig_with_sessions(k, k, /*offload=*/false));
   SessionsWorld world;
   world.k = k;
+  world.disk_budget = disk_budget > 0;
   world.history.resize(k);
   const uint32_t context = on.engine->config().context;
   uint64_t one_session = 0;  // committed bytes of one session, once measured
@@ -333,6 +372,12 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
       RC_ASSERT(tier->stats().used_bytes == in_ram);
       if (tier->stats().spills > 0) world.spilled = true;
     }
+    // The directory within its budget, on the budget's account and in its files.
+    if (const DiskBudget* budget = on.stack->disk_budget()) {
+      const DiskBudgetStats disk = budget->stats();
+      RC_ASSERT(disk.used_bytes <= disk.budget_bytes);
+      if (!world.tampered) RC_ASSERT(snapshot_bytes_in(on.dir.path()) <= disk.budget_bytes);
+    }
     // Never more than P sessions committed: the weights and session 0 are resident_committed,
     // and every other committed session adds one session's bytes. Without a measurement of
     // one session (P = 1), the committed bytes must stay at the first session's.
@@ -347,6 +392,8 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
   if (world.refused_for_memory) RC_TAG("a turn refused with the device taken");
   if (world.refused_otherwise) RC_TAG("a turn refused under a file fault");
   if (world.discarded) RC_TAG("a history discarded under a fault");
+  if (world.deleted_for_room) RC_TAG("a snapshot deleted for room");
+  if (world.refused_for_disk_room) RC_TAG("a turn refused: no room in the disk budget");
   if (world.file_fault_fired || files.counters().faults_fired > 0) RC_TAG("a file fault fired");
   if (world.tamper_refused) RC_TAG("a tampered snapshot refused");
   if (world.spilled) RC_TAG("a RAM copy spilled to disk");

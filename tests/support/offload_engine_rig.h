@@ -40,6 +40,8 @@ struct OffloadEngineRigOptions {
   FileSystem* fs = nullptr;
   // The RAM tier's budget (OffloadConfig::ram_bytes); 0: no tier, every snapshot on disk.
   uint64_t ram_tier_bytes = 0;
+  // The snapshot directory's budget (OffloadConfig::disk_max_bytes); 0: none.
+  uint64_t disk_budget_bytes = 0;
 };
 
 // Options for `parallel` sessions over `max_sessions` conversations, offload on or off.
@@ -104,6 +106,7 @@ struct OffloadEngineRig {
       stack_options.offload.config.expire_seconds = kExpireSeconds;
       stack_options.offload.config.disk_dir = dir.path();
       stack_options.offload.config.ram_bytes = options.ram_tier_bytes;
+      stack_options.offload.config.disk_max_bytes = options.disk_budget_bytes;
     }
     stack_options.sessions = options.sessions;
     stack_options.fs = options.fs;
