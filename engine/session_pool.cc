@@ -31,12 +31,11 @@ Result<std::unique_ptr<SessionPool::Slot>> SessionPool::make_slot(uint32_t id) c
   // once, so that there is one way to be disabled (offload_enabled()).
   OffloaderOptions options = offload_.options;
   if (id != 0) options.session = std::to_string(id);
-  SIESTA_ASSIGN_OR_RETURN(
-      slot->offloader,
-      Offloader::create({*slot->session, deps_.backend, deps_.host, deps_.fs, deps_.clock,
-                         offload_.executor, offload_.store, offload_.key, offload_.ram_tier,
-                         offload_.disk_budget},
-                        std::move(options)));
+  SIESTA_ASSIGN_OR_RETURN(slot->offloader,
+                          Offloader::create({*slot->session, deps_.backend, deps_.host, deps_.fs,
+                                             deps_.clock, offload_.executor, offload_.store,
+                                             offload_.key, offload_.ram_tier, offload_.disk_budget},
+                                            std::move(options)));
   return slot;
 }
 

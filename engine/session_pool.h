@@ -42,7 +42,7 @@ struct EngineOffload {
   SnapshotStore* store = nullptr;
   const ProcessKey* key = nullptr;
   Executor* executor = nullptr;
-  RamTier* ram_tier = nullptr;  // the RAM tier every session shares; null: none
+  RamTier* ram_tier = nullptr;        // the RAM tier every session shares; null: none
   DiskBudget* disk_budget = nullptr;  // the snapshot directory's budget; null: none
 };
 

@@ -28,10 +28,10 @@ namespace siesta {
 
 struct DiskBudgetStats {
   uint64_t budget_bytes = 0;
-  uint64_t used_bytes = 0;         // covered by live Spaces: files, and files being written
-  uint64_t deleted_for_room = 0;   // conversations whose snapshot make_room deleted
-  uint64_t delete_failures = 0;    // deletions for room that failed (the files stayed)
-  uint64_t refused = 0;            // reservations that did not fit even after making room
+  uint64_t used_bytes = 0;        // covered by live Spaces: files, and files being written
+  uint64_t deleted_for_room = 0;  // conversations whose snapshot make_room deleted
+  uint64_t delete_failures = 0;   // deletions for room that failed (the files stayed)
+  uint64_t refused = 0;           // reservations that did not fit even after making room
 };
 
 class DiskBudget {

@@ -66,10 +66,10 @@
 #include "core/base/status.h"
 #include "core/memory/host_vmm.h"
 #include "core/memory/memory_backend.h"
+#include "core/offload/disk_budget.h"
 #include "core/offload/offload_config.h"
 #include "core/offload/offload_state.h"
 #include "core/offload/offload_target.h"
-#include "core/offload/disk_budget.h"
 #include "core/offload/ram_tier.h"
 #include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_store.h"
@@ -158,12 +158,12 @@ struct OffloadCounters {
   uint64_t cancelled_saves = 0;        // a command arrived during the save
   uint64_t out_of_memory_retries = 0;  // restores refused for lack of memory (command failed)
   uint64_t delete_failures = 0;
-  uint64_t ram_saves = 0;          // of the saves (both kinds), those kept in the RAM tier
-  uint64_t ram_restores = 0;       // of the restores, those from the RAM tier
-  uint64_t ram_full = 0;           // saves the RAM tier had no room for (written to disk instead)
-  uint64_t ram_spills = 0;         // copies moved from the RAM tier to disk to make room
-  uint64_t disk_drops = 0;  // snapshots deleted for room in the directory's budget (fresh next)
-  DurationHistogram save_seconds;  // snapshots made durable, from synchronize to durable
+  uint64_t ram_saves = 0;     // of the saves (both kinds), those kept in the RAM tier
+  uint64_t ram_restores = 0;  // of the restores, those from the RAM tier
+  uint64_t ram_full = 0;      // saves the RAM tier had no room for (written to disk instead)
+  uint64_t ram_spills = 0;    // copies moved from the RAM tier to disk to make room
+  uint64_t disk_drops = 0;    // snapshots deleted for room in the directory's budget (fresh next)
+  DurationHistogram save_seconds;     // snapshots made durable, from synchronize to durable
   DurationHistogram restore_seconds;  // restores, hits and fallbacks, commit to copy-in
 
   // Adds every count of `more` (the counters of several sessions). offloader_test checks that

@@ -48,7 +48,8 @@ Offloader::Impl::SavePlan Offloader::Impl::plan_save() {
     if (plan.over_ram) {
       segments = ram->segments.size();
       unchanged = std::min(unchanged_tokens, ram->tokens());
-      for (size_t i = 1; i < segments; ++i) deltas_payload += ram->segments[i].snapshot->payload_bytes;
+      for (size_t i = 1; i < segments; ++i)
+        deltas_payload += ram->segments[i].snapshot->payload_bytes;
     } else {
       segments = chain.size();
       if (segments > 0) unchanged = std::min(unchanged_tokens, chain.back().tokens);
@@ -206,7 +207,7 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
     log_change("delete", superseded,
                "could not delete superseded deltas: " + superseded.to_string());
   }
-  std::string what;  // the file, for the log line
+  std::string what;                               // the file, for the log line
   std::shared_ptr<const RamCopy> superseded_ram;  // given back below, unlocked
   switch (outcome.end) {
     case SaveOutcome::End::kCancelled: ++st.counters.cancelled_saves; break;

@@ -67,16 +67,14 @@ Result<uint64_t> Offloader::Impl::write_ram_copy(const RamCopy& copy, int64_t ex
     write.owner = options.session;
     write.cancel = &cancel_save;           // this session's command, or closing
     write.cancel_also = requester_cancel;  // the save that needs the room was cancelled
-    write.claim_space = [&](uint64_t bytes) {
-      return claim_disk(bytes, claimed.emplace_back());
-    };
+    write.claim_space = [&](uint64_t bytes) { return claim_disk(bytes, claimed.emplace_back()); };
     // The writer's own record buffers, not the session's pool: a spill runs on another
     // session's thread, and the pool is owned by this session's save and restoring phases.
     SnapshotWriter writer(deps.fs, deps.clock, *deps.key, /*backend=*/nullptr);  // host regions
     SIESTA_ASSIGN_OR_RETURN(const SnapshotWriteResult result,
                             writer.write(write, ram_regions(*segment.snapshot)));
-    written.push_back(Segment{write.generation, result.file_bytes,
-                              segment.snapshot->payload_bytes, segment.tokens});
+    written.push_back(Segment{write.generation, result.file_bytes, segment.snapshot->payload_bytes,
+                              segment.tokens});
     file_bytes += result.file_bytes;
   }
   return file_bytes;

@@ -54,6 +54,7 @@ bool is_nonce(std::string_view text) {
 struct ParsedName {
   enum class Kind { kLock, kSnapshot, kTemporary } kind;
   std::string nonce;
+  std::string session;  // empty for a lock
 };
 
 std::optional<ParsedName> parse_name(std::string_view name) {
@@ -64,7 +65,7 @@ std::optional<ParsedName> parse_name(std::string_view name) {
   }
   std::string nonce(name.substr(0, kNonceHexDigits));
   name.remove_prefix(kNonceHexDigits);
-  if (name == kLockSuffix) return ParsedName{ParsedName::Kind::kLock, std::move(nonce)};
+  if (name == kLockSuffix) return ParsedName{ParsedName::Kind::kLock, std::move(nonce), {}};
   if (!name.starts_with('-')) return std::nullopt;
   name.remove_prefix(1);
   ParsedName::Kind kind = ParsedName::Kind::kSnapshot;
@@ -78,7 +79,7 @@ std::optional<ParsedName> parse_name(std::string_view name) {
     return std::nullopt;
   }
   if (!valid_stem(stem)) return std::nullopt;
-  return ParsedName{kind, std::move(nonce)};
+  return ParsedName{kind, std::move(nonce), std::string(stem.substr(0, stem.find('.')))};
 }
 
 Result<std::string> random_nonce() {
@@ -224,11 +225,16 @@ void SnapshotStore::cleanup_at_start() {
   }
   // Group the files of other owners by nonce; files with this store's nonce (its process
   // key's, unique to the process) are this store's own.
-  std::map<std::string, std::vector<std::pair<std::string, ParsedName::Kind>>> by_owner;
+  struct OwnerFile {
+    std::string name;
+    ParsedName::Kind kind;
+    std::string session;
+  };
+  std::map<std::string, std::vector<OwnerFile>> by_owner;
   for (const std::string& name : *names) {
     std::optional<ParsedName> parsed = parse_name(name);
     if (!parsed || parsed->nonce == nonce_) continue;
-    by_owner[parsed->nonce].emplace_back(name, parsed->kind);
+    by_owner[parsed->nonce].push_back({name, parsed->kind, std::move(parsed->session)});
   }
   bool removed_any = false;
   const int64_t now = clock_.unix_seconds();
@@ -238,9 +244,9 @@ void SnapshotStore::cleanup_at_start() {
     // created by the attempt, and removed below with the rest.)
     Result<std::unique_ptr<FileLock>> lock = fs_.lock_file(lock_path, /*wait=*/false);
     if (lock.ok()) {
-      for (const auto& [name, kind] : files) {
-        if (kind == ParsedName::Kind::kLock) continue;  // last, while still held
-        Status removed = fs_.remove(path_of(name));
+      for (const OwnerFile& file : files) {
+        if (file.kind == ParsedName::Kind::kLock) continue;  // last, while still held
+        Status removed = fs_.remove(path_of(file.name));
         if (removed.ok()) {
           ++cleanup_.removed_dead_owner_files;
           removed_any = true;
@@ -262,18 +268,31 @@ void SnapshotStore::cleanup_at_start() {
       record_failure(cleanup_, lock.status());
       continue;
     }
-    // A live owner: only snapshots past their expiry go. Its temporaries are being written.
-    for (const auto& [name, kind] : files) {
-      if (kind != ParsedName::Kind::kSnapshot) continue;
-      const std::string path = path_of(name);
-      Result<int64_t> expiry = read_expiry(path);
-      if (!expiry.ok() || *expiry > now) continue;
-      Status removed = fs_.remove(path);
-      if (removed.ok()) {
-        ++cleanup_.removed_expired_files;
-        removed_any = true;
-      } else if (removed.code() != StatusCode::kNotFound) {
-        record_failure(cleanup_, removed);
+    // A live owner: only snapshots past their expiry go, a session's segments together and
+    // by the newest one's expiry (a delta chain lives as long as its last save: its base may
+    // be older). A segment whose expiry cannot be read keeps its whole chain. Temporaries are
+    // being written.
+    std::map<std::string, std::vector<std::string>> chains;
+    for (const OwnerFile& file : files) {
+      if (file.kind == ParsedName::Kind::kSnapshot) chains[file.session].push_back(file.name);
+    }
+    for (const auto& [session, segment_names] : chains) {
+      int64_t newest = 0;
+      bool known = true;
+      for (const std::string& name : segment_names) {
+        Result<int64_t> expiry = read_expiry(path_of(name));
+        known = known && expiry.ok();
+        if (expiry.ok()) newest = std::max(newest, *expiry);
+      }
+      if (!known || newest > now) continue;
+      for (const std::string& name : segment_names) {
+        Status removed = fs_.remove(path_of(name));
+        if (removed.ok()) {
+          ++cleanup_.removed_expired_files;
+          removed_any = true;
+        } else if (removed.code() != StatusCode::kNotFound) {
+          record_failure(cleanup_, removed);
+        }
       }
     }
   }

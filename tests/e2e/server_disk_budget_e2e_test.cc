@@ -39,9 +39,9 @@ TEST(ServerDiskBudgetE2eTest, TenConversationsOverABudgetOfAFewSnapshotsStayWith
   constexpr uint64_t kBudget = uint64_t{1} << 20;
   TempDir temp;
   const std::string dir = temp.file("cache");
-  auto server = start_or_die(with(kSmallSim, {"--cache-idle-seconds", "600", "--cache-ram-mib", "0",
-                                           "--max-sessions", "10", "--cache-disk-max-mib", "1",
-                                           "--cache-disk-dir", dir}));
+  auto server = start_or_die(
+      with(kSmallSim, {"--cache-idle-seconds", "600", "--cache-ram-mib", "0", "--max-sessions",
+                       "10", "--cache-disk-max-mib", "1", "--cache-disk-dir", dir}));
   auto reference = start_or_die(with(kSmallSim, {"--parallel", "10"}));
   ASSERT_NE(server, nullptr);
   ASSERT_NE(reference, nullptr);
@@ -97,7 +97,8 @@ TEST(ServerDiskBudgetE2eTest, TenConversationsOverABudgetOfAFewSnapshotsStayWith
 TEST(ServerDiskBudgetE2eTest, TheDefaultBudgetIsHalfTheFreeSpaceAtStart) {
   TempDir temp;
   const std::string dir = temp.file("cache");
-  auto server = start_or_die(with(kSmallSim, {"--cache-idle-seconds", "600", "--cache-disk-dir", dir}));
+  auto server =
+      start_or_die(with(kSmallSim, {"--cache-idle-seconds", "600", "--cache-disk-dir", dir}));
   ASSERT_NE(server, nullptr);
   const std::filesystem::space_info space = std::filesystem::space(temp.path());
   Result<json> status = server->status();

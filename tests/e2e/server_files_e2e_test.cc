@@ -52,12 +52,12 @@ struct TwinServers {
 TwinServers start_twins(const std::string& cache_dir, const std::vector<std::string>& more = {}) {
   // One conversation (--max-sessions 1): every request continues or replaces the one snapshot
   // these tests tamper with.
-  return {start_or_die(with(kFilesModel,
-                            with({"--cache-idle-seconds", "600", "--cache-expire-seconds", "1200",
-                                  "--cache-ram-mib", "0", "--max-sessions", "1",
-                                  "--cache-disk-dir", cache_dir},
-                                 more))),
-          start_or_die(kFilesModel)};
+  return {
+      start_or_die(with(kFilesModel, with({"--cache-idle-seconds", "600", "--cache-expire-seconds",
+                                           "1200", "--cache-ram-mib", "0", "--max-sessions", "1",
+                                           "--cache-disk-dir", cache_dir},
+                                          more))),
+      start_or_die(kFilesModel)};
 }
 
 // Both servers answer `request` with 200 and the same text; the offloading one's answer.

@@ -297,10 +297,9 @@ TEST(ServerLlamaApiE2eTest, IsSleepingAcrossAnOffloadAndAWake) {
   TempDir temp;
   const std::string dir = temp.file("cache");
   // The idle timer is far away: only POST /v1/cache/offload puts the conversation to sleep.
-  auto server = start_or_die(
-      with(kTinyModel, {"--ctx", "1024", "--cache-idle-seconds", "600", "--cache-expire-seconds",
-                        "1200", "--cache-ram-mib", "0", "--max-sessions", "1", "--cache-disk-dir",
-                        dir}));
+  auto server = start_or_die(with(
+      kTinyModel, {"--ctx", "1024", "--cache-idle-seconds", "600", "--cache-expire-seconds", "1200",
+                   "--cache-ram-mib", "0", "--max-sessions", "1", "--cache-disk-dir", dir}));
   ASSERT_NE(server, nullptr);
   EXPECT_EQ(get_json(*server, "/props")["is_sleeping"], false) << "conversation 0 is resident";
   const std::string opening = "The sleeping server remembers this line.";

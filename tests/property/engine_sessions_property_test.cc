@@ -199,8 +199,8 @@ void check_answer(SessionsWorld& world, const Turn& turn, Result<GenerateResult>
   if (!got.ok()) {
     RC_LOG() << "conversation " << c << " refused: " << got.status().to_string() << "\n";
     // A budget too small for the conversation leaving the device refuses the newcomer (503).
-    const bool no_disk_room =
-        world.disk_budget && got.status().message().find("--cache-disk-max-mib") != std::string::npos;
+    const bool no_disk_room = world.disk_budget && got.status().message().find(
+                                                       "--cache-disk-max-mib") != std::string::npos;
     RC_ASSERT(world.faulty() || no_disk_room);
     RC_ASSERT(got.status().code() == StatusCode::kUnavailable ||
               got.status().code() == StatusCode::kOutOfMemory);

@@ -110,8 +110,8 @@ void run_ram_command(RamRig& r, uint32_t positions, std::optional<uint32_t> rewi
   RC_ASSERT(f.target_->length() == r.length);
   RC_ASSERT(f.target_->verify().empty());
   // The device holds it: the copy went back, unless it stays as the next delta's base.
-  const bool copy_kept = r.deltas && (before.state == OffloadState::kRam ||
-                                      before.state == OffloadState::kResident);
+  const bool copy_kept =
+      r.deltas && (before.state == OffloadState::kRam || before.state == OffloadState::kResident);
   RC_ASSERT(ram_status(r).ram_bytes == (copy_kept ? before.ram_bytes : 0u));
   if (rewind_to) {
     f.target_->rewind(*rewind_to);

@@ -176,11 +176,11 @@ class NeighbourSession {
       std::lock_guard lock(log_mu_);
       log_.push_back(line);
     };
-    offloader = Offloader::create({*target, *f.hooked_backend_, f.host_, f.fs_, f.clock_,
-                                   &f.executor_, f.store_.get(), f.key_.get(), f.ram_tier_.get(),
-                                   f.disk_budget_.get()},
-                                  options)
-                    .value();
+    offloader =
+        Offloader::create({*target, *f.hooked_backend_, f.host_, f.fs_, f.clock_, &f.executor_,
+                           f.store_.get(), f.key_.get(), f.ram_tier_.get(), f.disk_budget_.get()},
+                          options)
+            .value();
   }
 
   // A command: acquire, append `positions`, give the lease back. Returns the admission.

@@ -223,8 +223,7 @@ TEST(OffloaderDiskBudgetTest, TwoConversationsTakingEachOthersRoomOnTwoThreadsSt
               static_cast<unsigned long long>(stats.deleted_for_room),
               static_cast<unsigned long long>(stats.refused));
   EXPECT_GT(stats.deleted_for_room + stats.refused, 0u) << "the two wanted the same room";
-  EXPECT_EQ(stats.used_bytes,
-            f.offloader_->status().disk_bytes + b.offloader->status().disk_bytes);
+  EXPECT_EQ(stats.used_bytes, f.offloader_->status().disk_bytes + b.offloader->status().disk_bytes);
 }
 
 }  // namespace

@@ -26,11 +26,11 @@
 namespace siesta {
 namespace {
 
+using test_util::expect_one_place;
+using test_util::file_of;
 using test_util::NeighbourSession;
 using test_util::OffloaderFixture;
 using test_util::OffloaderSetup;
-using test_util::expect_one_place;
-using test_util::file_of;
 using test_util::tier_for;
 
 constexpr uint32_t kLength = test_util::kSceneLength;
@@ -152,10 +152,9 @@ struct SpillScene {
   uint32_t segments = 1;
 };
 
-const SpillScene kWholeCopy{[] { return tier_for(1); },
-                            [](OffloaderFixture& f, NeighbourSession& b) {
-                              return one_copy_in_ram_and_a_newcomer(f, b);
-                            }};
+const SpillScene kWholeCopy{
+    [] { return tier_for(1); },
+    [](OffloaderFixture& f, NeighbourSession& b) { return one_copy_in_ram_and_a_newcomer(f, b); }};
 
 // Room for two copies: "0" goes to RAM, comes back (its copy kept as a base) and leaves again
 // with a delta; the newcomer, twice as long, fits only once that copy is spilled.
@@ -231,7 +230,8 @@ void a_command_at_every_step_of_a_spill(const SpillScene& scene) {
     EXPECT_EQ(f.target_->verify(), "");
     const OffloadStatus a = f.offloader_->status();
     EXPECT_EQ(a.state, OffloadState::kResident);
-    EXPECT_EQ(a.counters.ram_restores, ram_restores + 1) << "restored from the copy, never a half file";
+    EXPECT_EQ(a.counters.ram_restores, ram_restores + 1)
+        << "restored from the copy, never a half file";
     EXPECT_EQ(a.counters.ram_spills, 0u);
     for (uint32_t segment = 0; segment < scene.segments; ++segment) {
       EXPECT_FALSE(file_of(f, "0", segment)) << "the stopped spill left no file " << segment;

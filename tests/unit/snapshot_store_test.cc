@@ -282,6 +282,44 @@ TEST_F(SnapshotStoreTest, RemovesExpiredSnapshotsOfLiveOwnersAtTheirDeadline) {
   EXPECT_FALSE(exists(live->snapshot_path("future").value()));
 }
 
+TEST_F(SnapshotStoreTest, ALiveOwnersDeltaChainLivesAsLongAsItsNewestSegment) {
+  SnapshotStore::Options live_options;
+  live_options.keep_files_on_close = true;
+  auto live = open_store(live_options);
+  ASSERT_NE(live, nullptr);
+  const int64_t now = clock_.unix_seconds();
+  // "chain": its base expired, its newest delta not; "old": every segment expired.
+  const std::map<std::string, int64_t> expiry = {
+      {live->snapshot_path("chain", 0).value(), now - 100},
+      {live->snapshot_path("chain", 1).value(), now - 50},
+      {live->snapshot_path("chain", 2).value(), now + 10},
+      {live->snapshot_path("old", 0).value(), now - 100},
+      {live->snapshot_path("old", 1).value(), now - 1},
+  };
+  for (const auto& [path, unused] : expiry) write_plain(path, "x");
+  SnapshotStore::Options options;
+  options.read_expiry = [&](const std::string& path) -> Result<int64_t> {
+    auto found = expiry.find(path);
+    if (found == expiry.end()) return Corrupt("no expiry in " + path);
+    return found->second;
+  };
+  auto store = open_store(options);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->startup_cleanup().removed_expired_files, 2u) << "the two segments of \"old\"";
+  for (uint32_t segment = 0; segment < 3; ++segment) {
+    EXPECT_TRUE(exists(live->snapshot_path("chain", segment).value()))
+        << "segment " << segment << ": the chain expires with its newest save";
+  }
+  EXPECT_FALSE(exists(live->snapshot_path("old", 0).value()));
+  EXPECT_FALSE(exists(live->snapshot_path("old", 1).value()));
+
+  // Past the newest segment's expiry, the whole chain goes.
+  clock_.advance(std::chrono::seconds(10));
+  auto later = open_store(options);
+  ASSERT_NE(later, nullptr);
+  EXPECT_EQ(later->startup_cleanup().removed_expired_files, 3u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Shutdown, removal, bytes on disk.
 
