@@ -7,6 +7,8 @@ siesta_test_binary(base_tests LABELS unit)
 siesta_test_sources(base_tests LABELS unit SOURCES
   unit/status_test.cc unit/clock_test.cc unit/log_text_test.cc unit/posix_file_system_test.cc)
 siesta_test_sources(base_tests LABELS unit concurrency SOURCES unit/executor_test.cc)
+# The kept thread pool the snapshot pipelines share.
+siesta_test_sources(base_tests LABELS unit concurrency SOURCES unit/thread_pool_test.cc)
 # The file system's and the private directory rule's failures, each with its typed code, and
 # the wrappers that forward what they do not change.
 siesta_test_sources(base_tests LABELS unit SOURCES
@@ -34,6 +36,9 @@ siesta_finish_test_binary(memory_tests)
 # core/snapshot: the format, the sealers, files written and read (serially and on the chunk
 # pipeline's threads), exports, expiry, the store and the record buffers.
 siesta_test_binary(snapshot_tests LABELS unit LIBS siesta_backend_sim)
+# The chunk pipeline on a shared pool: ordered results, one sealer per running job, and a
+# destructor that waits for its own jobs only.
+siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES unit/chunk_pipeline_test.cc)
 siesta_test_sources(snapshot_tests LABELS unit SOURCES
   unit/snapshot_format_test.cc unit/chunk_sealer_test.cc unit/record_buffer_pool_test.cc
   unit/snapshot_export_test.cc unit/snapshot_expiry_test.cc unit/snapshot_store_test.cc)

@@ -1,7 +1,7 @@
 #include "core/snapshot/internal/chunk_pipeline.h"
 
 #include <algorithm>
-#include <system_error>
+#include <thread>
 #include <utility>
 
 namespace siesta {
@@ -16,71 +16,70 @@ size_t resolve_snapshot_threads(uint32_t requested) {
   return std::min<size_t>(requested, 64);
 }
 
-ChunkPipeline::ChunkPipeline(std::vector<std::unique_ptr<ChunkSealer>> sealers)
-    : sealers_(std::move(sealers)) {
-  workers_.reserve(sealers_.size());
-  for (size_t i = 0; i < sealers_.size(); ++i) {
-    try {
-      workers_.emplace_back([this, i] { work(i); });
-    } catch (const std::system_error&) {
-      break;  // fewer workers (or inline mode when none started): slower, still correct
-    }
+ThreadPool& snapshot_thread_pool() {
+  // Never destroyed: a reader or writer may run while static objects are torn down at exit.
+  static ThreadPool* const pool =
+      new ThreadPool(std::clamp<size_t>(std::thread::hardware_concurrency(), 4, 64));
+  return *pool;
+}
+
+ChunkPipeline::ChunkPipeline(std::vector<std::unique_ptr<ChunkSealer>> sealers, ThreadPool& pool)
+    : pool_(pool), state_(std::make_shared<State>()) {
+  state_->sealers = std::move(sealers);
+  MutexLock lock(state_->mutex);
+  for (const std::unique_ptr<ChunkSealer>& sealer : state_->sealers) {
+    state_->idle_sealers.push_back(sealer.get());
   }
 }
 
 ChunkPipeline::~ChunkPipeline() {
-  {
-    MutexLock lock(mutex_);
-    stopping_ = true;
-  }
-  work_ready_.notify_all();
-  for (std::thread& worker : workers_) worker.join();
+  MutexLock lock(state_->mutex);
+  state_->stopping = true;  // queued jobs are dropped: only a failed or cancelled owner stops early
+  lock.wait(state_->changed,
+            [this]() SIESTA_REQUIRES(state_->mutex) { return state_->running == 0; });
 }
 
 void ChunkPipeline::submit(Job job) {
   ++pending_;
-  if (workers_.empty()) {
-    Status status = job(*sealers_.front());
-    MutexLock lock(mutex_);
-    entries_.push_back(Entry{nullptr, std::move(status), true});
-    ++next_to_start_;
-    return;
-  }
   {
-    MutexLock lock(mutex_);
-    entries_.push_back(Entry{std::move(job), Status::Ok(), false});
+    MutexLock lock(state_->mutex);
+    state_->entries.push_back(Entry{std::move(job), Status::Ok(), false});
   }
-  work_ready_.notify_one();
+  pool_.post([state = state_] { drain(state); });
 }
 
 Status ChunkPipeline::retire() {
   if (pending_ == 0) return Internal("chunk pipeline: nothing to retire");
-  MutexLock lock(mutex_);
-  lock.wait(job_done_, [this]() SIESTA_REQUIRES(mutex_) { return entries_.front().done; });
-  Status status = std::move(entries_.front().status);
-  entries_.pop_front();
-  --next_to_start_;  // every entry before next_to_start_ was taken, the front one included
+  MutexLock lock(state_->mutex);
+  lock.wait(state_->changed,
+            [this]() SIESTA_REQUIRES(state_->mutex) { return state_->entries.front().done; });
+  Status status = std::move(state_->entries.front().status);
+  state_->entries.pop_front();
+  --state_->next_to_start;  // every entry before next_to_start was taken, the front one included
   --pending_;
   return status;
 }
 
-void ChunkPipeline::work(size_t worker) {
-  ChunkSealer& sealer = *sealers_[worker];
-  MutexLock lock(mutex_);
-  for (;;) {
-    lock.wait(work_ready_, [this]() SIESTA_REQUIRES(mutex_) {
-      return stopping_ || next_to_start_ < entries_.size();
-    });
-    if (stopping_) return;  // queued jobs are dropped: only a failed or cancelled owner stops early
-    Entry& entry = entries_[next_to_start_++];
+void ChunkPipeline::drain(const std::shared_ptr<State>& state) {
+  MutexLock lock(state->mutex);
+  if (state->idle_sealers.empty()) return;
+  ChunkSealer* sealer = state->idle_sealers.back();
+  state->idle_sealers.pop_back();
+  ++state->running;
+  while (!state->stopping && state->next_to_start < state->entries.size()) {
+    Entry& entry = state->entries[state->next_to_start++];
     lock.unlock();
-    Status status = entry.job(sealer);
+    Status status = entry.job(*sealer);
     lock.lock();
     entry.status = std::move(status);
     entry.job = nullptr;  // frees what the job captured before the owner retires it
     entry.done = true;
-    job_done_.notify_one();  // only the owner waits for jobs
+    state->changed.notify_all();
   }
+  // Under the same lock as the check above: a job queued from here on finds this sealer idle.
+  state->idle_sealers.push_back(sealer);
+  --state->running;
+  state->changed.notify_all();
 }
 
 }  // namespace siesta

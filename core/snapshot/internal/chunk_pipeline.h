@@ -1,5 +1,6 @@
-// ChunkPipeline: runs the sealing (writer) or verifying (reader) of snapshot chunks on a few
-// worker threads and hands the results back in the order the jobs were submitted.
+// ChunkPipeline: runs the sealing (writer) or verifying (reader) of snapshot chunks on the
+// process's kept snapshot threads (snapshot_thread_pool()) and hands the results back in the
+// order the jobs were submitted.
 //
 // Chunks are independent: each one's seal binds the file id, the header digest, its own chunk
 // header and its index (docs/SNAPSHOT_FORMAT.md), so any thread may seal or open any chunk.
@@ -8,15 +9,17 @@
 // order and retires them in the same order, so "the first failure in file order" is simply the
 // first failed job it retires.
 //
-// Each worker owns one ChunkSealer (a sealer is used by one thread at a time). When no thread
-// can be started (std::system_error), the pipeline runs every job on the owner's thread inside
-// submit(), with the first sealer: slower, never wrong.
+// The pipeline owns its sealers (a sealer is used by one thread at a time): at most that many
+// of its jobs run at once, on whichever of the pool's threads take them; the threads are the
+// pool's, kept for the process's life, so a pipeline starts none (starting four cost 0.5-1.3 ms
+// per snapshot, more than a small one's whole restore). A pool without threads runs every job
+// on the owner's thread inside submit(): slower, never wrong.
 //
 // Thread rule: submit(), retire() and pending() are called by the owning thread only. A job may
 // touch only the memory its submitter gave it, and the owner must not touch that memory again
 // until it has retired the job (or destroyed the pipeline). The destructor drops jobs not yet
-// started, waits for the running ones and joins every worker: destroy the pipeline before the
-// buffers its jobs use (declare it after them).
+// started and waits for the running ones (never for other pipelines' jobs queued in the pool):
+// destroy the pipeline before the buffers its jobs use (declare it after them).
 #pragma once
 
 #include <algorithm>
@@ -26,40 +29,47 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "core/base/mutex.h"
 #include "core/base/status.h"
 #include "core/base/thread_annotations.h"
+#include "core/base/thread_pool.h"
 #include "core/memory/memory_backend.h"
 #include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_threads.h"  // how many workers: defined in chunk_pipeline.cc
 
 namespace siesta {
 
+// The process's snapshot threads, started at first use and kept: as many as the machine has
+// hardware threads, at least 4 and at most 64 (every reader's and writer's jobs share them).
+ThreadPool& snapshot_thread_pool();
+
 class ChunkPipeline {
  public:
   using Job = std::function<Status(ChunkSealer&)>;
 
-  // Starts one worker per sealer. REQUIRES: !sealers.empty(), no null sealer.
-  explicit ChunkPipeline(std::vector<std::unique_ptr<ChunkSealer>> sealers);
+  // Runs up to sealers.size() jobs at once on `pool`'s threads.
+  // REQUIRES: !sealers.empty(), no null sealer; `pool` outlives the pipeline.
+  explicit ChunkPipeline(std::vector<std::unique_ptr<ChunkSealer>> sealers,
+                         ThreadPool& pool = snapshot_thread_pool());
   ~ChunkPipeline();
   ChunkPipeline(const ChunkPipeline&) = delete;
   ChunkPipeline& operator=(const ChunkPipeline&) = delete;
 
-  // Queues `job`; some worker runs it with its own sealer (inline mode: runs it now).
-  void submit(Job job) SIESTA_EXCLUDES(mutex_);
+  // Queues `job`; a pool thread runs it with one of the pipeline's sealers (a pool without
+  // threads: runs it now).
+  void submit(Job job);
 
   // Waits for the oldest job not yet retired and returns its status.
   // REQUIRES: pending() > 0 (else Internal).
-  Status retire() SIESTA_EXCLUDES(mutex_);
+  Status retire();
 
   // Jobs submitted and not yet retired (queued, running or finished).
   size_t pending() const { return pending_; }
 
-  // Worker threads running (0: inline mode).
-  size_t threads() const { return workers_.size(); }
+  // Jobs that may run at once (its sealers), or 0 when the pool runs them inline.
+  size_t threads() const { return pool_.threads() == 0 ? 0 : state_->sealers.size(); }
 
  private:
   struct Entry {
@@ -67,25 +77,30 @@ class ChunkPipeline {
     Status status;
     bool done = false;
   };
+  // Shared with the tasks posted to the pool: a task still queued when the pipeline is gone
+  // finds `stopping` and returns.
+  struct State {
+    std::vector<std::unique_ptr<ChunkSealer>> sealers;
+    Mutex mutex;
+    std::condition_variable changed;  // a job finished, or a task stopped running jobs
+    std::vector<ChunkSealer*> idle_sealers SIESTA_GUARDED_BY(mutex);
+    // Entries are popped only when done, and std::deque keeps references to the other elements
+    // valid across push_back / pop_front, so a task runs its entry's job outside the lock (the
+    // entry is the task's from when it took it until it marks it done).
+    std::deque<Entry> entries SIESTA_GUARDED_BY(mutex);
+    // Index into entries of the first job no task has taken.
+    size_t next_to_start SIESTA_GUARDED_BY(mutex) = 0;
+    size_t running SIESTA_GUARDED_BY(mutex) = 0;  // tasks holding a sealer
+    bool stopping SIESTA_GUARDED_BY(mutex) = false;
+  };
 
-  // A worker thread: runs each job it takes without the mutex.
-  void work(size_t worker) SIESTA_EXCLUDES(mutex_);
+  // A pool task: with an idle sealer, runs queued jobs until none is left (or stopping); with
+  // none, returns (the tasks holding the sealers take the job when theirs are done).
+  static void drain(const std::shared_ptr<State>& state);
 
-  std::vector<std::unique_ptr<ChunkSealer>> sealers_;
+  ThreadPool& pool_;
+  const std::shared_ptr<State> state_;
   size_t pending_ = 0;  // owner's thread only
-
-  Mutex mutex_;
-  std::condition_variable work_ready_;  // a job was queued, or the pipeline is stopping
-  std::condition_variable job_done_;    // some job finished
-  // Entries are popped only when done, and std::deque keeps references to the other elements
-  // valid across push_back / pop_front, so a worker runs its entry's job outside the lock (the
-  // entry is the worker's from when it took it until it marks it done).
-  std::deque<Entry> entries_ SIESTA_GUARDED_BY(mutex_);
-  // Index into entries_ of the first job no worker has taken.
-  size_t next_to_start_ SIESTA_GUARDED_BY(mutex_) = 0;
-  bool stopping_ SIESTA_GUARDED_BY(mutex_) = false;
-
-  std::vector<std::thread> workers_;  // last: started after everything above exists
 };
 
 // How many chunks a reader or writer keeps in flight, and how many staging buffers it may hold
