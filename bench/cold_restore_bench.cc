@@ -168,6 +168,7 @@ void cold_restore(benchmark::State& state) {
     for (size_t round = 0; round < rounds; ++round) {
       // The order turns each round, so that no way always follows the same one.
       std::vector<std::string> order;
+      order.reserve(ways.size());
       for (const auto& [name, unused] : ways) order.push_back(name);
       std::rotate(order.begin(), order.begin() + static_cast<long>(round % order.size()),
                   order.end());

@@ -39,6 +39,9 @@ siesta_test_binary(snapshot_tests LABELS unit LIBS siesta_backend_sim)
 # The chunk pipeline on a shared pool: ordered results, one sealer per running job, and a
 # destructor that waits for its own jobs only.
 siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES unit/chunk_pipeline_test.cc)
+# Eight restores at once on the shared threads; a failing read fails its own alone.
+siesta_test_sources(snapshot_tests LABELS unit concurrency fault_injection SOURCES
+  unit/snapshot_shared_pool_test.cc)
 siesta_test_sources(snapshot_tests LABELS unit SOURCES
   unit/snapshot_format_test.cc unit/chunk_sealer_test.cc unit/record_buffer_pool_test.cc
   unit/snapshot_export_test.cc unit/snapshot_expiry_test.cc unit/snapshot_store_test.cc)

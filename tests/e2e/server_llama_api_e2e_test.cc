@@ -48,7 +48,7 @@ json expect_error(const httplib::Result& response, int status, const std::string
     ADD_FAILURE() << what << ": no error object in " << body.dump();
     return json::object();
   }
-  const json error = body["error"];
+  json error = body["error"];
   EXPECT_EQ(error["param"], param.empty() ? json(nullptr) : json(param))
       << what << ": " << body.dump();
   EXPECT_FALSE(error.value("message", "").empty()) << what << ": " << body.dump();
@@ -249,7 +249,7 @@ TEST(ServerLlamaApiE2eTest, PropsDescribeTheServer) {
   EXPECT_EQ(props["build_info"], line);
   EXPECT_THAT(props["build_info"].get<std::string>(), StartsWith("siesta-server "));
 
-  const json settings = props["default_generation_settings"];
+  const json& settings = props["default_generation_settings"];
   EXPECT_EQ(settings["n_ctx"], 512);
   EXPECT_EQ(settings["n_ctx"], status["model"]["context"]);
   EXPECT_EQ(settings["id"], 0);

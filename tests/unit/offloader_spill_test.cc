@@ -147,8 +147,8 @@ TEST(OffloaderSpillTest, ASessionLargerThanTheWholeTierSpillsNobody) {
 // needs the room of, on a tier made by `setup`. `segments`: the copy's (a whole snapshot, or
 // one with a delta beside it: its spill writes two files).
 struct SpillScene {
-  OffloaderSetup (*setup)();
-  bool (*build)(OffloaderFixture& f, NeighbourSession& b);
+  OffloaderSetup (*setup)() = nullptr;
+  bool (*build)(OffloaderFixture& f, NeighbourSession& b) = nullptr;
   uint32_t segments = 1;
 };
 

@@ -33,6 +33,7 @@ TEST(ThreadPoolTest, TasksPostedFromManyThreadsAllRunAndMayPostMore) {
   {
     ThreadPool pool(4);
     std::vector<std::thread> posters;
+    posters.reserve(4);
     for (int t = 0; t < 4; ++t) {
       posters.emplace_back([&] {
         for (int i = 0; i < 250; ++i) {
