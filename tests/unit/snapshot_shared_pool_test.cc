@@ -33,6 +33,8 @@ TEST(SnapshotSharedPoolTest, EightRestoresAtOnceShareTheThreadsAndAFailingReadFa
   std::printf("fault: every read of file %d from byte %zu fails with EIO\n", kFailing, kBytes / 2);
   std::vector<std::string> paths;
   std::vector<HostRegion> sources;
+  paths.reserve(kFiles);
+  sources.reserve(kFiles);
   for (int i = 0; i < kFiles; ++i) {
     paths.push_back(dir.file("s" + std::to_string(i) + ".snap"));
     sources.push_back(snapshot_test::host_region("kv", kBytes, {{0, kBytes}}, 100 + i));
@@ -47,10 +49,12 @@ TEST(SnapshotSharedPoolTest, EightRestoresAtOnceShareTheThreadsAndAFailingReadFa
   }
   std::vector<Status> outcomes(kFiles);
   std::vector<HostRegion> targets;
+  targets.reserve(kFiles);
   for (int i = 0; i < kFiles; ++i) {
     targets.push_back(snapshot_test::host_region("kv", kBytes, {{0, kBytes}}, 0));
   }
   std::vector<std::thread> readers;
+  readers.reserve(kFiles);
   for (int i = 0; i < kFiles; ++i) {
     readers.emplace_back([&, i] {
       SnapshotReader reader(i == kFailing ? failing_fs : fs, clock, key, nullptr);
