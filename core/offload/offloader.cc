@@ -360,17 +360,20 @@ void Offloader::Impl::retire_snapshot(const char* why) {
     }
     retired.push_back(std::move(name).value());
   }
-  // The renamed files keep their room on the directory's budget until the last is unlinked.
-  std::shared_ptr<DiskBudget::Space> retired_space;
   {
     MutexLock lock(mu);
-    retired_space = std::make_shared<DiskBudget::Space>(disk_space.split(disk_space.bytes()));
+    // Each renamed file keeps its room on the directory's budget until it is unlinked (held
+    // here, not by the posted task: a lent executor may outlive the budget).
+    for (size_t segment = 0; segment < retired.size(); ++segment) {
+      const uint64_t bytes = segment < chain.size() ? chain[segment].file_bytes : 0;
+      retired_space[retired[segment]] = disk_space.split(bytes);
+    }
     chain.clear();
     report_chain();
   }
   std::weak_ptr<Impl> weak = weak_from_this();
   for (std::string& name : retired) {
-    deps.executor->post([weak, name = std::move(name), retired_space] {
+    deps.executor->post([weak, name = std::move(name)] {
       if (std::shared_ptr<Impl> self = weak.lock()) self->remove_retired(name);
     });
   }
@@ -381,11 +384,16 @@ void Offloader::Impl::remove_retired(const std::string& retired) {
   // the file.
   if (!begin_task()) return;
   Status removed = deps.store->remove_retired(retired);
-  if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
+  {
     MutexLock lock(mu);
-    ++st.counters.delete_failures;
-    st.last_error = removed.to_string();
-    log_change("delete", removed, "could not delete a restored snapshot: " + st.last_error);
+    if (removed.ok() || removed.code() == StatusCode::kNotFound) {
+      retired_space.erase(retired);  // its room is the budget's again
+    } else {
+      // The file stays (the store's shutdown clean-up takes it), and so does its room.
+      ++st.counters.delete_failures;
+      st.last_error = removed.to_string();
+      log_change("delete", removed, "could not delete a restored snapshot: " + st.last_error);
+    }
   }
   end_task();
 }

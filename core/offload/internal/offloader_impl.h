@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,6 +77,8 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
   std::vector<Segment> chain SIESTA_GUARDED_BY(mu);
   // The chain's files on the directory's budget (report_chain() keeps it equal to disk_bytes).
   DiskBudget::Space disk_space SIESTA_GUARDED_BY(mu);
+  // Retired files (renamed, their removal posted), by name: their room until each is unlinked.
+  std::map<std::string, DiskBudget::Space> retired_space SIESTA_GUARDED_BY(mu);
   // The snapshot, when the last save kept it in the RAM tier (the chain is then empty): set by
   // that save; while the session is resident again, kept as the base of the next delta (as the
   // chain's files are) unless deltas are off; given back by a removal, a spill, a whole save
