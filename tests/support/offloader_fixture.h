@@ -135,8 +135,7 @@ class OffloaderFixture {
   Setup setup_;
   siesta::testing::TempDir dir_;
   ManualClock clock_;
-  // setup.disk_budget_bytes > 0. Before the executor: a retired file's removal task holds
-  // its room until it runs or is dropped with the executor.
+  // setup.disk_budget_bytes > 0; outlives the offloaders, whose files' room it counts.
   std::unique_ptr<DiskBudget> disk_budget_;
   ManualExecutor executor_;
   PosixFileSystem posix_;
