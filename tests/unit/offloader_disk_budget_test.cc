@@ -3,8 +3,9 @@
 // the budget; a save that would pass it deletes the least recently used released
 // conversation's snapshot (that conversation starts afresh, never with a wrong history); a
 // snapshot larger than the budget, or one no deletion can make room for, fails as a full disk
-// does (the memory kept); a resident conversation's files stay; a failed deletion keeps its
-// files counted; a retired file keeps its room until it is unlinked.
+// does (the memory kept), and so does a filesystem full before the budget; a resident
+// conversation's files stay; a failed deletion keeps its files counted; a chain with a member
+// missing is deleted all the same; a retired file keeps its room until it is unlinked.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -170,6 +171,49 @@ TEST(OffloaderDiskBudgetTest, AFailedDeletionForRoomKeepsItsFilesCountedAndIsTri
   EXPECT_TRUE(fresh->fresh_after_expiry);
   EXPECT_EQ(f.target_->verify(), "");
   expect_within_budget(f);
+}
+
+TEST(OffloaderDiskBudgetTest, AFilesystemFullBeforeTheBudgetFailsTheSaveAndGivesItsRoomBack) {
+  OffloaderFixture f(budget_for(4));
+  ASSERT_TRUE(f.command(kSceneLength).ok());
+  // Injected: the first write finds the filesystem full (another program filled it).
+  const FsFaultPlan plan{FsOp::kWrite, 1, FsFaultKind::kNoSpace, false};
+  std::printf("fault: %s (the filesystem full before the budget)\n", plan.describe().c_str());
+  f.fs_.set_plan(plan);
+  const Status saved = f.offloader_->evict();
+  EXPECT_EQ(saved.code(), StatusCode::kNoSpace) << saved.to_string();
+  EXPECT_EQ(f.state(), OffloadState::kResident) << "the memory is kept";
+  EXPECT_FALSE(file_of(f, "0"));
+  EXPECT_EQ(f.disk_budget_->stats().used_bytes, 0u) << "the file's reservation went with it";
+  f.fs_.set_plan(FsFaultPlan::none());
+  ASSERT_TRUE(f.offloader_->evict().ok()) << "the next save has its room";
+  EXPECT_EQ(f.disk_budget_->stats().used_bytes, f.offloader_->status().disk_bytes);
+}
+
+TEST(OffloaderDiskBudgetTest, AChainWithAMissingMemberIsDeletedForRoomAllTheSame) {
+  // Deltas on: "0" leaves a base and a delta on disk, then its delta file disappears.
+  OffloaderFixture f(budget_for(2, kDefaultDeltaSegments));
+  NeighbourSession b(f, "1", /*seed=*/7);
+  ASSERT_TRUE(f.command(kSceneLength).ok());
+  ASSERT_TRUE(f.offloader_->evict().ok());
+  ASSERT_TRUE(f.command(4).ok());
+  ASSERT_TRUE(f.offloader_->evict().ok());
+  ASSERT_EQ(f.offloader_->status().snapshot_segments, 2u);
+  ASSERT_TRUE(std::filesystem::remove(f.store_->snapshot_path("0", 1).value()));
+  std::printf("fault: segment 1 of \"0\" removed behind the store's back\n");
+  ASSERT_TRUE(b.command(2 * kSceneLength).ok());  // needs "0"'s room
+
+  ASSERT_TRUE(b.offloader->evict().ok());
+  EXPECT_EQ(b.offloader->status().state, OffloadState::kDisk);
+  EXPECT_EQ(f.state(), OffloadState::kExpired);
+  EXPECT_FALSE(file_of(f, "0", 0)) << "the rest of the chain went";
+  EXPECT_EQ(f.disk_budget_->stats().deleted_for_room, 1u);
+  EXPECT_EQ(f.disk_budget_->stats().delete_failures, 0u);
+  expect_within_budget(f);
+  Result<Admission> fresh = f.command(1);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_TRUE(fresh->fresh_after_expiry);
+  EXPECT_EQ(f.target_->verify(), "");
 }
 
 TEST(OffloaderDiskBudgetTest, ARetiredFileKeepsItsRoomUntilItIsUnlinked) {
