@@ -270,7 +270,6 @@ void Offloader::Impl::drop_ram() {
   {
     MutexLock lock(mu);
     dropped = std::move(ram);
-    st.ram_bytes = 0;
   }
   if (dropped != nullptr) deps.ram_tier->delist(this);
 }
@@ -655,6 +654,7 @@ OffloadStatus Offloader::status() const {
   out.memory_lost = rules.command == offload::OnCommand::kRefuseLost;
   out.seconds_since_activity =
       std::chrono::duration<double>(impl.deps.clock.now() - impl.last_activity).count();
+  out.ram_bytes = impl.ram != nullptr ? impl.ram->charged_bytes() : 0;  // the copy's blocks
   return out;
 }
 

@@ -58,8 +58,7 @@ Result<uint64_t> Offloader::Impl::read_chain(const std::vector<Segment>& segment
   for (size_t i = 0; i < segments.size(); ++i) {
     SnapshotReadOptions read;
     read.path = segment_paths[i];
-    read.mode = options.config.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
-                                       : snapshot::SnapshotMode::kSessionDigest;
+    read.mode = snapshot_mode();
     read.fingerprint = deps.target.fingerprint();
     read.generation = segments[i].generation;
     read.owner = options.session;

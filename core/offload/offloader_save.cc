@@ -19,23 +19,29 @@ using offload::Phase;
 
 // ---- Save (executor thread; entered in kSaveReading) ----
 
-namespace {
-
-uint64_t payload_of(const std::vector<SnapshotRegion>& regions) {
-  uint64_t total = 0;
-  for (const SnapshotRegion& region : regions) {
-    for (const snapshot::Extent& extent : region.layout.extents) total += extent.length;
-  }
-  return total;
+SnapshotWriteOptions Offloader::Impl::write_options(uint32_t segment, int64_t expiry_unix,
+                                                    uint64_t generation,
+                                                    DiskBudget::Space& claimed) {
+  SnapshotWriteOptions write;
+  write.path = segment_paths[segment];
+  write.mode = snapshot_mode();
+  write.fingerprint = deps.target.fingerprint();
+  write.expiry_unix = expiry_unix;
+  write.chunk_bytes = options.chunk_bytes;
+  write.generation = generation;
+  write.owner = options.session;
+  write.cancel = &cancel_save;
+  write.claim_space = [this, &claimed](uint64_t file_bytes) {
+    return claim_disk(file_bytes, claimed);
+  };
+  return write;
 }
-
-}  // namespace
 
 Offloader::Impl::SavePlan Offloader::Impl::plan_save() {
   SavePlan plan;
   plan.tokens = deps.target.history_tokens();
   plan.regions = deps.target.snapshot_regions();
-  plan.payload_bytes = payload_of(plan.regions);
+  plan.payload_bytes = saved_payload_bytes(plan.regions);
   size_t segments = 0;
   uint64_t unchanged = 0;
   uint64_t deltas_payload = 0;
@@ -60,7 +66,7 @@ Offloader::Impl::SavePlan Offloader::Impl::plan_save() {
   // at most half as much again as a whole snapshot would hold.
   if (segments == 0 || segments > options.config.delta_segments || unchanged == 0) return plan;
   std::vector<SnapshotRegion> delta = deps.target.snapshot_regions_after(unchanged);
-  const uint64_t delta_payload = payload_of(delta);
+  const uint64_t delta_payload = saved_payload_bytes(delta);
   if (2 * (deltas_payload + delta_payload) > plan.payload_bytes) return plan;
   plan.segment = static_cast<uint32_t>(segments);
   plan.regions = std::move(delta);
@@ -147,23 +153,13 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
       // is durable the RAM copy goes.
       plan.segment = 0;
       plan.regions = deps.target.snapshot_regions();
-      plan.payload_bytes = payload_of(plan.regions);
+      plan.payload_bytes = saved_payload_bytes(plan.regions);
     }
   }
   DiskBudget::Space claimed;  // the file's room on the directory's budget, until the chain has it
   if (synced.ok() && !to_ram) {
-    SnapshotWriteOptions write;
-    write.path = segment_paths[plan.segment];
-    write.mode = options.config.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
-                                        : snapshot::SnapshotMode::kSessionDigest;
-    write.fingerprint = deps.target.fingerprint();
-    write.expiry_unix = expiry_unix;
-    write.chunk_bytes = options.chunk_bytes;
-    write.generation = generation;
-    write.owner = options.session;
-    write.cancel = &cancel_save;
+    SnapshotWriteOptions write = write_options(plan.segment, expiry_unix, generation, claimed);
     write.record_buffers = &record_buffers;
-    write.claim_space = [&](uint64_t file_bytes) { return claim_disk(file_bytes, claimed); };
     write.on_memory_read = [this] {
       MutexLock lock(mu);
       apply(Event::kMemoryRead);
@@ -227,7 +223,6 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
         // The snapshot is the RAM copy; the files of an earlier chain go below.
         ram = in_ram;
         unchanged_tokens = plan.tokens;
-        st.ram_bytes = in_ram->charged_bytes();
         ++st.counters.ram_saves;
         if (ram_segment > 0) ++st.counters.delta_saves;
         what = std::to_string(plan.payload_bytes) + " bytes to RAM" +
@@ -235,7 +230,6 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
       } else {
         // The file supersedes a RAM copy the plan found too large to add to.
         superseded_ram = std::move(ram);
-        st.ram_bytes = 0;
         chain.push_back({generation, written->file_bytes, plan.payload_bytes, plan.tokens});
         unchanged_tokens = plan.tokens;
         if (plan.segment > 0) ++st.counters.delta_saves;

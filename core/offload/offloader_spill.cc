@@ -32,7 +32,6 @@ Result<RoomHolder::Freed> Offloader::Impl::give_room(const std::atomic<bool>* re
     // copy written ahead, `saved`, is the one its release will need).
     if (ram != nullptr && (phase() == Phase::kResident || phase() == Phase::kCommand)) {
       std::shared_ptr<const RamCopy> base = std::move(ram);  // given back below, unlocked
-      st.ram_bytes = 0;
       log("offload: gave up the RAM copy kept as the base of the next delta (" +
           std::to_string(base->payload_bytes()) + " bytes) to make room in the RAM tier");
       lock.unlock();
@@ -56,18 +55,9 @@ Result<uint64_t> Offloader::Impl::write_ram_copy(const RamCopy& copy, int64_t ex
   uint64_t file_bytes = 0;
   for (size_t i = 0; i < copy.segments.size(); ++i) {
     const RamCopy::Segment& segment = copy.segments[i];
-    SnapshotWriteOptions write;
-    write.path = segment_paths[i];
-    write.mode = options.config.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
-                                        : snapshot::SnapshotMode::kSessionDigest;
-    write.fingerprint = deps.target.fingerprint();
-    write.expiry_unix = expiry_unix;
-    write.chunk_bytes = options.chunk_bytes;
-    write.generation = deps.key->next_generation();
-    write.owner = options.session;
-    write.cancel = &cancel_save;           // this session's command, or closing
+    SnapshotWriteOptions write = write_options(static_cast<uint32_t>(i), expiry_unix,
+                                               deps.key->next_generation(), claimed.emplace_back());
     write.cancel_also = requester_cancel;  // the save that needs the room was cancelled
-    write.claim_space = [&](uint64_t bytes) { return claim_disk(bytes, claimed.emplace_back()); };
     // The writer's own record buffers, not the session's pool: a spill runs on another
     // session's thread, and the pool is owned by this session's save and restoring phases.
     SnapshotWriter writer(deps.fs, deps.clock, *deps.key, /*backend=*/nullptr);  // host regions
@@ -110,7 +100,6 @@ Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel) {
     unchanged_tokens = copy->tokens();
     report_chain();
     std::shared_ptr<const RamCopy> dropped = std::move(ram);  // given back below, unlocked
-    st.ram_bytes = 0;
     apply(Event::kSpilled);
     enlist_disk();
     ++st.counters.ram_spills;

@@ -237,6 +237,20 @@ TEST_F(SnapshotStoreTest, RemovesADeadOwnersFilesAndNothingElse) {
   EXPECT_EQ(names_in(dir_), expected);
 }
 
+// Store options whose expiry reader answers from `expiry` (Corrupt for a path not in it) and,
+// when `asked` is given, records every path it was asked for.
+SnapshotStore::Options expiries_from(const std::map<std::string, int64_t>& expiry,
+                                     std::vector<std::string>* asked = nullptr) {
+  SnapshotStore::Options options;
+  options.read_expiry = [&expiry, asked](const std::string& path) -> Result<int64_t> {
+    if (asked != nullptr) asked->push_back(path);
+    auto found = expiry.find(path);
+    if (found == expiry.end()) return Corrupt("no expiry in " + path);
+    return found->second;
+  };
+  return options;
+}
+
 TEST_F(SnapshotStoreTest, RemovesExpiredSnapshotsOfLiveOwnersAtTheirDeadline) {
   SnapshotStore::Options live_options;
   live_options.keep_files_on_close = true;
@@ -255,14 +269,8 @@ TEST_F(SnapshotStoreTest, RemovesExpiredSnapshotsOfLiveOwnersAtTheirDeadline) {
   write_plain(temporary, "being written");
   plant_dead_owner();  // its snapshot's expiry cannot be read: it goes because its owner is dead
 
-  SnapshotStore::Options options;
   std::vector<std::string> asked;
-  options.read_expiry = [&](const std::string& path) -> Result<int64_t> {
-    asked.push_back(path);
-    auto found = expiry.find(path);
-    if (found == expiry.end()) return Corrupt("no expiry in " + path);
-    return found->second;
-  };
+  const SnapshotStore::Options options = expiries_from(expiry, &asked);
   auto store = open_store(options);
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->startup_cleanup().removed_expired_files, 2u);
@@ -297,12 +305,7 @@ TEST_F(SnapshotStoreTest, ALiveOwnersDeltaChainLivesAsLongAsItsNewestSegment) {
       {live->snapshot_path("old", 1).value(), now - 1},
   };
   for (const auto& [path, unused] : expiry) write_plain(path, "x");
-  SnapshotStore::Options options;
-  options.read_expiry = [&](const std::string& path) -> Result<int64_t> {
-    auto found = expiry.find(path);
-    if (found == expiry.end()) return Corrupt("no expiry in " + path);
-    return found->second;
-  };
+  const SnapshotStore::Options options = expiries_from(expiry);
   auto store = open_store(options);
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->startup_cleanup().removed_expired_files, 2u) << "the two segments of \"old\"";

@@ -174,6 +174,17 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
     // tier as one more segment of that copy.
     bool over_ram = false;
   };
+  // The session's snapshot mode: sealed (AES-256-GCM) or with digests (config.encrypt).
+  snapshot::SnapshotMode snapshot_mode() const {
+    return options.config.encrypt ? snapshot::SnapshotMode::kSessionEncrypted
+                                  : snapshot::SnapshotMode::kSessionDigest;
+  }
+  // What every file of this session is written with (a save's, a spill's): segment
+  // `segment`'s name, the session's mode, fingerprint and owner, `generation`, its chunk size,
+  // this session's cancel flag, and its room claimed on the directory's budget into
+  // `claimed`. The caller adds what is its own (record buffers, callbacks, a second flag).
+  SnapshotWriteOptions write_options(uint32_t segment, int64_t expiry_unix, uint64_t generation,
+                                     DiskBudget::Space& claimed);
   // REQUIRES: a save phase entered by this task (the target's memory is the save's to read).
   SavePlan plan_save() SIESTA_EXCLUDES(mu);
   // Copies the session into the RAM tier: a delta over the RAM copy when `plan` is one
