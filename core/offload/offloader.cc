@@ -274,10 +274,10 @@ void Offloader::Impl::drop_ram() {
   if (dropped != nullptr) deps.ram_tier->delist(this);
 }
 
-Status Offloader::Impl::remove_files(const char* why) {
+Status Offloader::Impl::remove_files(const char* why, uint64_t unchained_bytes) {
   Status removed = deps.store->remove(options.session);
   MutexLock lock(mu);
-  const uint64_t had = st.disk_bytes;
+  const uint64_t had = st.disk_bytes + unchained_bytes;
   chain.clear();
   report_chain();
   // Files that may still be there keep their room on the budget until a removal succeeds.

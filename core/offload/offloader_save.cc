@@ -157,8 +157,10 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
     }
   }
   DiskBudget::Space claimed;  // the file's room on the directory's budget, until the chain has it
+  bool named = false;         // the file has its final name (a failure after leaves it there)
   if (synced.ok() && !to_ram) {
     SnapshotWriteOptions write = write_options(plan.segment, expiry_unix, generation, claimed);
+    write.on_named = [&named] { named = true; };
     write.record_buffers = &record_buffers;
     write.on_memory_read = [this] {
       MutexLock lock(mu);
@@ -188,7 +190,7 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
   facts.phase = phase();
   facts.closing = closing;
   facts.written = written.status().code();
-  facts.waited = synced.ok();
+  facts.named = named;
   facts.segment = plan.segment;
   facts.chain_segments = chain.size();
   facts.keep_memory = keep_memory;
@@ -266,10 +268,15 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
   switch (outcome.remove) {
     case SaveOutcome::Remove::kNothing: break;
     case SaveOutcome::Remove::kThisDelta:
-      (void)deps.store->remove_segment(options.session, plan.segment);
+      if (!deps.store->remove_segment(options.session, plan.segment).ok()) {
+        // The file may still be there: its room stays counted with the session's files.
+        MutexLock relock(mu);
+        disk_space.set(disk_space.bytes() + claimed.bytes());
+      }
       break;
     case SaveOutcome::Remove::kChain:
-      (void)remove_files(outcome.end == SaveOutcome::End::kCancelled ? "cancelled" : "superseded");
+      (void)remove_files(outcome.end == SaveOutcome::End::kCancelled ? "cancelled" : "superseded",
+                         claimed.bytes());
       break;
   }
   switch (outcome.end) {

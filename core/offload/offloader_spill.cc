@@ -122,7 +122,11 @@ Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel) {
   const bool stopped = !written.ok() && written.status().code() == StatusCode::kCancelled;
   lock.unlock();
   // (A stopped write removed its own temporary file; segments finished before it stay.)
-  if (!stopped || !segments.empty()) (void)remove_files("spilled");
+  if (!stopped || !segments.empty()) {
+    uint64_t unchained = 0;
+    for (const DiskBudget::Space& room : claimed) unchained += room.bytes();
+    (void)remove_files("spilled", unchained);
+  }
   lock.lock();
   if (command_waits) {
     apply(Event::kSpillCancelled);  // the command restores from RAM now

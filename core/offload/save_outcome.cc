@@ -25,11 +25,12 @@ SaveOutcome decide_save_outcome(const SaveFacts& facts) {
     out.backoff = std::min(facts.backoff_max,
                            facts.backoff_initial * (1u << std::min(facts.failures_in_a_row, 20u)));
     // The writer leaves the final name alone on failure, except when only the directory's
-    // sync failed after the rename: then the base may be the new one, and no chain is trusted
-    // over a base in doubt (the memory, kept, holds everything). A failed wait for the device
-    // wrote nothing: the chain stands.
-    if (facts.waited && !facts.to_ram && facts.segment == 0 && facts.chain_segments > 0) {
-      out.remove = SaveOutcome::Remove::kChain;
+    // sync failed after the rename: the file is then at the segment's path, not durable and
+    // outside the chain's account. A delta goes alone; a whole file may have replaced the base,
+    // and no chain is trusted over a base in doubt (the memory, kept, holds everything).
+    if (facts.named && !facts.to_ram) {
+      out.remove =
+          facts.segment > 0 ? SaveOutcome::Remove::kThisDelta : SaveOutcome::Remove::kChain;
     }
     return out;
   }

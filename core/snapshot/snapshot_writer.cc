@@ -158,6 +158,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   SIESTA_RETURN_IF_ERROR(closed);
   SIESTA_RETURN_IF_ERROR(fs_.rename(temp_path, options.path));
   guard.disarm();
+  if (options.on_named) options.on_named();
   SIESTA_RETURN_IF_ERROR(fs_.sync_directory(directory));
   return SnapshotWriteResult{shape.file_bytes, shape.payload_bytes, shape.chunk_count,
                              header.file_id};

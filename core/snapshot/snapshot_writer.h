@@ -77,6 +77,10 @@ struct SnapshotWriteOptions {
   // `cancel` is still read once more, before fdatasync. Not called when the write fails
   // before its first chunk (free space, the temporary file, the header).
   std::function<void()> on_memory_read;
+  // Called once the complete file has its final name, before the directory's sync: a failure
+  // reported after it leaves that file at `path` (replacing what was there), and the caller
+  // removes it or accounts for it.
+  std::function<void()> on_named;
   // Written bytes whose write-back has not been waited for stay below this plus one chunk
   // (WritableFile::start_writeback / wait_writeback): deep enough to keep a disk busy, short
   // enough that no write stalls long in the kernel's dirty-page throttling.
@@ -116,8 +120,9 @@ class SnapshotWriter {
   //   NoSpace          not enough free space for the whole file (nothing written), or ENOSPC
   //   Cancelled        *options.cancel or *options.cancel_also turned true
   //   IoError / FailedPrecondition / ...  from the file system or the backend's copies
-  //   A failure of the final directory fsync is returned after the rename: the new, complete
-  //   file is then in place but not known to be durable, and the caller must not rely on it.
+  //   A failure of the final directory fsync is returned after the rename (on_named was
+  //   called): the new, complete file is then in place but not known to be durable, and the
+  //   caller must not rely on it. Any other failure leaves `path` as it was.
   Result<SnapshotWriteResult> write(const SnapshotWriteOptions& options,
                                     std::span<const SnapshotRegion> regions);
 

@@ -5,7 +5,8 @@
 // snapshot larger than the budget, or one no deletion can make room for, fails as a full disk
 // does (the memory kept), and so does a filesystem full before the budget; a resident
 // conversation's files stay; a failed deletion keeps its files counted; a chain with a member
-// missing is deleted all the same; a retired file keeps its room until it is unlinked.
+// missing is deleted all the same; a file named but not known durable (its directory's sync
+// failed) is removed with its room; a retired file keeps its room until it is unlinked.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -214,6 +215,41 @@ TEST(OffloaderDiskBudgetTest, AChainWithAMissingMemberIsDeletedForRoomAllTheSame
   ASSERT_TRUE(fresh.ok());
   EXPECT_TRUE(fresh->fresh_after_expiry);
   EXPECT_EQ(f.target_->verify(), "");
+}
+
+TEST(OffloaderDiskBudgetTest, AFileNamedButNotDurableIsRemovedAndItsRoomGivenBack) {
+  OffloaderFixture f(budget_for(2, kDefaultDeltaSegments));
+  ASSERT_TRUE(f.command(kSceneLength).ok());
+  // Injected: the directory's sync after the rename fails, first for a whole file...
+  const FsFaultPlan plan{FsOp::kSyncDirectory, 1, FsFaultKind::kIoError, false};
+  std::printf("fault: %s (after a whole file's rename)\n", plan.describe().c_str());
+  f.fs_.set_plan(plan);
+  EXPECT_EQ(f.offloader_->evict().code(), StatusCode::kIoError);
+  EXPECT_EQ(f.state(), OffloadState::kResident) << "the memory is kept";
+  EXPECT_FALSE(file_of(f, "0")) << "a file not known durable is no snapshot";
+  EXPECT_EQ(f.disk_budget_->stats().used_bytes, 0u);
+  expect_within_budget(f);
+
+  f.fs_.set_plan(FsFaultPlan::none());
+  f.pass(60);  // past the retry's backoff: the save runs again, and now succeeds
+  ASSERT_EQ(f.state(), OffloadState::kDisk);
+  ASSERT_TRUE(f.command(4).ok());  // restored: its file is the base of the next save's delta
+  // ...then for a delta: the delta goes, the base below it stands.
+  std::printf("fault: %s (after a delta's rename)\n", plan.describe().c_str());
+  f.fs_.set_plan(plan);
+  EXPECT_EQ(f.offloader_->evict().code(), StatusCode::kIoError);
+  EXPECT_FALSE(file_of(f, "0", 1));
+  EXPECT_TRUE(file_of(f, "0", 0));
+  EXPECT_EQ(f.offloader_->status().snapshot_segments, 1u);
+  EXPECT_EQ(f.disk_budget_->stats().used_bytes, f.offloader_->status().disk_bytes);
+  expect_within_budget(f);
+
+  f.fs_.set_plan(FsFaultPlan::none());
+  ASSERT_TRUE(f.offloader_->evict().ok());
+  EXPECT_EQ(f.offloader_->status().snapshot_segments, 2u);
+  ASSERT_TRUE(f.command(1).ok());
+  EXPECT_EQ(f.target_->verify(), "");
+  expect_within_budget(f);
 }
 
 TEST(OffloaderDiskBudgetTest, ARetiredFileKeepsItsRoomUntilItIsUnlinked) {

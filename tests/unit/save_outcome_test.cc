@@ -84,21 +84,29 @@ TEST(SaveOutcomeTest, AWriteThatStoppedOnItsCancelFlagLeftNoFile) {
   EXPECT_EQ(decide_save_outcome(facts).end, End::kCancelled);
 }
 
-TEST(SaveOutcomeTest, AFailedWholeSaveDistrustsTheChainUnlessNothingWasWritten) {
+TEST(SaveOutcomeTest, AFailedSaveRemovesWhatItNamedAndNothingElse) {
   SaveFacts facts = durable_whole();
-  facts.written = StatusCode::kIoError;  // e.g. the directory's sync after the rename
+  facts.written = StatusCode::kIoError;  // the directory's sync, after the rename
+  facts.named = true;
   SaveOutcome out = decide_save_outcome(facts);
   EXPECT_EQ(out.end, End::kFailed);
   EXPECT_EQ(out.event, Event::kSaveFailed);
   EXPECT_EQ(out.remove, Remove::kChain) << "the base may be the new one: no chain over it";
-  facts.waited = false;  // the wait for the device failed: the writer never ran
-  EXPECT_EQ(decide_save_outcome(facts).remove, Remove::kNothing);
-  facts.waited = true;
   facts.chain_segments = 0;
-  EXPECT_EQ(decide_save_outcome(facts).remove, Remove::kNothing) << "no chain to distrust";
+  EXPECT_EQ(decide_save_outcome(facts).remove, Remove::kChain)
+      << "a first file, named but not durable: not left outside any chain";
   facts.chain_segments = 2;
-  facts.segment = 2;  // a failed delta: its temporary file is gone, the chain stands
+  facts.segment = 2;  // a delta named but not durable: it goes, the chain below stands
+  EXPECT_EQ(decide_save_outcome(facts).remove, Remove::kThisDelta);
+  facts.to_ram = true;  // a copy into the RAM tier names no file
   EXPECT_EQ(decide_save_outcome(facts).remove, Remove::kNothing);
+  facts.to_ram = false;
+  // Failing before the name (the device wait, free space, a write): the path is as it was.
+  facts.named = false;
+  for (uint32_t segment : {0u, 2u}) {
+    facts.segment = segment;
+    EXPECT_EQ(decide_save_outcome(facts).remove, Remove::kNothing) << "segment " << segment;
+  }
 }
 
 TEST(SaveOutcomeTest, FailuresBackOffDoublingUpToTheCap) {

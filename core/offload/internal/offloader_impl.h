@@ -236,8 +236,10 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
   // Removes the snapshot: its copy in the RAM tier and every file of it (remove_files()).
   Status remove_snapshot(const char* why) SIESTA_EXCLUDES(mu);
   // Removes every segment of the snapshot's file (the store's remove: slow on a large file)
-  // and records a failure. The chain is forgotten either way.
-  Status remove_files(const char* why) SIESTA_EXCLUDES(mu);
+  // and records a failure. The chain is forgotten either way; when the removal fails, the
+  // chain's room and `unchained_bytes` (files written outside the chain, whose own room the
+  // caller gives back) stay counted on the directory's budget.
+  Status remove_files(const char* why, uint64_t unchained_bytes = 0) SIESTA_EXCLUDES(mu);
   // Gives the RAM copy back to the tier (outside the mutex) and takes this session off the
   // tier's list of spill candidates; nothing when there is none.
   void drop_ram() SIESTA_EXCLUDES(mu);

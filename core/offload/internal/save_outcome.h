@@ -22,7 +22,9 @@ struct SaveFacts {
   Phase phase = Phase::kSaveFinishing;   // after the writer's last read (kMemoryRead applied)
   bool closing = false;                  // the Offloader's destructor has begun
   StatusCode written = StatusCode::kOk;  // the write's outcome (the device wait's, if it failed)
-  bool waited = true;         // the wait for the device succeeded: the writer was started
+  // The writer gave its file the final name (SnapshotWriteOptions::on_named): a failure after
+  // that (the directory's sync) left the complete file at the segment's path.
+  bool named = false;
   uint32_t segment = 0;       // the save's plan: 0 a whole snapshot, k > 0 a delta
   size_t chain_segments = 0;  // files in the chain before this save
   bool keep_memory = false;   // a save ahead (save_ahead()): the memory stays
@@ -45,7 +47,7 @@ struct SaveOutcome {
   // new base is durable: before a command can let another save write a delta.)
   enum class Remove : uint8_t {
     kNothing,
-    kThisDelta,  // the cancelled delta alone: the chain below it still holds its bytes
+    kThisDelta,  // the delta alone (cancelled, or failed once named): the chain below stands
     kChain,      // every segment: a base was replaced (cancelled) or is in doubt (failed)
   };
   End end = End::kFailed;
