@@ -11,6 +11,11 @@
 //     direct_qK_GBps      O_DIRECT, K = 1, 4, 8 threads each with one 4 MiB read in flight
 //     best_raw_GBps       the fastest of the raw ways, its median
 //     restore_vs_best     restore_GBps / best_raw_GBps (target: >= 0.9)
+//     restore_after_save_GBps  the same restore right after the file was saved again, its
+//                         pages as the save left them (what a conversation released to disk
+//                         and soon back meets)
+//     cached_after_save   the fraction of the file in the page cache right after its save
+//                         (mincore; the median over the rounds)
 //     cached_after_drop   the largest fraction of the file still cached right after a drop (0
 //                         when the drops work; a figure above 0.05 means the run measured the
 //                         page cache, not the disk)
@@ -61,12 +66,10 @@ void die(const Status& s, const char* what) {
   die_if(!s.ok(), std::string(what) + ": " + s.to_string());
 }
 
-// Drops `path`'s pages from the page cache; returns the fraction still cached after it.
-double drop_pages(const std::string& path) {
+// The fraction of `path`'s pages in the page cache now (mincore over a mapping of it).
+double cached_fraction(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   die_if(!fd.valid(), "open " + path);
-  die_if(::fdatasync(fd.get()) != 0, "fdatasync " + path);
-  die_if(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED) != 0, "posix_fadvise " + path);
   const off_t size = ::lseek(fd.get(), 0, SEEK_END);
   void* map = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd.get(), 0);
   die_if(map == MAP_FAILED, "mmap " + path);
@@ -78,6 +81,15 @@ double drop_pages(const std::string& path) {
   for (unsigned char r : resident) cached += r & 1;
   return resident.empty() ? 0.0
                           : static_cast<double>(cached) / static_cast<double>(resident.size());
+}
+
+// Drops `path`'s pages from the page cache; returns the fraction still cached after it.
+double drop_pages(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  die_if(!fd.valid(), "open " + path);
+  die_if(::fdatasync(fd.get()) != 0, "fdatasync " + path);
+  die_if(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED) != 0, "posix_fadvise " + path);
+  return cached_fraction(path);
 }
 
 // `threads` threads read `path` in kPiece pieces, thread t taking pieces t, t + threads, ...
@@ -156,6 +168,12 @@ void cold_restore(benchmark::State& state) {
          die(reader.read(ro, std::span(&into, 1)).status(), "snapshot read");
        }},
 
+      // The restore of a file just saved, its pages as the save left them (not dropped).
+      {"restore_after_save",
+       [&] {
+         SnapshotReadOptions ro{path, wo.mode, {}};
+         die(reader.read(ro, std::span(&into, 1)).status(), "snapshot read");
+       }},
       {"buffered_seq", [&] { parallel_read(path, file_bytes, 1, false, dest); }},
       {"buffered_par", [&] { parallel_read(path, file_bytes, 4, false, dest); }},
       {"direct_q1", [&] { parallel_read(path, file_bytes, 1, true, dest); }},
@@ -164,6 +182,7 @@ void cold_restore(benchmark::State& state) {
   };
   std::map<std::string, std::vector<double>> gbps;
   double cached_after_drop = 0;
+  std::vector<double> after_save;  // the fraction of the file cached right after each save
   for (auto _ : state) {
     for (size_t round = 0; round < rounds; ++round) {
       // The order turns each round, so that no way always follows the same one.
@@ -173,7 +192,12 @@ void cold_restore(benchmark::State& state) {
       std::rotate(order.begin(), order.begin() + static_cast<long>(round % order.size()),
                   order.end());
       for (const std::string& name : order) {
-        cached_after_drop = std::max(cached_after_drop, drop_pages(path));
+        if (name == "restore_after_save") {
+          die(writer.write(wo, std::span(&region, 1)).status(), "snapshot write");
+          after_save.push_back(cached_fraction(path));
+        } else {
+          cached_after_drop = std::max(cached_after_drop, drop_pages(path));
+        }
         const auto start = std::chrono::steady_clock::now();
         ways[name]();
         const double seconds =
@@ -191,6 +215,7 @@ void cold_restore(benchmark::State& state) {
     state.counters[name + "_GBps"] = median;
     if (!name.starts_with("restore")) best = std::max(best, median);
   }
+  state.counters["cached_after_save"] = bench::median(after_save);
   state.counters["best_raw_GBps"] = best;
   state.counters["restore_vs_best"] = bench::median(gbps["restore"]) / best;
   state.counters["cached_after_drop"] = cached_after_drop;
