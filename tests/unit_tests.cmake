@@ -61,6 +61,8 @@ siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES
   unit/snapshot_misuse_test.cc unit/snapshot_device_faults_test.cc)
 # The store's naming: only names it makes are ever touched.
 siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_store_names_test.cc)
+# The snapshot key file: made once, refused unless private and whole; racing makers agree.
+siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES unit/key_file_test.cc)
 # OpenSSL calls that fail (no working library does): this binary interposes the functions the
 # sealers call (tests/support/openssl_call_faults.cc), and these files fail them one by one.
 siesta_test_sources(snapshot_tests LABELS unit SOURCES

@@ -121,6 +121,13 @@ Result<ProcessKey> ProcessKey::generate() {
   return key;
 }
 
+Result<ProcessKey> ProcessKey::with_key(const KeyBytes& key_bytes) {
+  ProcessKey key;
+  SIESTA_RETURN_IF_ERROR(random_bytes(key.nonce_));
+  key.key_ = key_bytes;
+  return key;
+}
+
 ProcessKey ProcessKey::from_bytes(const KeyBytes& key_bytes, const snapshot::ProcessNonce& nonce) {
   ProcessKey key;
   key.key_ = key_bytes;

@@ -32,14 +32,19 @@
 namespace siesta {
 
 // This process's secret: a 32-byte AES key and the 16-byte nonce that names the process in
-// file headers and file names. Made once per process from RAND_bytes, held only in memory,
-// wiped (OPENSSL_cleanse) when destroyed. Move-only.
+// file headers and file names. Made once per process from RAND_bytes (or, with_key, its key
+// read from a key file and its nonce from RAND_bytes), held in memory, wiped
+// (OPENSSL_cleanse) when destroyed. Move-only.
 class ProcessKey {
  public:
   using KeyBytes = std::array<uint8_t, 32>;
 
   // Failure: Internal when the OpenSSL random generator fails.
   static Result<ProcessKey> generate();
+  // `key` (a key file's, kept across restarts: key_file.h) with a fresh random nonce: the
+  // nonce names this process in file names and headers, so it must differ per process even
+  // when the key is shared. Failure: Internal when the OpenSSL random generator fails.
+  static Result<ProcessKey> with_key(const KeyBytes& key);
   // A fixed key, for tests and committed fuzz corpora only.
   static ProcessKey from_bytes(const KeyBytes& key, const snapshot::ProcessNonce& nonce);
 
