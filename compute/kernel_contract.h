@@ -61,3 +61,15 @@
 // the recurrent update for row 0, then row 1, ... and keeps every intermediate state. So a
 // prompt gives the same bits however it is cut into blocks, one token at a time included.
 #pragma once
+
+#include <cstdint>
+
+namespace siesta {
+
+// This page's version. A snapshot's fingerprint binds it with the kernels' name (a state that
+// CudaKernels computed is restored only under CudaKernels: they agree with the host within
+// tolerances, not bit for bit), so a snapshot kept across a restart is never continued by
+// arithmetic other than the one that made it. Raise it with any change of a formula or order.
+inline constexpr uint32_t kKernelContractVersion = 1;
+
+}  // namespace siesta

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/snapshot/chunk_sealer.h"
+
 namespace siesta::engine {
 namespace {
 
@@ -85,6 +87,7 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& config, MemoryBack
     return s.with_context("committing " + std::to_string(range.size) + " bytes of weights");
   }
 
+  std::vector<uint8_t> piece_digests;  // each piece's SHA-256, hashed once more at the end
   auto upload_all = [&]() -> Status {
     std::vector<float> piece(std::min<uint64_t>(kUploadPieceFloats, total / sizeof(float)));
     for (size_t index = 0; index < tensors.size(); ++index) {
@@ -99,12 +102,16 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& config, MemoryBack
           const float u = draw(key, first + i) * scale;
           piece[i] = t.init == Init::kNorm ? 1.0f + u : u;
         }
+        const auto bytes = std::as_bytes(std::span<const float>(piece.data(), count));
+        SIESTA_ASSIGN_OR_RETURN(
+            const snapshot::HeaderDigest digest,
+            sha256({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
+        piece_digests.insert(piece_digests.end(), digest.begin(), digest.end());
         // upload() copies the source before returning, so the piece can be refilled at once.
-        SIESTA_RETURN_IF_ERROR(
-            kernels.upload(std::as_bytes(std::span<const float>(piece.data(), count)),
-                           *t.slot + first * sizeof(float)));
+        SIESTA_RETURN_IF_ERROR(kernels.upload(bytes, *t.slot + first * sizeof(float)));
       }
     }
+    SIESTA_ASSIGN_OR_RETURN(model->weights_digest_, sha256(piece_digests));
     return kernels.synchronize();
   };
   if (Status s = upload_all(); !s.ok()) {

@@ -16,6 +16,7 @@
 #include "compute/kernels.h"
 #include "core/base/status.h"
 #include "core/memory/memory_backend.h"
+#include "core/snapshot/snapshot_format.h"
 #include "engine/model_config.h"
 
 namespace siesta::engine {
@@ -57,6 +58,9 @@ class Model {
   DeviceAddress output() const { return output_; }          // [vocab][dim]
   // The reservation holding every weight.
   DeviceRange weight_range() const { return memory_.range(); }
+  // SHA-256 over the SHA-256 of each uploaded piece of weights (4 MiB of floats, in upload
+  // order): the weights' identity in a session's fingerprint.
+  const snapshot::HeaderDigest& weights_digest() const { return weights_digest_; }
 
  private:
   Model() = default;
@@ -67,6 +71,7 @@ class Model {
   DeviceAddress embedding_ = 0;
   DeviceAddress final_norm_ = 0;
   DeviceAddress output_ = 0;
+  snapshot::HeaderDigest weights_digest_{};
 };
 
 }  // namespace siesta::engine

@@ -71,7 +71,8 @@ Result<std::unique_ptr<Session>> Session::create(const Model& model, MemoryBacke
   std::unique_ptr<Session> s(new Session(model, backend, kernels));
   s->layout_ = std::make_unique<Layout>(SessionLayout::compute(c));
   const Layout& layout = *s->layout_;
-  SIESTA_ASSIGN_OR_RETURN(s->fingerprint_, session_fingerprint(c, layout));
+  SIESTA_ASSIGN_OR_RETURN(s->fingerprint_,
+                          session_fingerprint(c, layout, {kernels.name(), model.weights_digest()}));
 
   SIESTA_ASSIGN_OR_RETURN(s->device_, ReservedRange::reserve(backend, layout.device_bytes));
   if (Status st = backend.commit(s->device_.range()); !st.ok()) {

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "compute/kernel_contract.h"
 #include "core/snapshot/chunk_sealer.h"
 
 namespace siesta::engine {
@@ -121,10 +122,14 @@ SessionLayout SessionLayout::compute(const ModelConfig& c) {
   return layout;
 }
 
-Result<snapshot::Fingerprint> session_fingerprint(const ModelConfig& c,
-                                                  const SessionLayout& layout) {
+Result<snapshot::Fingerprint> session_fingerprint(const ModelConfig& c, const SessionLayout& layout,
+                                                  const FingerprintInputs& inputs) {
   Serialiser s;
-  s.text("siesta.session.fingerprint.v1");
+  s.text("siesta.session.fingerprint.v2");
+  s.text(inputs.kernels);
+  s.u32(kKernelContractVersion);
+  s.u64(inputs.weights.size());
+  for (const uint8_t byte : inputs.weights) s.u8(byte);
   s.text(c.name);
   s.u32(c.layers);
   s.u32(c.dim);

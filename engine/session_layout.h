@@ -4,8 +4,10 @@
 // cannot leave a stale copy of an address anywhere but in the recorded graph.
 //
 // Also the session's fingerprint: SHA-256 over a versioned serialisation of every
-// ModelConfig field and the region table, so a snapshot of any other model, configuration or
-// layout is refused as Foreign.
+// ModelConfig field the state depends on (prefill_block is not one: the kernel contract makes a
+// prompt's bits independent of its blocks), the region table, the kernels that compute the
+// state with their contract's version, and the weights' digest, so a snapshot of any other
+// model, weights, configuration, layout or arithmetic is refused as Foreign.
 //
 // Thread rule: plain values and pure functions.
 #pragma once
@@ -94,8 +96,16 @@ struct SessionLayout {
   uint64_t offset(size_t region) const { return regions[region].offset; }
 };
 
+// What else a session's state depends on: the arithmetic that computed it (the kernels' name;
+// compute/kernel_contract.h's version is bound with it) and the weights it was computed with.
+struct FingerprintInputs {
+  std::string kernels;               // Kernels::name(): "host", "cuda"
+  snapshot::HeaderDigest weights{};  // Model::weights_digest()
+};
+
 // Failure: Internal when hashing fails.
 Result<snapshot::Fingerprint> session_fingerprint(const ModelConfig& config,
-                                                  const SessionLayout& layout);
+                                                  const SessionLayout& layout,
+                                                  const FingerprintInputs& inputs);
 
 }  // namespace siesta::engine

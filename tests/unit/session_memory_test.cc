@@ -206,8 +206,23 @@ TEST(SessionFingerprint, DiffersAcrossSizesKvTypesAndContexts) {
   configs.push_back(tiny(KvType::kF32, 512));
   std::set<snapshot::Fingerprint> seen;
   for (const ModelConfig& c : configs) {
-    SIESTA_ASSERT_OK_AND_ASSIGN(auto fp, session_fingerprint(c, SessionLayout::compute(c)));
+    SIESTA_ASSERT_OK_AND_ASSIGN(auto fp,
+                                session_fingerprint(c, SessionLayout::compute(c), {"host", {}}));
     EXPECT_TRUE(seen.insert(fp).second) << c.name << " " << kv_type_name(c.kv_type);
+  }
+}
+
+TEST(SessionFingerprint, DiffersAcrossKernelsAndWeights) {
+  const ModelConfig c = tiny(KvType::kF16);
+  const SessionLayout layout = SessionLayout::compute(c);
+  snapshot::HeaderDigest other_weights{};
+  other_weights[31] = 1;
+  std::set<snapshot::Fingerprint> seen;
+  for (const FingerprintInputs& inputs :
+       {FingerprintInputs{"host", {}}, FingerprintInputs{"cuda", {}},
+        FingerprintInputs{"host", other_weights}}) {
+    SIESTA_ASSERT_OK_AND_ASSIGN(auto fp, session_fingerprint(c, layout, inputs));
+    EXPECT_TRUE(seen.insert(fp).second) << inputs.kernels;
   }
 }
 
@@ -219,8 +234,16 @@ TEST(SessionFingerprint, EqualForEqualConfigsAndMatchesTheSession) {
   EXPECT_EQ(a.session->fingerprint(), b.session->fingerprint());
   EXPECT_NE(a.session->fingerprint(), other.session->fingerprint());
   const ModelConfig c = tiny(KvType::kF16);
-  SIESTA_ASSERT_OK_AND_ASSIGN(auto fp, session_fingerprint(c, SessionLayout::compute(c)));
+  SIESTA_ASSERT_OK_AND_ASSIGN(auto fp,
+                              session_fingerprint(c, SessionLayout::compute(c),
+                                                  {a.kernels->name(), a.model->weights_digest()}));
   EXPECT_EQ(a.session->fingerprint(), fp);
+  // Another weight seed: other weights, another fingerprint.
+  ModelConfig reseeded = tiny(KvType::kF16);
+  reseeded.weight_seed += 1;
+  Rig d;
+  SIESTA_ASSERT_OK(d.init(reseeded));
+  EXPECT_NE(d.model->weights_digest(), a.model->weights_digest());
 }
 
 // The figures model_config.h documents for the named sizes at their default context.
