@@ -46,7 +46,7 @@ siesta_test_sources(snapshot_tests LABELS unit SOURCES
   unit/snapshot_format_test.cc unit/chunk_sealer_test.cc unit/record_buffer_pool_test.cc
   unit/snapshot_export_test.cc unit/snapshot_expiry_test.cc unit/snapshot_store_test.cc)
 siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES
-  unit/snapshot_round_trip_test.cc unit/snapshot_refusal_test.cc
+  unit/snapshot_round_trip_test.cc unit/snapshot_refusal_test.cc unit/snapshot_adoption_read_test.cc
   unit/snapshot_write_protocol_test.cc unit/snapshot_parallel_test.cc)
 # The known-answer test re-encodes the documented format with OpenSSL of its own.
 siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_known_answer_test.cc)

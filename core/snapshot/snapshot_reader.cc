@@ -65,56 +65,106 @@ Result<snapshot::HeaderPrefix> read_checked_prefix(ReadableFile& file, uint64_t 
 
 }  // namespace
 
-Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& options,
-                                                std::span<const SnapshotRegion> regions) {
-  const std::string name = "snapshot " + quote_for_log(options.path);
-  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, fs_.open_readable(options.path));
-  SIESTA_ASSIGN_OR_RETURN(const uint64_t file_size, file->size());
+// The steps read() and read_header() share: the file opened, its prefix, its header decoded,
+// attributed (mode, process) and its seal verified, its size the header's, its fingerprint
+// the caller's.
+struct SnapshotReader::OpenedFile {
+  std::unique_ptr<ReadableFile> file;
+  uint32_t header_size = 0;
+  snapshot::SnapshotHeader header;
+  snapshot::HeaderDigest header_digest{};
+  snapshot::FileShape shape;
+  std::unique_ptr<ChunkSealer> sealer;
+};
+
+Result<SnapshotReader::OpenedFile> SnapshotReader::open_checked(
+    const std::string& path, snapshot::SnapshotMode mode, const snapshot::Fingerprint& fingerprint,
+    const std::optional<snapshot::ProcessNonce>& process_nonce, const std::string& name) {
+  OpenedFile opened;
+  SIESTA_ASSIGN_OR_RETURN(opened.file, fs_.open_readable(path));
+  ReadableFile& file = *opened.file;
+  SIESTA_ASSIGN_OR_RETURN(const uint64_t file_size, file.size());
 
   // ---- prefix: magic, version, flags, header length ----
   SIESTA_ASSIGN_OR_RETURN(const snapshot::HeaderPrefix prefix,
-                          read_checked_prefix(*file, file_size, name));
-  const uint32_t header_size = prefix.header_bytes;
+                          read_checked_prefix(file, file_size, name));
+  opened.header_size = prefix.header_bytes;
 
-  // ---- header: decoded untrusted, then attributed (mode, owner), then verified ----
-  std::vector<uint8_t> header_bytes(header_size);  // bounded by the file's size, checked above
-  SIESTA_RETURN_IF_ERROR(read_exact(*file, 0, header_bytes, name));
+  // ---- header: decoded untrusted, then attributed (mode, process), then verified ----
+  std::vector<uint8_t> header_bytes(opened.header_size);  // bounded by the file's size
+  SIESTA_RETURN_IF_ERROR(read_exact(file, 0, header_bytes, name));
   const snapshot::SealedHeaderParts sealed = snapshot::split_sealed_header(header_bytes);
   Result<snapshot::SnapshotHeader> decoded = snapshot::decode_header_body(sealed.body);
   if (!decoded.ok()) return decoded.status().with_context(name);
-  snapshot::SnapshotHeader& header = *decoded;
-  if (header.mode != options.mode) {
+  snapshot::SnapshotHeader& header = opened.header = std::move(decoded).value();
+  if (header.mode != mode) {
     return Foreign(name + " was written in " + std::string(snapshot_mode_name(header.mode)) +
-                   " mode, expected " + std::string(snapshot_mode_name(options.mode)));
+                   " mode, expected " + std::string(snapshot_mode_name(mode)));
   }
+  const snapshot::ProcessNonce& expected_nonce = process_nonce ? *process_nonce : key_.nonce();
   if (header.mode != snapshot::SnapshotMode::kDurableExport &&
-      CRYPTO_memcmp(header.process_nonce.data(), key_.nonce().data(), key_.nonce().size()) != 0) {
+      CRYPTO_memcmp(header.process_nonce.data(), expected_nonce.data(), expected_nonce.size()) !=
+          0) {
     return Foreign(name + " belongs to another process (nonce " + hex_prefix(header.process_nonce) +
                    "...)");
   }
-  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ChunkSealer> sealer,
-                          make_sealer(header.mode, key_, header.file_id));
-  Status sealed_ok = sealer->open(SealDomain::kHeader, 0, sealed.body, {}, sealed.tag, {});
+  SIESTA_ASSIGN_OR_RETURN(opened.sealer, make_sealer(header.mode, key_, header.file_id));
+  Status sealed_ok = opened.sealer->open(SealDomain::kHeader, 0, sealed.body, {}, sealed.tag, {});
   if (!sealed_ok.ok()) return sealed_ok.with_context(name + " header");
-  SIESTA_ASSIGN_OR_RETURN(const snapshot::HeaderDigest header_digest, sha256(header_bytes));
+  SIESTA_ASSIGN_OR_RETURN(opened.header_digest, sha256(header_bytes));
 
   // ---- size: exactly what the header promises ----
-  const snapshot::FileShape shape = snapshot::file_shape(header, header_size);
-  if (file_size < shape.file_bytes) {
+  opened.shape = snapshot::file_shape(header, opened.header_size);
+  if (file_size < opened.shape.file_bytes) {
     return Truncated(name + " is " + std::to_string(file_size) + " bytes, its header promises " +
-                     std::to_string(shape.file_bytes));
+                     std::to_string(opened.shape.file_bytes));
   }
-  if (file_size > shape.file_bytes) {
-    return Corrupt(name + " has " + std::to_string(file_size - shape.file_bytes) +
+  if (file_size > opened.shape.file_bytes) {
+    return Corrupt(name + " has " + std::to_string(file_size - opened.shape.file_bytes) +
                    " bytes after its trailer");
   }
 
-  // ---- whose, and still valid? ----
-  if (CRYPTO_memcmp(header.fingerprint.data(), options.fingerprint.data(),
-                    header.fingerprint.size()) != 0) {
+  // ---- whose? ----
+  if (CRYPTO_memcmp(header.fingerprint.data(), fingerprint.data(), header.fingerprint.size()) !=
+      0) {
     return Foreign(name + " was written for another session fingerprint (" +
                    hex_prefix(header.fingerprint) + "...)");
   }
+  return opened;
+}
+
+Status SnapshotReader::check_expiry(const snapshot::SnapshotHeader& header,
+                                    const std::string& name) const {
+  const int64_t now = clock_.unix_seconds();
+  if (snapshot::is_expired(header, now)) {
+    return Expired(name + " expired at " + std::to_string(header.expiry_unix) + " (now " +
+                   std::to_string(now) + ")");
+  }
+  return Status::Ok();
+}
+
+Result<SnapshotReadResult> SnapshotReader::read_header(const SnapshotHeaderCheck& check) {
+  const std::string name = "snapshot " + quote_for_log(check.path);
+  SIESTA_ASSIGN_OR_RETURN(OpenedFile opened, open_checked(check.path, check.mode, check.fingerprint,
+                                                          check.process_nonce, name));
+  if (check.check_expiry) SIESTA_RETURN_IF_ERROR(check_expiry(opened.header, name));
+  return SnapshotReadResult{opened.shape.file_bytes, 0, std::move(opened.header)};
+}
+
+Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& options,
+                                                std::span<const SnapshotRegion> regions) {
+  const std::string name = "snapshot " + quote_for_log(options.path);
+  SIESTA_ASSIGN_OR_RETURN(
+      OpenedFile opened,
+      open_checked(options.path, options.mode, options.fingerprint, options.process_nonce, name));
+  ReadableFile* const file = opened.file.get();
+  const uint32_t header_size = opened.header_size;
+  snapshot::SnapshotHeader& header = opened.header;
+  const snapshot::HeaderDigest& header_digest = opened.header_digest;
+  const snapshot::FileShape& shape = opened.shape;
+  ChunkSealer* const sealer = opened.sealer.get();
+
+  // ---- the session's, and still valid? ----
   SIESTA_RETURN_IF_ERROR(check_layout(header, regions));
   // After the seal: owner and generation are as authentic as the rest of the header.
   if (header.owner != options.owner) {
@@ -126,11 +176,7 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
                    std::to_string(options.generation) +
                    " (an older or newer snapshot put in its place)");
   }
-  const int64_t now = clock_.unix_seconds();
-  if (options.check_expiry && snapshot::is_expired(header, now)) {
-    return Expired(name + " expired at " + std::to_string(header.expiry_unix) + " (now " +
-                   std::to_string(now) + ")");
-  }
+  if (options.check_expiry) SIESTA_RETURN_IF_ERROR(check_expiry(header, name));
 
   // ---- chunks: read here in file order, verified on the pipeline's threads ----
   bool any_device = false;

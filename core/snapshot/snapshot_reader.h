@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -60,6 +61,9 @@ struct SnapshotReadOptions {
   // The owner the file must name (SnapshotWriteOptions::owner): the session's name, or the
   // export's.
   std::string owner{};
+  // The process the file must name (session modes): unset, this key's; a file adopted from an
+  // earlier process under the same key (a restart with the same key file) names its writer.
+  std::optional<snapshot::ProcessNonce> process_nonce{};
   // False for an older segment of a snapshot in segments (the Offloader's delta saves): the
   // expiry that counts is the newest segment's, which is read, and checked, last. Every other
   // check stands.
@@ -73,6 +77,17 @@ struct SnapshotReadOptions {
   // ring and nothing of this one's is in flight (MemoryBackend::acquire_staging_waiting):
   // then the ring's FailedPrecondition.
   std::chrono::nanoseconds staging_wait = MemoryBackend::kStagingShareTimeout;
+};
+
+// What read_header() checks: read()'s checks down to the fingerprint (the region table is one
+// of the fingerprint's inputs), and the expiry, but not the owner or the generation, which the
+// caller learns from the result.
+struct SnapshotHeaderCheck {
+  std::string path;
+  snapshot::SnapshotMode mode = snapshot::SnapshotMode::kSessionEncrypted;
+  snapshot::Fingerprint fingerprint{};
+  std::optional<snapshot::ProcessNonce> process_nonce{};  // as in SnapshotReadOptions
+  bool check_expiry = true;
 };
 
 struct SnapshotReadResult {
@@ -97,7 +112,21 @@ class SnapshotReader {
   Result<SnapshotReadResult> read(const SnapshotReadOptions& options,
                                   std::span<const SnapshotRegion> regions);
 
+  // Authenticates a file's header without reading a chunk: what a restart reads of each
+  // snapshot it may adopt. Success: the header (whose owner, generation, expiry and regions
+  // are then as authentic as a read's) and the file's size; payload_bytes 0. Failure: read()'s
+  // outcomes above, in its order, down to the fingerprint, then Expired (unless not checked).
+  // Nothing is proven about the chunks: a read() of the file still checks every one.
+  Result<SnapshotReadResult> read_header(const SnapshotHeaderCheck& check);
+
  private:
+  struct OpenedFile;
+  Result<OpenedFile> open_checked(const std::string& path, snapshot::SnapshotMode mode,
+                                  const snapshot::Fingerprint& fingerprint,
+                                  const std::optional<snapshot::ProcessNonce>& process_nonce,
+                                  const std::string& name);
+  Status check_expiry(const snapshot::SnapshotHeader& header, const std::string& name) const;
+
   FileSystem& fs_;
   const Clock& clock_;
   const ProcessKey& key_;

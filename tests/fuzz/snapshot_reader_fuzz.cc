@@ -102,5 +102,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else if (read.status().message().empty()) {
     std::abort();  // every refusal says why
   }
+  // The header alone, as a restart reads a snapshot it may adopt: never passes a file whose
+  // whole read was refused before its chunks, and when it passes, says the file's size.
+  siesta::SnapshotHeaderCheck check;
+  check.path = options.path;
+  check.mode = options.mode;
+  check.fingerprint = options.fingerprint;
+  auto header_only = reader.read_header(check);
+  if (header_only.ok()) {
+    if (header_only->file_bytes != size || header_only->payload_bytes != 0) std::abort();
+    if (read.ok() && header_only->header.generation != read->header.generation) std::abort();
+  } else if (header_only.status().message().empty()) {
+    std::abort();
+  } else if (read.ok()) {
+    std::abort();  // a file read whole has a header that passes
+  }
   return 0;
 }
