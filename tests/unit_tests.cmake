@@ -45,6 +45,10 @@ siesta_test_sources(snapshot_tests LABELS unit concurrency fault_injection SOURC
 siesta_test_sources(snapshot_tests LABELS unit SOURCES
   unit/snapshot_format_test.cc unit/chunk_sealer_test.cc unit/record_buffer_pool_test.cc
   unit/snapshot_export_test.cc unit/snapshot_expiry_test.cc unit/snapshot_store_test.cc)
+# Adoption: a dead owner's chains offered under its lock, renamed, the rest removed; a rename
+# that fails part-way (injected).
+siesta_test_sources(snapshot_tests LABELS unit fault_injection SOURCES
+  unit/snapshot_store_adoption_test.cc)
 siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES
   unit/snapshot_round_trip_test.cc unit/snapshot_refusal_test.cc unit/snapshot_adoption_read_test.cc
   unit/snapshot_write_protocol_test.cc unit/snapshot_parallel_test.cc)

@@ -54,7 +54,8 @@ bool is_nonce(std::string_view text) {
 struct ParsedName {
   enum class Kind { kLock, kSnapshot, kTemporary } kind;
   std::string nonce;
-  std::string session;  // empty for a lock
+  std::string session;   // empty for a lock
+  uint32_t segment = 0;  // a snapshot's or temporary's segment number
 };
 
 std::optional<ParsedName> parse_name(std::string_view name) {
@@ -79,7 +80,13 @@ std::optional<ParsedName> parse_name(std::string_view name) {
     return std::nullopt;
   }
   if (!valid_stem(stem)) return std::nullopt;
-  return ParsedName{kind, std::move(nonce), std::string(stem.substr(0, stem.find('.')))};
+  const size_t dot = stem.find('.');
+  uint32_t segment = 0;
+  if (dot != std::string_view::npos) {
+    for (const char c : stem.substr(dot + 1))
+      segment = segment * 10 + static_cast<uint32_t>(c - '0');
+  }
+  return ParsedName{kind, std::move(nonce), std::string(stem.substr(0, dot)), segment};
 }
 
 Result<std::string> random_nonce() {
@@ -229,12 +236,14 @@ void SnapshotStore::cleanup_at_start() {
     std::string name;
     ParsedName::Kind kind;
     std::string session;
+    uint32_t segment;
   };
   std::map<std::string, std::vector<OwnerFile>> by_owner;
   for (const std::string& name : *names) {
     std::optional<ParsedName> parsed = parse_name(name);
     if (!parsed || parsed->nonce == nonce_) continue;
-    by_owner[parsed->nonce].push_back({name, parsed->kind, std::move(parsed->session)});
+    by_owner[parsed->nonce].push_back(
+        {name, parsed->kind, std::move(parsed->session), parsed->segment});
   }
   bool removed_any = false;
   const int64_t now = clock_.unix_seconds();
@@ -243,6 +252,40 @@ void SnapshotStore::cleanup_at_start() {
     // A live owner holds its lock; taking it means the owner is gone. (A missing lock file is
     // created by the attempt, and removed below with the rest.)
     Result<std::unique_ptr<FileLock>> lock = fs_.lock_file(lock_path, /*wait=*/false);
+    if (lock.ok() && options_.keep_dead_owners_snapshots) {
+      // Offered for adoption (AdoptionCandidates), under the dead owner's lock until
+      // finish_adoption(); its temporaries go now (never a snapshot).
+      DeadOwner dead{std::move(lock).value(), lock_path, {}};
+      std::map<std::string, std::map<uint32_t, std::string>> chains;
+      for (const OwnerFile& file : files) {
+        if (file.kind == ParsedName::Kind::kSnapshot) {
+          chains[file.session][file.segment] = path_of(file.name);
+          dead.files.push_back(path_of(file.name));
+        } else if (file.kind == ParsedName::Kind::kTemporary) {
+          Status removed = fs_.remove(path_of(file.name));
+          if (removed.ok()) {
+            ++cleanup_.removed_dead_owner_files;
+            removed_any = true;
+          } else if (removed.code() != StatusCode::kNotFound) {
+            record_failure(cleanup_, removed);
+          }
+        }
+      }
+      for (auto& [session, segments] : chains) {
+        AdoptionCandidate candidate{owner, session, {}};
+        // Segments 0..k with none missing; a chain with a gap restores nothing and is left
+        // to finish_adoption(), which removes it.
+        for (auto& [segment, path] : segments) {
+          if (segment != candidate.segment_paths.size()) break;
+          candidate.segment_paths.push_back(path);
+        }
+        if (candidate.segment_paths.size() == segments.size()) {
+          candidates_.push_back(std::move(candidate));
+        }
+      }
+      dead_owners_.push_back(std::move(dead));
+      continue;
+    }
     if (lock.ok()) {
       for (const OwnerFile& file : files) {
         if (file.kind == ParsedName::Kind::kLock) continue;  // last, while still held
@@ -312,6 +355,59 @@ Result<std::vector<std::string>> SnapshotStore::own_file_names() const {
     }
   }
   return own;
+}
+
+Status SnapshotStore::adopt(const AdoptionCandidate& candidate, std::string_view session) {
+  const auto offered = std::find_if(candidates_.begin(), candidates_.end(), [&](const auto& c) {
+    return c.owner_nonce == candidate.owner_nonce && c.session == candidate.session;
+  });
+  if (offered == candidates_.end()) {
+    return InvalidArgument("snapshot " + quote_for_log(candidate.session) + " of owner " +
+                           candidate.owner_nonce.substr(0, 8) + "... is not offered for adoption");
+  }
+  std::vector<std::string> targets;
+  targets.reserve(offered->segment_paths.size());
+  for (uint32_t segment = 0; segment < offered->segment_paths.size(); ++segment) {
+    SIESTA_ASSIGN_OR_RETURN(std::string target, snapshot_path(session, segment));
+    Result<PathInfo> there = fs_.stat_no_follow(target);
+    if (there.ok() || there.status().code() != StatusCode::kNotFound) {
+      return FailedPrecondition("session " + quote_for_log(session) +
+                                " already has a snapshot here: nothing is adopted over it");
+    }
+    targets.push_back(std::move(target));
+  }
+  // Newest segment first: a chain interrupted part-way leaves this store a tail without its
+  // base (removed below), never a base that a later delta of the old name could extend.
+  Status moved = Status::Ok();
+  for (size_t i = targets.size(); i-- > 0 && moved.ok();) {
+    moved = fs_.rename(offered->segment_paths[i], targets[i]);
+  }
+  if (!moved.ok()) {
+    (void)remove(session);
+  } else {
+    moved = fs_.sync_directory(dir_);
+  }
+  candidates_.erase(offered);  // adopted, or given up (finish_adoption removes what is left)
+  return moved;
+}
+
+Status SnapshotStore::finish_adoption() {
+  Status first = Status::Ok();
+  for (DeadOwner& dead : dead_owners_) {
+    for (const std::string& path : dead.files) {
+      Status removed = fs_.remove(path);  // NotFound: adopted (renamed away)
+      if (!removed.ok() && removed.code() != StatusCode::kNotFound && first.ok()) first = removed;
+    }
+    Status removed = fs_.remove(dead.lock_path);  // while still held
+    if (!removed.ok() && removed.code() != StatusCode::kNotFound && first.ok()) first = removed;
+  }
+  if (!dead_owners_.empty()) {
+    Status synced = fs_.sync_directory(dir_);
+    if (first.ok()) first = synced;
+  }
+  dead_owners_.clear();  // the locks go with them
+  candidates_.clear();
+  return first;
 }
 
 Status SnapshotStore::remove(std::string_view session) {

@@ -17,8 +17,9 @@
 // so that a file's name and its header name the same process. <session> matches
 // [A-Za-z0-9_-]{1,64}. Files not matching these patterns are never touched.
 //
-// Thread rule: open() and the destructor run on one thread; the other methods may be called
-// from any thread (the store keeps no mutable state after open()).
+// Thread rule: open(), the adoption calls (adoption_candidates(), adopt(), finish_adoption())
+// and the destructor run on one thread, the adoption calls before any other use; the other
+// methods may be called from any thread (the store keeps no mutable state after adoption).
 #pragma once
 
 #include <atomic>
@@ -57,6 +58,18 @@ class SnapshotStore {
     // Unset: 16 fresh bytes from RAND_bytes, only for a store used without snapshot files of
     // its own (tests of the store alone); its names then match no header.
     std::optional<std::string> nonce;
+    // Conversations kept across a restart: the snapshots of a dead owner (its lock free) are
+    // not removed at start but offered (adoption_candidates()), under that owner's lock, until
+    // finish_adoption(); only its temporaries go at once. Expired ones of live owners go as
+    // always. Off: a dead owner's files are removed at start.
+    bool keep_dead_owners_snapshots = false;
+  };
+
+  // A dead owner's snapshot offered for adoption: its segments 0..k, none missing.
+  struct AdoptionCandidate {
+    std::string owner_nonce;                 // the writer's nonce, 32 hex digits
+    std::string session;                     // its name in the writer's store
+    std::vector<std::string> segment_paths;  // segment 0 (whole) first
   };
 
   // What start-up cleanup did. Failures do not stop open(): a file that could not be
@@ -89,6 +102,21 @@ class SnapshotStore {
   const std::string& directory() const { return dir_; }
   const std::string& nonce() const { return nonce_; }
   const CleanupReport& startup_cleanup() const { return cleanup_; }
+
+  // ---- Adoption (Options::keep_dead_owners_snapshots; open()'s thread, before any save) ----
+  // The snapshots offered, in no particular order. The caller authenticates each (its header
+  // under the key: SnapshotReader::read_header with the owner's nonce) and adopts or leaves it.
+  const std::vector<AdoptionCandidate>& adoption_candidates() const { return candidates_; }
+  // Renames the candidate's segments to `session`'s names in this store (newest first), then
+  // syncs the directory; the candidate is no longer offered either way.
+  // Failure: InvalidArgument (not offered, a bad session name); FailedPrecondition when
+  // `session` has a file here already (nothing renamed); a rename's error (what was renamed is
+  // removed: a chain without its base restores nothing); the directory sync's error (renamed).
+  Status adopt(const AdoptionCandidate& candidate, std::string_view session);
+  // Removes every dead owner's snapshot not adopted and its lock file, then releases the
+  // locks. Failure: the first removal's error (every file is tried; the rest wait for the
+  // next start).
+  Status finish_adoption();
 
   // The highest segment number a session's snapshot may have (the Offloader's delta saves
   // stay far below it).
@@ -169,6 +197,14 @@ class SnapshotStore {
   std::unique_ptr<FileLock> lock_;
   CleanupReport cleanup_;
   mutable std::atomic<uint64_t> next_temp_{0};
+  // Dead owners whose snapshots are offered, each under its lock until finish_adoption().
+  struct DeadOwner {
+    std::unique_ptr<FileLock> lock;
+    std::string lock_path;
+    std::vector<std::string> files;  // its snapshots' paths, adopted ones included
+  };
+  std::vector<DeadOwner> dead_owners_;
+  std::vector<AdoptionCandidate> candidates_;
 };
 
 }  // namespace siesta
