@@ -120,6 +120,8 @@ siesta_test_sources(offload_tests LABELS unit concurrency SOURCES
 # used released conversation's snapshot deleted for room, a failed deletion kept counted.
 siesta_test_sources(offload_tests LABELS unit fault_injection concurrency SOURCES
   unit/offloader_disk_budget_test.cc)
+# Adoption after a restart: a fresh session takes an earlier process's chain, disk at once.
+siesta_test_sources(offload_tests LABELS unit SOURCES unit/offloader_adoption_test.cc)
 # The tier's pinned pool: chunks prepared ahead by its own thread, blocks carved from them,
 # chunks given back by its rule, a refused registration.
 siesta_test_sources(offload_tests LABELS unit fault_injection concurrency SOURCES

@@ -65,6 +65,17 @@ Result<DiskBudget::Space> DiskBudget::reserve(uint64_t bytes, const std::atomic<
   return refuse("no conversation's snapshot could be deleted for it");
 }
 
+Result<DiskBudget::Space> DiskBudget::reserve_free(uint64_t bytes) {
+  MutexLock lock(mu_);
+  if (bytes > budget_ || used_ > budget_ - bytes) {
+    return NoSpace("the snapshot directory's budget (--cache-disk-max-mib, " +
+                   std::to_string(budget_) + " bytes, " + std::to_string(used_) +
+                   " used) has no free room for " + std::to_string(bytes) + " bytes");
+  }
+  used_ += bytes;
+  return Space(this, bytes);
+}
+
 DiskBudgetStats DiskBudget::stats() const {
   MutexLock lock(mu_);
   return {budget_, used_, deleted_for_room_, delete_failures_, refused_};

@@ -69,6 +69,9 @@ class DiskBudget {
   // Success: a Space of `bytes`. Failure (nothing charged): NoSpace when `bytes` exceed the
   // whole budget, or no room could be made (nobody left, a deletion failed, `cancel` raised).
   Result<Space> reserve(uint64_t bytes, const std::atomic<bool>* cancel);
+  // Room for files that exist already (a snapshot adopted after a restart), only if the rest
+  // of the budget holds them: nothing is deleted for it. Failure: NoSpace (nothing charged).
+  Result<Space> reserve_free(uint64_t bytes);
   // An empty Space of this budget, for a session's files (Space::set as they change).
   Space space() { return Space(this, 0); }
 

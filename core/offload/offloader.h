@@ -336,6 +336,28 @@ class Offloader {
   // Thread rule: as evict().
   Status forget();
 
+  // One file of a snapshot a process before a restart wrote under the same key, as
+  // SnapshotReader::read_header authenticated it (its generation and size) and the nonce of
+  // the process that wrote it.
+  struct AdoptedSegment {
+    uint64_t generation = 0;
+    uint64_t file_bytes = 0;
+    uint64_t payload_bytes = 0;
+    snapshot::ProcessNonce writer{};
+  };
+  // Makes a fresh session the owner of that snapshot, whose files the store has already put
+  // under this session's names (SnapshotStore::adopt): the state goes to disk as after a save
+  // of its own, without writing a byte (the phase table's save path), the memory is released,
+  // and the next command restores the chain (segments oldest first), whose history then meets
+  // the prompt as any restored history does. `expiry_unix` is the newest segment's expiry.
+  // Success: state disk, listed for deletion on the directory's budget. Failure, nothing
+  // changed: InvalidArgument for no segment; FailedPrecondition unless offload is on and the
+  // session is fresh (resident, no history, no snapshot); NoSpace when the directory's budget
+  // has no room for the files without deleting another conversation's; the release's error
+  // when nothing could be released (the session stays resident).
+  // Thread rule: the thread that runs the session's commands, before its first command.
+  Status adopt(const std::vector<AdoptedSegment>& segments, int64_t expiry_unix);
+
   // A copy of the reported fields, taken under the mutex; never waits for a save, a release,
   // a restore or a command. Any thread.
   OffloadStatus status() const;

@@ -62,6 +62,7 @@ Result<uint64_t> Offloader::Impl::read_chain(const std::vector<Segment>& segment
     read.fingerprint = deps.target.fingerprint();
     read.generation = segments[i].generation;
     read.owner = options.session;
+    read.process_nonce = segments[i].writer;
     read.check_expiry = i + 1 == segments.size();
     read.record_buffers = &record_buffers;
     SIESTA_ASSIGN_OR_RETURN(const SnapshotReadResult result, reader.read(read, regions));

@@ -232,7 +232,7 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
       } else {
         // The file supersedes a RAM copy the plan found too large to add to.
         superseded_ram = std::move(ram);
-        chain.push_back({generation, written->file_bytes, plan.payload_bytes, plan.tokens});
+        chain.push_back({generation, written->file_bytes, plan.payload_bytes, plan.tokens, {}});
         unchanged_tokens = plan.tokens;
         if (plan.segment > 0) ++st.counters.delta_saves;
         what = std::to_string(written->file_bytes) + " bytes" +

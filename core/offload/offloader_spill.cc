@@ -63,8 +63,8 @@ Result<uint64_t> Offloader::Impl::write_ram_copy(const RamCopy& copy, int64_t ex
     SnapshotWriter writer(deps.fs, deps.clock, *deps.key, /*backend=*/nullptr);  // host regions
     SIESTA_ASSIGN_OR_RETURN(const SnapshotWriteResult result,
                             writer.write(write, ram_regions(*segment.snapshot)));
-    written.push_back(Segment{write.generation, result.file_bytes, segment.snapshot->payload_bytes,
-                              segment.tokens});
+    written.push_back(Segment{
+        write.generation, result.file_bytes, segment.snapshot->payload_bytes, segment.tokens, {}});
     file_bytes += result.file_bytes;
   }
   return file_bytes;

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,7 +73,10 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
     uint64_t generation = 0;
     uint64_t file_bytes = 0;
     uint64_t payload_bytes = 0;
-    uint64_t tokens = 0;  // history tokens when it was written
+    uint64_t tokens = 0;  // history tokens when it was written (0: unknown, an adopted file)
+    // The process that wrote it, when not this one (adopted after a restart): the reader
+    // expects its nonce.
+    std::optional<snapshot::ProcessNonce> writer;
   };
   std::vector<Segment> chain SIESTA_GUARDED_BY(mu);
   // The chain's files on the directory's budget (report_chain() keeps it equal to disk_bytes).
