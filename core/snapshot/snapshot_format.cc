@@ -187,6 +187,10 @@ Status validate_header(const SnapshotHeader& header) {
     return InvalidArgument("the owner has " + std::to_string(header.owner.size()) +
                            " bytes; at most " + std::to_string(kMaxOwnerBytes));
   }
+  if (header.route.size() > kMaxRouteBytes) {
+    return InvalidArgument("the route has " + std::to_string(header.route.size()) +
+                           " bytes; at most " + std::to_string(kMaxRouteBytes));
+  }
   if (header.regions.size() > kMaxRegions) {
     return InvalidArgument(std::to_string(header.regions.size()) + " regions; at most " +
                            std::to_string(kMaxRegions));
@@ -243,6 +247,8 @@ Result<std::vector<uint8_t>> encode_header_body(const SnapshotHeader& header) {
   sink.u32(static_cast<uint32_t>(header.regions.size()));
   sink.u8(static_cast<uint8_t>(header.owner.size()));
   sink.bytes(header.owner.data(), header.owner.size());
+  sink.u32(static_cast<uint32_t>(header.route.size()));
+  sink.bytes(header.route.data(), header.route.size());
   for (const RegionLayout& region : header.regions) {
     sink.u16(static_cast<uint16_t>(region.name.size()));
     sink.bytes(region.name.data(), region.name.size());
@@ -310,6 +316,15 @@ Result<SnapshotHeader> decode_header_body(std::span<const uint8_t> body) {
   const uint8_t* owner = in.take(owner_bytes);
   if (owner != nullptr) header.owner.assign(reinterpret_cast<const char*>(owner), owner_bytes);
   if (!in.ok()) return Corrupt("snapshot header ends inside its owner");
+  const uint32_t route_bytes = in.u32();
+  // Checked against what is left as well as the bound: no allocation larger than the input.
+  if (route_bytes > kMaxRouteBytes || route_bytes > in.left()) {
+    return Corrupt("snapshot header states a route of " + std::to_string(route_bytes) +
+                   " bytes, more than fit");
+  }
+  const uint8_t* route = in.take(route_bytes);
+  if (route != nullptr) header.route.assign(route, route + route_bytes);
+  if (!in.ok()) return Corrupt("snapshot header ends inside its route");
   uint64_t extents_seen = 0;
   for (uint32_t r = 0; r < region_count && in.ok(); ++r) {
     RegionLayout region;

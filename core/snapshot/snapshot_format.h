@@ -25,8 +25,9 @@ namespace siesta::snapshot {
 inline constexpr std::string_view kMagic = "SIESTASN";         // first 8 bytes of a file
 inline constexpr std::string_view kTrailerMagic = "SIESTAEN";  // first 8 bytes of the trailer
 // Version 2 added the generation (u64 at offset 100) to the fixed header; version 3 the owner
-// (the writer's identity, before the region table). Files of other versions are Unsupported.
-inline constexpr uint32_t kFormatVersion = 3;
+// (the writer's identity, before the region table); version 4 the route (after the owner).
+// Files of other versions are Unsupported.
+inline constexpr uint32_t kFormatVersion = 4;
 
 // Bounds a reader enforces before it trusts a header. Generous for any real session (the
 // reference model has a few dozen regions), small enough that a header can never cost more
@@ -34,6 +35,7 @@ inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kMaxRegions = 1024;
 inline constexpr uint32_t kMaxNameBytes = 255;
 inline constexpr uint32_t kMaxOwnerBytes = 255;
+inline constexpr uint32_t kMaxRouteBytes = 1u << 20;
 inline constexpr uint32_t kMaxExtentsPerFile = 1u << 16;
 inline constexpr uint32_t kMaxChunkBytes = 64u << 20;
 inline constexpr uint32_t kMaxHeaderBytes = 4u << 20;
@@ -41,8 +43,8 @@ inline constexpr uint32_t kMaxHeaderBytes = 4u << 20;
 inline constexpr size_t kTagBytes = 16;
 inline constexpr size_t kPrefixBytes = 20;        // magic, version, flags, header_bytes
 inline constexpr size_t kFixedHeaderBytes = 116;  // everything before the owner
-// An empty owner (one length byte), no regions, the tag.
-inline constexpr uint32_t kMinHeaderBytes = kFixedHeaderBytes + 1 + kTagBytes;
+// An empty owner (one length byte), an empty route (four length bytes), no regions, the tag.
+inline constexpr uint32_t kMinHeaderBytes = kFixedHeaderBytes + 1 + 4 + kTagBytes;
 inline constexpr size_t kChunkHeaderBytes = 16;         // region u32, index u64, length u32
 inline constexpr size_t kTrailerBodyBytes = 8 + 8 + 8;  // end magic, chunk count, payload bytes
 inline constexpr size_t kTrailerBytes = kTrailerBodyBytes + kTagBytes;
@@ -104,6 +106,10 @@ struct SnapshotHeader {
   // interpreted; a reader requires the one it expects (else Foreign), so a file renamed or
   // copied under another owner's name is refused before a byte of it is restored.
   std::string owner;
+  // What the writer needs to find the conversation again after a restart (the engine's: its
+  // key's HMAC and its history's tokens), 0..kMaxRouteBytes bytes, never interpreted here and
+  // authenticated with the rest of the header. Empty in exports.
+  std::vector<uint8_t> route;
   std::vector<RegionLayout> regions;
 };
 
@@ -132,7 +138,8 @@ inline bool is_expired(const SnapshotHeader& header, int64_t now_unix) {
 // at most kMaxRegions regions with names of 1..kMaxNameBytes bytes, at most
 // kMaxExtentsPerFile extents in all, extents sorted, disjoint, non-empty and inside their
 // region, extents only on kContents regions, a zero nonce exactly in durable mode, a zero
-// generation in durable mode, and an owner of at most kMaxOwnerBytes bytes.
+// generation in durable mode, an owner of at most kMaxOwnerBytes bytes and a route of at most
+// kMaxRouteBytes.
 // Failure: InvalidArgument naming the first broken rule.
 Status validate_header(const SnapshotHeader& header);
 

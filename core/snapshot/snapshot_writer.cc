@@ -67,6 +67,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   header.expiry_unix = options.expiry_unix;
   header.generation = options.generation;
   header.owner = options.owner;
+  header.route = options.route;
   header.chunk_bytes = options.chunk_bytes;
   bool any_device = false;
   for (const SnapshotRegion& region : regions) {

@@ -56,6 +56,9 @@ struct SnapshotWriteOptions {
   // Who writes the file and alone may read it back (SnapshotHeader::owner): the session's name,
   // or the export's. At most snapshot::kMaxOwnerBytes bytes (else InvalidArgument).
   std::string owner{};
+  // What finds the conversation again after a restart (SnapshotHeader::route), opaque; at most
+  // snapshot::kMaxRouteBytes bytes (else InvalidArgument).
+  std::vector<uint8_t> route{};
   // Largest plaintext per chunk; lowered to the staging buffer size when any device region is
   // written, so that a chunk is exactly one staging copy.
   uint32_t chunk_bytes = 4u << 20;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/offload/offloader.h"
+#include "core/snapshot/snapshot_format.h"
 #include "tests/support/multi_range_offloader_rig.h"
 #include "tests/support/offloader_fixture.h"
 
@@ -163,7 +164,7 @@ TEST(OffloaderErrorPathTest, ASnapshotOfAnotherFormatVersionFallsBackAsUnsupport
     // The version: u32 little-endian at offset 8, after the magic (docs/SNAPSHOT_FORMAT.md).
     std::fstream file(f.snapshot_path(), std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(8);
-    const char version[4] = {4, 0, 0, 0};  // this build writes 3
+    const char version[4] = {static_cast<char>(snapshot::kFormatVersion + 1), 0, 0, 0};
     file.write(version, sizeof version);
   }
   Result<Admission> admitted = f.command(0);

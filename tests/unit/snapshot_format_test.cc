@@ -22,19 +22,20 @@ SnapshotHeader sample_header() {
   h.generation = 0x1112131415161718;
   h.chunk_bytes = 4096;
   h.owner = "owner";
+  h.route = {0xc1, 0xc2, 0xc3};
   h.regions.push_back({"kv", PersistKind::kContents, 10000, {{0, 100}, {4096, 5000}}});
   h.regions.push_back({"rope", PersistKind::kReinit, 64, {}});
   return h;
 }
 
-// Offsets as docs/SNAPSHOT_FORMAT.md lists them (version 3), written out here on purpose: the
+// Offsets as docs/SNAPSHOT_FORMAT.md lists them (version 4), written out here on purpose: the
 // format module is their one encoder, and this checks it against the document.
 TEST(SnapshotFormatTest, FixedFieldsAreLittleEndianAtDocumentedOffsets) {
   SIESTA_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> body, encode_header_body(sample_header()));
   ASSERT_GE(body.size(), kFixedHeaderBytes);
   EXPECT_EQ(kFixedHeaderBytes, 116u);
   EXPECT_EQ(std::string(body.begin(), body.begin() + 8), "SIESTASN");
-  EXPECT_EQ(body[8], 3);  // version 3, little-endian
+  EXPECT_EQ(body[8], 4);  // version 4, little-endian
   EXPECT_EQ(body[9] | body[10] | body[11], 0);
   EXPECT_EQ(get_u32(body.data() + 12), 0u);  // flags: encrypted
   EXPECT_EQ(get_u32(body.data() + 16), body.size() + kTagBytes);
@@ -50,9 +51,12 @@ TEST(SnapshotFormatTest, FixedFieldsAreLittleEndianAtDocumentedOffsets) {
   EXPECT_EQ(get_u32(body.data() + 112), 2u);  // region count
   EXPECT_EQ(body[116], 5);                    // owner length (u8)
   EXPECT_EQ(std::string(body.begin() + 117, body.begin() + 122), "owner");
-  EXPECT_EQ(body[122], 2);  // first name length (u16)
-  EXPECT_EQ(body[123], 0);
-  EXPECT_EQ(std::string(body.begin() + 124, body.begin() + 126), "kv");
+  EXPECT_EQ(get_u32(body.data() + 122), 3u);  // route length (u32)
+  EXPECT_EQ(body[126], 0xc1);
+  EXPECT_EQ(body[128], 0xc3);
+  EXPECT_EQ(body[129], 2);  // first name length (u16)
+  EXPECT_EQ(body[130], 0);
+  EXPECT_EQ(std::string(body.begin() + 131, body.begin() + 133), "kv");
 }
 
 TEST(SnapshotFormatTest, HeaderRoundTrips) {
@@ -68,6 +72,7 @@ TEST(SnapshotFormatTest, HeaderRoundTrips) {
   EXPECT_EQ(back.generation, h.generation);
   EXPECT_EQ(back.chunk_bytes, h.chunk_bytes);
   EXPECT_EQ(back.owner, h.owner);
+  EXPECT_EQ(back.route, h.route);
   EXPECT_EQ(back.regions, h.regions);
   // Every owner length the format holds, none included.
   for (size_t length : {size_t{0}, size_t{1}, size_t{kMaxOwnerBytes}}) {
@@ -147,6 +152,9 @@ TEST(SnapshotFormatTest, ValidateRejectsEveryBrokenRule) {
   h = sample_header();
   h.owner = std::string(kMaxOwnerBytes + 1, 'o');
   expect_invalid(h, "long owner");
+  h = sample_header();
+  h.route.assign(kMaxRouteBytes + 1, 0);
+  expect_invalid(h, "long route");
 }
 
 TEST(SnapshotFormatTest, DecoderBoundsHostileCounts) {
@@ -158,7 +166,14 @@ TEST(SnapshotFormatTest, DecoderBoundsHostileCounts) {
   bad = body;
   bad[116] = 0xff;  // owner length 255: more than the header holds
   SIESTA_EXPECT_CODE(decode_header_body(bad), StatusCode::kCorrupt);
-  const size_t table = 116 + 1 + h.owner.size();  // the region table's first byte
+  const size_t route = 116 + 1 + h.owner.size();  // the route's length
+  bad = body;
+  put_u32(bad.data() + route, 0x00ffffff);  // a route longer than the header (and the bound)
+  SIESTA_EXPECT_CODE(decode_header_body(bad), StatusCode::kCorrupt);
+  bad = body;
+  put_u32(bad.data() + route, static_cast<uint32_t>(h.route.size() + 100));  // past the end
+  SIESTA_EXPECT_CODE(decode_header_body(bad), StatusCode::kCorrupt);
+  const size_t table = route + 4 + h.route.size();  // the region table's first byte
   bad = body;
   bad[table] = 0xff;  // name length 0xffff, beyond kMaxNameBytes
   bad[table + 1] = 0xff;

@@ -116,6 +116,7 @@ struct Inputs {
   int64_t expiry_unix = 0;
   uint64_t generation = 0;
   std::string owner;
+  Bytes route;
   uint32_t chunk_bytes = 0;
   std::vector<Region> regions;
   std::vector<std::vector<std::byte>> contents;  // per region
@@ -157,10 +158,10 @@ Bytes documented_file(const Inputs& in, const snapshot::FileId& file_id) {
   }
   Bytes header;
   put(header, "SIESTASN");
-  put_u32(header, 3);  // version
+  put_u32(header, 4);  // version
   put_u32(header, flags);
-  // header_bytes: fixed fields, owner, table, tag
-  put_u32(header, 116 + 1 + in.owner.size() + table.size() + 16);
+  // header_bytes: fixed fields, owner, route, table, tag
+  put_u32(header, 116 + 1 + in.owner.size() + 4 + in.route.size() + table.size() + 16);
   put(header, file_id);
   put(header, in.nonce);
   put(header, in.fingerprint);
@@ -172,6 +173,8 @@ Bytes documented_file(const Inputs& in, const snapshot::FileId& file_id) {
   EXPECT_EQ(header.size(), 116u) << "the fixed fields";
   header.push_back(static_cast<uint8_t>(in.owner.size()));
   put(header, in.owner);
+  put_u32(header, in.route.size());
+  put(header, in.route);
   put(header, table);
   const Bytes header_tag = seal(1, 0, header, {});
   put(header, header_tag);  // the header seal: no plaintext, so just the tag
@@ -234,6 +237,7 @@ TEST_P(SnapshotKnownAnswerTest, TheFileIsExactlyTheDocumentedBytes) {
   in.expiry_unix = durable ? 0 : 1'900'000'600;
   in.generation = durable ? 0 : 7;
   in.owner = durable ? "known.snap" : "session-3";
+  if (!durable) in.route = {0x52, 0x00, 0xff, 0x07, 0x11};
   in.chunk_bytes = 4;
   in.regions = {{"kv", 0, 11, {{0, 3}, {5, 6}}}, {"rope", 1, 8, {}}, {"scratch", 2, 4, {}}};
   std::vector<snapshot_test::HostRegion> host;
@@ -254,6 +258,7 @@ TEST_P(SnapshotKnownAnswerTest, TheFileIsExactlyTheDocumentedBytes) {
   options.expiry_unix = in.expiry_unix;
   options.generation = in.generation;
   options.owner = in.owner;
+  options.route = in.route;
   options.chunk_bytes = in.chunk_bytes;
   SIESTA_ASSERT_OK_AND_ASSIGN(SnapshotWriteResult written,
                               SnapshotWriter(fs, clock, key, nullptr).write(options, views));

@@ -260,6 +260,7 @@ TEST(SnapshotFuzzCorpus, ValidSeedsReadBack) {
       // Session files of the second variant are a later save (exports have no generation).
       o.generation = mode == SnapshotMode::kDurableExport ? 0 : 3 * variant;
       o.owner = mode == SnapshotMode::kDurableExport ? name : std::to_string(variant);
+      if (mode != SnapshotMode::kDurableExport && variant == 1) o.route = {0x01, 0x02, 0x03};
       SnapshotWriter writer(fs, clock, key, nullptr);
       SIESTA_ASSERT_OK(writer.write(o, views));
       SnapshotReader reader(fs, clock, key, nullptr);
