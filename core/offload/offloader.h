@@ -118,6 +118,10 @@ struct OffloaderOptions {
   // without the Offloader's mutex, one line at a time, in the order the events happened.
   // Default: stderr, prefixed "siesta: ".
   std::function<void(const std::string&)> log;
+  // The route each snapshot file carries (SnapshotHeader::route: what finds the conversation
+  // again after a restart), asked for as each file is written, on the writing thread and
+  // without the Offloader's mutex; it must not call the Offloader. Empty: files carry none.
+  std::function<std::vector<uint8_t>()> route{};
 };
 
 // Durations in the shape of a Prometheus histogram: counts per upper bound (seconds), their

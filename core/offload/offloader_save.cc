@@ -34,6 +34,7 @@ SnapshotWriteOptions Offloader::Impl::write_options(uint32_t segment, int64_t ex
   write.claim_space = [this, &claimed](uint64_t file_bytes) {
     return claim_disk(file_bytes, claimed);
   };
+  if (options.route) write.route = options.route();
   return write;
 }
 

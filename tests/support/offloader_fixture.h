@@ -44,6 +44,7 @@ struct OffloaderSetup {
   uint32_t max_delta_segments = 0;               // OffloaderOptions' (0: whole saves only)
   uint64_t ram_tier_bytes = 0;                   // > 0: a RamTier of that budget (ram_tier_)
   uint64_t disk_budget_bytes = 0;                // > 0: a DiskBudget of that many bytes
+  std::function<std::vector<uint8_t>()> route{};  // OffloaderOptions::route
 };
 
 // The RAM tier's pages, refused on demand (a test's injected fault): anonymous mappings
@@ -99,6 +100,7 @@ class OffloaderFixture {
     options.config.encrypt = setup_.encrypt;
     options.chunk_bytes = setup_.chunk_bytes;
     options.config.delta_segments = setup_.max_delta_segments;
+    options.route = setup_.route;
     options.on_fatal = [this](const Status& s) { fatal_.push_back(s); };
     options.log = [this](const std::string& line) {
       if (log_hook_) log_hook_(line);

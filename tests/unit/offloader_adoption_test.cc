@@ -74,6 +74,7 @@ class Restarted {
       if (!header.ok()) return {};
       segments.push_back(
           {header->header.generation, header->file_bytes, 0, header->header.process_nonce});
+      routes.push_back(header->header.route);
       expiry_unix = header->header.expiry_unix;
     }
     EXPECT_TRUE(store_->adopt(candidate, "0").ok());
@@ -84,6 +85,7 @@ class Restarted {
   std::unique_ptr<FakeOffloadTarget> target;
   std::unique_ptr<Offloader> offloader;
   std::unique_ptr<DiskBudget> budget_;
+  std::vector<std::vector<uint8_t>> routes;  // each offered file's, as take_offered read them
 
  private:
   OffloaderFixture& before_;
@@ -95,6 +97,8 @@ class Restarted {
 TEST(OffloaderAdoptionTest, AnAdoptedChainIsOnDiskAtOnceAndRestoresTheHistory) {
   test_util::OffloaderSetup setup;
   setup.max_delta_segments = kDefaultDeltaSegments;
+  uint8_t saves = 0;  // each file's route says which save wrote it
+  setup.route = [&saves] { return std::vector<uint8_t>{0x72, ++saves}; };
   OffloaderFixture before(setup);
   ASSERT_TRUE(before.command(kSceneLength).ok());
   ASSERT_TRUE(before.offloader_->evict().ok());
@@ -110,6 +114,8 @@ TEST(OffloaderAdoptionTest, AnAdoptedChainIsOnDiskAtOnceAndRestoresTheHistory) {
   int64_t expiry = 0;
   const std::vector<Offloader::AdoptedSegment> segments = after.take_offered(expiry);
   ASSERT_EQ(segments.size(), 2u);
+  EXPECT_EQ(after.routes, (std::vector<std::vector<uint8_t>>{{0x72, 1}, {0x72, 2}}))
+      << "each file carries the route its save was given";
   const uint64_t committed = after.target->committed_device_bytes();
   ASSERT_TRUE(after.offloader->adopt(segments, expiry).ok());
   const OffloadStatus adopted = after.offloader->status();
