@@ -78,8 +78,8 @@ class ProcessKey {
 // Fills `out` with cryptographically random bytes. Failure: Internal.
 Status random_bytes(std::span<uint8_t> out);
 
-// Keeps the nonce spaces of header, chunks and trailer apart.
-enum class SealDomain : uint32_t { kHeader = 1, kChunk = 2, kTrailer = 3 };
+// Keeps the nonce spaces of header, chunks, trailer and the header's route apart.
+enum class SealDomain : uint32_t { kHeader = 1, kChunk = 2, kTrailer = 3, kRoute = 4 };
 
 class ChunkSealer {
  public:

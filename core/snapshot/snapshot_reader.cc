@@ -111,6 +111,19 @@ Result<SnapshotReader::OpenedFile> SnapshotReader::open_checked(
   SIESTA_ASSIGN_OR_RETURN(opened.sealer, make_sealer(header.mode, key_, header.file_id));
   Status sealed_ok = opened.sealer->open(SealDomain::kHeader, 0, sealed.body, {}, sealed.tag, {});
   if (!sealed_ok.ok()) return sealed_ok.with_context(name + " header");
+  if (!header.route.empty()) {
+    // The route is sealed on its own within the header: opened in place.
+    if (header.route.size() < snapshot::kTagBytes) return Corrupt(name + " has a cut route");
+    const size_t length = header.route.size() - snapshot::kTagBytes;
+    snapshot::Tag route_tag{};
+    std::copy(header.route.begin() + static_cast<std::ptrdiff_t>(length), header.route.end(),
+              route_tag.begin());
+    const std::span<uint8_t> route(header.route.data(), length);
+    Status opened_route =
+        opened.sealer->open(SealDomain::kRoute, 0, header.file_id, route, route_tag, route);
+    if (!opened_route.ok()) return opened_route.with_context(name + " route");
+    header.route.resize(length);
+  }
   SIESTA_ASSIGN_OR_RETURN(opened.header_digest, sha256(header_bytes));
 
   // ---- size: exactly what the header promises ----

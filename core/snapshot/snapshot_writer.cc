@@ -67,7 +67,6 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
   header.expiry_unix = options.expiry_unix;
   header.generation = options.generation;
   header.owner = options.owner;
-  header.route = options.route;
   header.chunk_bytes = options.chunk_bytes;
   bool any_device = false;
   for (const SnapshotRegion& region : regions) {
@@ -85,10 +84,19 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
     if (staging == 0) return Internal(backend_->name() + " has no staging buffers");
     if (staging < header.chunk_bytes) header.chunk_bytes = static_cast<uint32_t>(staging);
   }
-  SIESTA_ASSIGN_OR_RETURN(std::vector<uint8_t> header_bytes, snapshot::encode_header_body(header));
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ChunkSealer> sealer,
                           make_sealer(options.mode, key_, header.file_id));
   snapshot::Tag tag{};
+  if (!options.route.empty()) {
+    // Sealed on its own (encrypted under the file key in AES mode), then covered by the
+    // header's seal with the rest: a route holds what a conversation said.
+    header.route.resize(options.route.size() + snapshot::kTagBytes);
+    const std::span<uint8_t> ciphertext(header.route.data(), options.route.size());
+    SIESTA_RETURN_IF_ERROR(
+        sealer->seal(SealDomain::kRoute, 0, header.file_id, options.route, ciphertext, tag));
+    std::copy(tag.begin(), tag.end(), header.route.begin() + options.route.size());
+  }
+  SIESTA_ASSIGN_OR_RETURN(std::vector<uint8_t> header_bytes, snapshot::encode_header_body(header));
   SIESTA_RETURN_IF_ERROR(sealer->seal(SealDomain::kHeader, 0, header_bytes, {}, {}, tag));
   snapshot::append_header_tag(header_bytes, tag);
   SIESTA_ASSIGN_OR_RETURN(const snapshot::HeaderDigest header_digest, sha256(header_bytes));

@@ -56,8 +56,10 @@ struct SnapshotWriteOptions {
   // Who writes the file and alone may read it back (SnapshotHeader::owner): the session's name,
   // or the export's. At most snapshot::kMaxOwnerBytes bytes (else InvalidArgument).
   std::string owner{};
-  // What finds the conversation again after a restart (SnapshotHeader::route), opaque; at most
-  // snapshot::kMaxRouteBytes bytes (else InvalidArgument).
+  // What finds the conversation again after a restart (SnapshotHeader::route), opaque; sealed
+  // on its own in the header (encrypted in AES mode: it may hold what a conversation said), and
+  // given back by the reader opened; at most snapshot::kMaxRouteBytes - 16 bytes (else
+  // InvalidArgument).
   std::vector<uint8_t> route{};
   // Largest plaintext per chunk; lowered to the staging buffer size when any device region is
   // written, so that a chunk is exactly one staging copy.

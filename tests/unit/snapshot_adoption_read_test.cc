@@ -5,6 +5,7 @@
 // key, another fingerprint, an expired, truncated or lengthened file as read() does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -126,6 +127,22 @@ TEST_P(SnapshotAdoptionReadTest, AHeaderThatPassesSaysNothingOfTheChunks) {
   SnapshotReader reader(fs_, clock_, key_, nullptr);
   SIESTA_EXPECT_OK(reader.read_header(header_check()).status());
   SIESTA_EXPECT_CODE(read_sample(key_), StatusCode::kCorrupt);
+}
+
+TEST_P(SnapshotAdoptionReadTest, TheRouteComesBackAndIsNeverInTheFileInClearWhenEncrypted) {
+  const std::string said = "what the user said to the model";
+  SnapshotWriteOptions write = write_options();
+  write.route.assign(said.begin(), said.end());
+  auto saved = sample(3);
+  SIESTA_ASSERT_OK(SnapshotWriter(fs_, clock_, key_, nullptr).write(write, views(saved)).status());
+  const std::vector<uint8_t> bytes = snapshot_test::read_file(path());
+  const bool in_clear =
+      std::search(bytes.begin(), bytes.end(), said.begin(), said.end()) != bytes.end();
+  EXPECT_EQ(in_clear, mode() != snapshot::SnapshotMode::kSessionEncrypted)
+      << "encrypted under the file key in AES mode; a digest mode keeps nothing secret";
+  SnapshotReader reader(fs_, clock_, key_, nullptr);
+  SIESTA_ASSERT_OK_AND_ASSIGN(const SnapshotReadResult header, reader.read_header(header_check()));
+  EXPECT_EQ(std::string(header.header.route.begin(), header.header.route.end()), said);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SnapshotAdoptionReadTest, snapshot_test::kEveryMode,

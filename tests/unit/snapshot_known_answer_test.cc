@@ -156,12 +156,16 @@ Bytes documented_file(const Inputs& in, const snapshot::FileId& file_id) {
       put_u64(table, e.length);
     }
   }
+  // The route, sealed on its own (domain 4, index 0, the file id as associated data).
+  Bytes file_id_bytes;
+  put(file_id_bytes, file_id);
+  const Bytes route = in.route.empty() ? Bytes{} : seal(4, 0, file_id_bytes, in.route);
   Bytes header;
   put(header, "SIESTASN");
   put_u32(header, 4);  // version
   put_u32(header, flags);
   // header_bytes: fixed fields, owner, route, table, tag
-  put_u32(header, 116 + 1 + in.owner.size() + 4 + in.route.size() + table.size() + 16);
+  put_u32(header, 116 + 1 + in.owner.size() + 4 + route.size() + table.size() + 16);
   put(header, file_id);
   put(header, in.nonce);
   put(header, in.fingerprint);
@@ -173,8 +177,8 @@ Bytes documented_file(const Inputs& in, const snapshot::FileId& file_id) {
   EXPECT_EQ(header.size(), 116u) << "the fixed fields";
   header.push_back(static_cast<uint8_t>(in.owner.size()));
   put(header, in.owner);
-  put_u32(header, in.route.size());
-  put(header, in.route);
+  put_u32(header, route.size());
+  put(header, route);
   put(header, table);
   const Bytes header_tag = seal(1, 0, header, {});
   put(header, header_tag);  // the header seal: no plaintext, so just the tag
