@@ -94,7 +94,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
     const std::span<uint8_t> ciphertext(header.route.data(), options.route.size());
     SIESTA_RETURN_IF_ERROR(
         sealer->seal(SealDomain::kRoute, 0, header.file_id, options.route, ciphertext, tag));
-    std::copy(tag.begin(), tag.end(), header.route.begin() + options.route.size());
+    std::copy(tag.begin(), tag.end(), header.route.end() - snapshot::kTagBytes);
   }
   SIESTA_ASSIGN_OR_RETURN(std::vector<uint8_t> header_bytes, snapshot::encode_header_body(header));
   SIESTA_RETURN_IF_ERROR(sealer->seal(SealDomain::kHeader, 0, header_bytes, {}, {}, tag));

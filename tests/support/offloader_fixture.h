@@ -39,11 +39,11 @@ struct OffloaderSetup {
   int64_t idle_seconds = 60;
   int64_t expire_seconds = 600;
   bool encrypt = true;
-  FaultPlan backend_faults = FaultPlan::none();  // on the Offloader's commits/decommits
-  uint32_t chunk_bytes = 4096;                   // many chunks: many cancellation points
-  uint32_t max_delta_segments = 0;               // OffloaderOptions' (0: whole saves only)
-  uint64_t ram_tier_bytes = 0;                   // > 0: a RamTier of that budget (ram_tier_)
-  uint64_t disk_budget_bytes = 0;                // > 0: a DiskBudget of that many bytes
+  FaultPlan backend_faults = FaultPlan::none();   // on the Offloader's commits/decommits
+  uint32_t chunk_bytes = 4096;                    // many chunks: many cancellation points
+  uint32_t max_delta_segments = 0;                // OffloaderOptions' (0: whole saves only)
+  uint64_t ram_tier_bytes = 0;                    // > 0: a RamTier of that budget (ram_tier_)
+  uint64_t disk_budget_bytes = 0;                 // > 0: a DiskBudget of that many bytes
   std::function<std::vector<uint8_t>()> route{};  // OffloaderOptions::route
 };
 
@@ -70,7 +70,7 @@ class OffloaderFixture {
 
   using Setup = OffloaderSetup;
 
-  explicit OffloaderFixture(Setup setup = {}) : setup_(setup), executor_(clock_) {
+  explicit OffloaderFixture(const Setup& setup = {}) : setup_(setup), executor_(clock_) {
     sim_ = SimBackend::create(small_sim_options()).value();
     faulty_backend_ = std::make_unique<FaultyBackend>(*sim_, setup.backend_faults);
     hooked_backend_ = std::make_unique<HookedBackend>(*faulty_backend_);

@@ -26,7 +26,7 @@ using test_util::OffloaderFixture;
 // crash leaves them, without a lock), opened to adopt them, and a fresh session's Offloader.
 class Restarted {
  public:
-  Restarted(OffloaderFixture& before, uint64_t disk_budget_bytes = 0) : before_(before) {
+  explicit Restarted(OffloaderFixture& before, uint64_t disk_budget_bytes = 0) : before_(before) {
     snapshot::ProcessNonce nonce{};
     nonce.fill(0x5c);
     key_ = std::make_unique<ProcessKey>(ProcessKey::from_bytes(before.key_->key_bytes(), nonce));
