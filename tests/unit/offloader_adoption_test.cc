@@ -82,16 +82,19 @@ class Restarted {
     return segments;
   }
 
-  std::unique_ptr<FakeOffloadTarget> target;
-  std::unique_ptr<Offloader> offloader;
-  std::unique_ptr<DiskBudget> budget_;
-  std::vector<std::vector<uint8_t>> routes;  // each offered file's, as take_offered read them
-
  private:
+  // Declared (so built) before the Offloader, destroyed after it: it holds room on the budget
+  // and files in the store.
   OffloaderFixture& before_;
   siesta::testing::TempDir dir_;
   std::unique_ptr<ProcessKey> key_;
   std::unique_ptr<SnapshotStore> store_;
+
+ public:
+  std::unique_ptr<DiskBudget> budget_;
+  std::unique_ptr<FakeOffloadTarget> target;
+  std::unique_ptr<Offloader> offloader;
+  std::vector<std::vector<uint8_t>> routes;  // each offered file's, as take_offered read them
 };
 
 TEST(OffloaderAdoptionTest, AnAdoptedChainIsOnDiskAtOnceAndRestoresTheHistory) {
