@@ -246,6 +246,16 @@ void SnapshotStore::cleanup_at_start() {
         {name, parsed->kind, std::move(parsed->session), parsed->segment});
   }
   bool removed_any = false;
+  // Removes one file, counting it under `counter`; a file already gone is no failure.
+  const auto remove_counted = [&](const std::string& path, uint64_t& counter) {
+    Status removed = fs_.remove(path);
+    if (removed.ok()) {
+      ++counter;
+      removed_any = true;
+    } else if (removed.code() != StatusCode::kNotFound) {
+      record_failure(cleanup_, removed);
+    }
+  };
   const int64_t now = clock_.unix_seconds();
   for (const auto& [owner, files] : by_owner) {
     const std::string lock_path = path_of(std::string(kPrefix) + owner + std::string(kLockSuffix));
@@ -262,13 +272,7 @@ void SnapshotStore::cleanup_at_start() {
           chains[file.session][file.segment] = path_of(file.name);
           dead.files.push_back(path_of(file.name));
         } else if (file.kind == ParsedName::Kind::kTemporary) {
-          Status removed = fs_.remove(path_of(file.name));
-          if (removed.ok()) {
-            ++cleanup_.removed_dead_owner_files;
-            removed_any = true;
-          } else if (removed.code() != StatusCode::kNotFound) {
-            record_failure(cleanup_, removed);
-          }
+          remove_counted(path_of(file.name), cleanup_.removed_dead_owner_files);
         }
       }
       for (auto& [session, segments] : chains) {
@@ -289,21 +293,9 @@ void SnapshotStore::cleanup_at_start() {
     if (lock.ok()) {
       for (const OwnerFile& file : files) {
         if (file.kind == ParsedName::Kind::kLock) continue;  // last, while still held
-        Status removed = fs_.remove(path_of(file.name));
-        if (removed.ok()) {
-          ++cleanup_.removed_dead_owner_files;
-          removed_any = true;
-        } else if (removed.code() != StatusCode::kNotFound) {
-          record_failure(cleanup_, removed);
-        }
+        remove_counted(path_of(file.name), cleanup_.removed_dead_owner_files);
       }
-      Status removed = fs_.remove(lock_path);
-      if (removed.ok()) {
-        ++cleanup_.removed_dead_owner_files;
-        removed_any = true;
-      } else if (removed.code() != StatusCode::kNotFound) {
-        record_failure(cleanup_, removed);
-      }
+      remove_counted(lock_path, cleanup_.removed_dead_owner_files);
       continue;
     }
     if (lock.status().code() != StatusCode::kFailedPrecondition) {
@@ -329,13 +321,7 @@ void SnapshotStore::cleanup_at_start() {
       }
       if (!known || newest > now) continue;
       for (const std::string& name : segment_names) {
-        Status removed = fs_.remove(path_of(name));
-        if (removed.ok()) {
-          ++cleanup_.removed_expired_files;
-          removed_any = true;
-        } else if (removed.code() != StatusCode::kNotFound) {
-          record_failure(cleanup_, removed);
-        }
+        remove_counted(path_of(name), cleanup_.removed_expired_files);
       }
     }
   }
