@@ -1,5 +1,6 @@
 #include "bench/bench_engine_rig.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -38,7 +39,8 @@ Status open_device(const std::string& backend_name, std::unique_ptr<MemoryBacken
 
 Status make_engine_rig(const std::string& backend_name, const engine::ModelConfig& config,
                        bool offload_on, bool encrypt, const std::string& dir, EngineRig& rig,
-                       const engine::EngineSessions& sessions, bool background) {
+                       const engine::EngineSessions& sessions, bool background,
+                       const std::string& key_file) {
   runtime::EngineStackOptions options;
   SIESTA_ASSIGN_OR_RETURN(options.device, bench_device(backend_name));
   options.model = config;
@@ -57,6 +59,9 @@ Status make_engine_rig(const std::string& backend_name, const engine::ModelConfi
     // SIESTA_BENCH_RAM_MIB=N keeps snapshots in a RAM tier of N MiB (default 0: on disk).
     options.offload.config.ram_bytes = static_cast<uint64_t>(env_number("SIESTA_BENCH_RAM_MIB", 0))
                                        << 20;
+    options.offload.persist = !key_file.empty();
+    options.offload.key_file = key_file;
+    options.offload.exit_save_limit = std::chrono::seconds(3600);
   }
   options.log = [](const std::string&) {};                  // fallbacks are expected here
   options.executor = background ? nullptr : &rig.executor;  // null: the stack's own thread

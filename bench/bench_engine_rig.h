@@ -61,11 +61,14 @@ Status open_device(const std::string& backend_name, std::unique_ptr<MemoryBacken
 // default: one). `background`: the Offloaders' work runs on a worker thread of the stack's
 // own, as in the server, instead of the rig's ManualExecutor (so the saves the engine posts by
 // itself, the writes ahead of many conversations, run while the benchmark goes on; save_now()
-// is then not for this rig).
+// is then not for this rig). `key_file` (with offload on and AES seals): conversations kept
+// across a restart under that key file (--cache-persist on), the close saving every one
+// (exit save limit 3600 s).
 // Failure: bench_device()'s; the stack's (runtime::EngineStack::open()).
 Status make_engine_rig(const std::string& backend_name, const engine::ModelConfig& config,
                        bool offload_on, bool encrypt, const std::string& dir, EngineRig& rig,
-                       const engine::EngineSessions& sessions = {}, bool background = false);
+                       const engine::EngineSessions& sessions = {}, bool background = false,
+                       const std::string& key_file = "");
 
 // "host", then "cuda" where the build has CUDA and a device is present; otherwise prints once
 // to stderr, naming `who`, why cuda is skipped.

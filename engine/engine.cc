@@ -55,24 +55,45 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options, Memo
                             SnapshotExporter::open(fs, clock, &backend, options.export_dir,
                                                    SnapshotExporter::Options()));
   }
-  SIESTA_ASSIGN_OR_RETURN(
-      std::unique_ptr<SessionPool> pool,
-      SessionPool::create({backend, host, fs, clock, *model, kernels}, options.offload,
-                          options.sessions.max_sessions, options.sessions.parallel));
-  return std::unique_ptr<Engine>(
-      new Engine(options, deps, std::move(model), std::move(pool), std::move(exporter), kernels));
+  const EngineOffload& offload = options.offload;
+  if (offload.persist && (!offload.options.config.enabled() || offload.key == nullptr ||
+                          offload.store == nullptr || !offload.options.config.encrypt)) {
+    return InvalidArgument(
+        "conversations that survive a restart need idle offload, its store and key, and AES "
+        "seals");
+  }
+  auto table = std::make_unique<SessionTable>(
+      SessionTableOptions{options.sessions.max_sessions, options.sessions.match});
+  RouteSource route_of = [table = table.get()](uint32_t id) {
+    // A number no command reached yet holds nothing: its route says so (no key, no history).
+    return encode_route(table->kept(id).value_or(ConversationRoute{id, std::nullopt, {}}));
+  };
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<SessionPool> pool,
+                          SessionPool::create({backend, host, fs, clock, *model, kernels}, offload,
+                                              options.sessions.max_sessions,
+                                              options.sessions.parallel, std::move(route_of)));
+  AdoptionReport adoption;
+  if (offload.persist) {
+    adoption = adopt_conversations(
+        {*pool, *table, *offload.store, *offload.key, fs, clock, offload.options.log});
+  }
+  return std::unique_ptr<Engine>(new Engine(options, deps, std::move(model), std::move(table),
+                                            std::move(pool), std::move(exporter), kernels,
+                                            adoption));
 }
 
 Engine::Engine(const EngineOptions& options, Deps deps, std::unique_ptr<Model> model,
-               std::unique_ptr<SessionPool> pool, std::unique_ptr<SnapshotExporter> exporter,
-               Kernels& kernels)
+               std::unique_ptr<SessionTable> table, std::unique_ptr<SessionPool> pool,
+               std::unique_ptr<SnapshotExporter> exporter, Kernels& kernels,
+               AdoptionReport adoption)
     : options_(options),
       deps_(deps),
       model_(std::move(model)),
       exporter_(std::move(exporter)),
       kernels_(kernels),
-      table_({options.sessions.max_sessions, options.sessions.match}),
+      table_(std::move(table)),
       pool_(std::move(pool)),
+      adoption_(adoption),
       history_tokens_(pool_->session(0).history_tokens()),
       thread_([this] { thread_main(); }) {}
 
@@ -89,7 +110,17 @@ Engine::~Engine() {
     command.fail(Cancelled(std::string(command.name) + " was not run: the engine shut down"));
   }
   thread_.join();  // after the running command, if any, has finished
-  pool_.reset();   // each Offloader before its Session, before the model and the exporter
+  if (options_.offload.persist) {
+    // Kept across the restart: what is not on disk yet goes there, the most recent first.
+    std::vector<TableEntry> entries = table_->entries();
+    std::sort(entries.begin(), entries.end(),
+              [](const TableEntry& a, const TableEntry& b) { return a.last_use > b.last_use; });
+    std::vector<uint32_t> order;
+    order.reserve(entries.size());
+    for (const TableEntry& entry : entries) order.push_back(entry.id);
+    (void)pool_->save_for_exit(order);
+  }
+  pool_.reset();  // each Offloader before its Session, before the model and the exporter
 }
 
 template <class R>
@@ -124,6 +155,18 @@ std::future<R> Engine::submit(
 }
 
 void Engine::enqueue(Command command) {
+  if (command.route.key && options_.offload.persist) {
+    // What the table keeps, and the snapshot's route carries, is an HMAC under the snapshot
+    // key: found again after a restart under the same key file, worthless without it.
+    Result<snapshot::HeaderDigest> sealed =
+        keyed_digest(*options_.offload.key, "siesta-conversation-key-v1", *command.route.key);
+    if (!sealed.ok()) {
+      command.fail(sealed.status());
+      return;
+    }
+    static_assert(sizeof(SessionKey) == sizeof(snapshot::HeaderDigest));
+    std::copy(sealed->begin(), sealed->end(), command.route.key->begin());
+  }
   {
     MutexLock lock(mutex_);
     const size_t queued = queue_.size() + waiting_count_;
@@ -199,11 +242,11 @@ void Engine::start_waiting() {
     Command& command = *it;
     Result<RouteChoice> routed =
         command.forget
-            ? table_.find(command.route, deps_.clock.now())
-            : table_.route(command.route,
-                           std::span(reinterpret_cast<const Token*>(command.prompt.data()),
-                                     command.prompt.size()),
-                           deps_.clock.now());
+            ? table_->find(command.route, deps_.clock.now())
+            : table_->route(command.route,
+                            std::span(reinterpret_cast<const Token*>(command.prompt.data()),
+                                      command.prompt.size()),
+                            deps_.clock.now());
     if (routed.ok() && routed->wait) {
       ++it;  // its conversation runs a command: it starts after that one ends
       continue;
@@ -234,11 +277,11 @@ void Engine::start_waiting() {
     // The session's memory first: room made, restored, or its unusable history discarded. A
     // restore refused for memory (or a lost session) fails the command before it touches
     // anything.
-    Status prepared = pool_->prepare(*routed, table_);
+    Status prepared = pool_->prepare(*routed, *table_);
     Result<Offloader::Lease> leased =
         prepared.ok() ? pool_->offloader(id).acquire() : Result<Offloader::Lease>(prepared);
     if (!leased.ok()) {
-      table_.end(id, std::nullopt, deps_.clock.now());
+      table_->end(id, std::nullopt, deps_.clock.now());
       count_finished();
       started.fail(leased.status());
       continue;
@@ -249,7 +292,7 @@ void Engine::start_waiting() {
     if (!discarded.ok()) {
       // The session's state is unknown: the command fails as a kernels error would.
       publish_history(session);
-      table_.end(id, session.history(), deps_.clock.now());
+      table_->end(id, session.history(), deps_.clock.now());
       leased->release();
       count_finished();
       started.fail(discarded);
@@ -278,12 +321,12 @@ void Engine::end_running(Running& running) {
   const uint32_t id = running.id;
   Session& session = pool_->session(id);
   publish_history(session);
-  table_.end(id, session.history(), deps_.clock.now());
+  table_->end(id, session.history(), deps_.clock.now());
   running.lease.release();  // the idle timer counts from now
   // More conversations than fit on the device: one will have to make room for another, and the
   // least recently used goes first. Written now, in the background, its eviction later only
   // releases the memory, instead of a save on the returning conversation's time.
-  if (table_.conversations() > options_.sessions.parallel) {
+  if (table_->conversations() > options_.sessions.parallel) {
     pool_->offloader(id).save_ahead().ignore();  // refused only when it cannot matter
   }
   count_finished();
@@ -300,7 +343,7 @@ OffloadStatus Engine::cache_status() const {
   return pool_->cache_status(last);
 }
 
-std::vector<SessionStatus> Engine::sessions() const { return pool_->sessions(table_.entries()); }
+std::vector<SessionStatus> Engine::sessions() const { return pool_->sessions(table_->entries()); }
 
 Status Engine::offload_now() { return pool_->offload_now(); }
 
@@ -321,8 +364,10 @@ EngineStatus Engine::status_locked() const {
   s.commands_run = commands_run_;
   s.refused_busy = refused_busy_;
   s.evictions = pool_->evictions();
-  s.forgotten = table_.counters().forgotten;
+  s.forgotten = table_->counters().forgotten;
   s.wait_seconds = wait_seconds_;
+  s.persist = options_.offload.persist;
+  s.adoption = adoption_;
   return s;
 }
 
@@ -368,9 +413,9 @@ std::future<Status> Engine::forget(SessionRoute route) {
 
 Status Engine::forget_conversation(uint32_t id) {
   Status forgotten = pool_->forget(id);
-  table_.forget(id);
+  table_->forget(id);
   if (pool_->made(id)) publish_history(pool_->session(id));
-  table_.end(id, std::nullopt, deps_.clock.now());
+  table_->end(id, std::nullopt, deps_.clock.now());
   return forgotten;
 }
 

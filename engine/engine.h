@@ -73,6 +73,7 @@
 #include "core/snapshot/chunk_sealer.h"
 #include "core/snapshot/snapshot_export.h"
 #include "core/snapshot/snapshot_store.h"
+#include "engine/conversation_adoption.h"
 #include "engine/generate_request.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
@@ -130,6 +131,8 @@ struct EngineStatus {
   uint64_t evictions = 0;          // sessions offloaded to make room for another (at P)
   uint64_t forgotten = 0;          // conversations forgotten to make room for a new one (at N)
   DurationHistogram wait_seconds;  // from submission to the command's start
+  bool persist = false;            // conversations survive a restart (EngineOffload::persist)
+  AdoptionReport adoption;         // what the start took back from before a restart
 };
 
 class Engine {
@@ -272,8 +275,8 @@ class Engine {
   };
 
   Engine(const EngineOptions& options, Deps deps, std::unique_ptr<Model> model,
-         std::unique_ptr<SessionPool> pool, std::unique_ptr<SnapshotExporter> exporter,
-         Kernels& kernels);
+         std::unique_ptr<SessionTable> table, std::unique_ptr<SessionPool> pool,
+         std::unique_ptr<SnapshotExporter> exporter, Kernels& kernels, AdoptionReport adoption);
 
   // `step(id, session, admission)` returns the outcome once the command's work is done, nullopt
   // while it goes on (it is called again at the command's next turn). `id` is the number of
@@ -322,9 +325,11 @@ class Engine {
   // The device's prefill speed, learned by every prefill's pacer and kept for the next one
   // (engine/prefill_pacer.h). Engine thread only.
   PrefillSpeed prefill_speed_;
-  SessionTable table_;
+  // Routing; made before the pool, whose snapshot files carry its routes, and kept after it.
+  std::unique_ptr<SessionTable> table_;
   // Every conversation's session and offloader, and the device budget over them.
   std::unique_ptr<SessionPool> pool_;
+  const AdoptionReport adoption_;
   // Engine thread only: the commands started (at most P, each on its own conversation), and
   // those taken from the queue that wait for their conversation, in the order they came.
   std::vector<Running> running_;

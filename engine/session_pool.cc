@@ -6,8 +6,10 @@
 namespace siesta::engine {
 
 Result<std::unique_ptr<SessionPool>> SessionPool::create(Deps deps, EngineOffload offload,
-                                                         uint32_t max_sessions, uint32_t parallel) {
-  std::unique_ptr<SessionPool> pool(new SessionPool(deps, std::move(offload), parallel));
+                                                         uint32_t max_sessions, uint32_t parallel,
+                                                         RouteSource route_of) {
+  std::unique_ptr<SessionPool> pool(
+      new SessionPool(deps, std::move(offload), parallel, std::move(route_of)));
   SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Slot> first, pool->make_slot(0));
   MutexLock lock(pool->mu_);
   pool->slots_.resize(max_sessions);
@@ -15,8 +17,13 @@ Result<std::unique_ptr<SessionPool>> SessionPool::create(Deps deps, EngineOffloa
   return pool;
 }
 
-SessionPool::SessionPool(Deps deps, EngineOffload offload, uint32_t parallel)
-    : deps_(deps), offload_(std::move(offload)), parallel_(parallel) {}
+SessionPool::SessionPool(Deps deps, EngineOffload offload, uint32_t parallel, RouteSource route_of)
+    : deps_(deps),
+      offload_(std::move(offload)),
+      parallel_(parallel),
+      route_of_(std::move(route_of)) {}
+
+std::string SessionPool::store_name(uint32_t id) { return std::to_string(id); }
 
 SessionPool::~SessionPool() {
   MutexLock lock(mu_);
@@ -30,7 +37,10 @@ Result<std::unique_ptr<SessionPool::Slot>> SessionPool::make_slot(uint32_t id) c
   // Always an Offloader: with offload off it reports "disabled" and admits every command at
   // once, so that there is one way to be disabled (offload_enabled()).
   OffloaderOptions options = offload_.options;
-  if (id != 0) options.session = std::to_string(id);
+  options.session = store_name(id);
+  if (offload_.persist && route_of_) {
+    options.route = [route_of = route_of_, id] { return route_of(id); };
+  }
   SIESTA_ASSIGN_OR_RETURN(slot->offloader,
                           Offloader::create({*slot->session, deps_.backend, deps_.host, deps_.fs,
                                              deps_.clock, offload_.executor, offload_.store,
@@ -96,6 +106,16 @@ Status SessionPool::prepare(const RouteChoice& choice, const SessionTable& table
   return Status::Ok();
 }
 
+Status SessionPool::adopt(uint32_t id, const std::vector<Offloader::AdoptedSegment>& segments,
+                          int64_t expiry_unix) {
+  if (Slot* made = slot(id)) return made->offloader->adopt(segments, expiry_unix);
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<Slot> made, make_slot(id));
+  SIESTA_RETURN_IF_ERROR(made->offloader->adopt(segments, expiry_unix));
+  MutexLock lock(mu_);
+  slots_[id] = std::move(made);
+  return Status::Ok();
+}
+
 Status SessionPool::forget(uint32_t id) {
   Slot* made = slot(id);
   if (made == nullptr) return Status::Ok();
@@ -110,6 +130,53 @@ Status SessionPool::forget(uint32_t id) {
   Status discarded = session.history_tokens() != 0 ? session.discard_history() : Status::Ok();
   lease.release();
   return discarded;
+}
+
+ExitSaveReport SessionPool::save_for_exit(const std::vector<uint32_t>& order) {
+  const Clock::Duration start = deps_.clock.now();
+  const Clock::Duration deadline = start + offload_.exit_save_limit;
+  std::vector<uint32_t> ids = order;
+  {
+    MutexLock lock(mu_);
+    std::vector<bool> listed(slots_.size(), false);
+    for (uint32_t id : order) {
+      if (id < listed.size()) listed[id] = true;
+    }
+    for (uint32_t id = 0; id < slots_.size(); ++id) {
+      if (!listed[id] && slots_[id] != nullptr) ids.push_back(id);
+    }
+  }
+  ExitSaveReport report;
+  for (uint32_t id : ids) {
+    Slot* made = slot(id);
+    if (made == nullptr) continue;
+    Offloader& offloader = *made->offloader;
+    const OffloadStatus before = offloader.status();
+    const bool resident_history = before.memory_committed && made->session->history_tokens() != 0;
+    if (!resident_history && before.state != OffloadState::kRam) {
+      if (before.state == OffloadState::kDisk) ++report.kept;
+      continue;  // nothing to keep, or on disk already
+    }
+    if (deps_.clock.now() >= deadline) {
+      ++report.lost;
+      continue;
+    }
+    Status saved = resident_history ? offloader.evict() : Status::Ok();
+    if (saved.ok()) saved = offloader.spill_to_disk();
+    if (saved.ok() && offloader.status().state == OffloadState::kDisk) {
+      ++report.saved;
+    } else {
+      ++report.lost;
+    }
+  }
+  report.seconds = std::chrono::duration<double>(deps_.clock.now() - start).count();
+  if (offload_.options.log) {
+    offload_.options.log("exit: " + std::to_string(report.saved) + " conversations saved in " +
+                         std::to_string(report.seconds) + " s, " + std::to_string(report.kept) +
+                         " on disk already, " + std::to_string(report.lost) +
+                         " not saved (the exit save limit or a failed save)");
+  }
+  return report;
 }
 
 OffloadStatus SessionPool::cache_status(uint32_t last_used) const {

@@ -13,8 +13,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "compute/kernels.h"
@@ -44,7 +47,28 @@ struct EngineOffload {
   Executor* executor = nullptr;
   RamTier* ram_tier = nullptr;        // the RAM tier every session shares; null: none
   DiskBudget* disk_budget = nullptr;  // the snapshot directory's budget; null: none
+  // Conversations survive a restart (--cache-persist on): the key is the one of the key file,
+  // every snapshot file carries its conversation's route (engine/conversation_route.h), and
+  // the engine adopts at start the conversations a stopped server left under that key. Needs
+  // offload on, AES seals and a store that keeps dead owners' snapshots.
+  bool persist = false;
+  // With persist: how long the engine's close may spend saving conversations that are not on
+  // disk yet (resident ones, and those whose snapshot is only in the RAM tier); what does not
+  // fit is lost, and counted in the close's last log line.
+  std::chrono::seconds exit_save_limit{30};
 };
+
+// What the close of a persisting engine saved (SessionPool::save_for_exit()).
+struct ExitSaveReport {
+  uint64_t saved = 0;  // written to disk now (resident, or from the RAM tier)
+  uint64_t kept = 0;   // on disk already
+  uint64_t lost = 0;   // not saved: the time limit, or a save that failed
+  double seconds = 0;
+};
+
+// The route a conversation's snapshot files carry (OffloaderOptions::route), by number; asked
+// for on the writing thread.
+using RouteSource = std::function<std::vector<uint8_t>(uint32_t id)>;
 
 // One conversation, as /v1/status and GET /slots show it: never a prompt or a key.
 struct SessionStatus {
@@ -76,8 +100,11 @@ class SessionPool {
   // conversation 0's session made now (an engine always has one).
   // Failure: Session::create()'s and Offloader::create()'s errors. `deps` and `offload`'s
   // store, key and executor must outlive the pool.
+  // With offload.persist, `route_of` gives each snapshot file its route (it must outlive the
+  // pool); otherwise it is not used and may be empty.
   static Result<std::unique_ptr<SessionPool>> create(Deps deps, EngineOffload offload,
-                                                     uint32_t max_sessions, uint32_t parallel);
+                                                     uint32_t max_sessions, uint32_t parallel,
+                                                     RouteSource route_of = {});
   // Each Offloader goes before its Session.
   ~SessionPool();
   SessionPool(const SessionPool&) = delete;
@@ -98,6 +125,28 @@ class SessionPool {
   // never made. Engine thread, with no lease held on `id`.
   // Failure: a lost session's FailedPrecondition / DeviceError; discard_history()'s errors.
   Status forget(uint32_t id);
+
+  // Makes conversation `id`'s session (when not made yet) the owner of a snapshot a server
+  // before a restart left (Offloader::adopt(): state disk, its memory released). Made outside
+  // the device budget: it is released at once. A session made here but whose adoption failed
+  // is dropped again (slot 0's stays, fresh). Engine thread, before the first command.
+  // Failure: making the session's errors; Offloader::adopt()'s.
+  Status adopt(uint32_t id, const std::vector<Offloader::AdoptedSegment>& segments,
+               int64_t expiry_unix);
+
+  // Seconds after its last use a conversation's snapshot expires (the offload config's).
+  int64_t expire_seconds() const { return offload_.options.config.expire_seconds; }
+
+  // Puts every conversation's snapshot on disk, those in `order` first (the most recently used
+  // first), within offload.exit_save_limit: a resident one with a history is saved and
+  // released (evict()), one in the RAM tier spilled (Offloader::spill_to_disk()). Each step
+  // is checked against the limit before it starts, so a save under way finishes. Logs one
+  // line with the report. Any thread, once no command runs and none will (the engine thread
+  // has stopped).
+  ExitSaveReport save_for_exit(const std::vector<uint32_t>& order) SIESTA_EXCLUDES(mu_);
+
+  // The session's name in the snapshot store (its files: siesta-<nonce>-<name>.snap).
+  static std::string store_name(uint32_t id);
 
   // Whether conversation `id`'s session was made. Any thread.
   bool made(uint32_t id) const SIESTA_EXCLUDES(mu_) { return slot(id) != nullptr; }
@@ -125,7 +174,7 @@ class SessionPool {
     std::unique_ptr<Session> session;
     std::unique_ptr<Offloader> offloader;  // declared after session: destroyed first
   };
-  SessionPool(Deps deps, EngineOffload offload, uint32_t parallel);
+  SessionPool(Deps deps, EngineOffload offload, uint32_t parallel, RouteSource route_of);
 
   Result<std::unique_ptr<Slot>> make_slot(uint32_t id) const;
   // The slot `id`, or null when not made yet.
@@ -137,6 +186,7 @@ class SessionPool {
   const Deps deps_;
   const EngineOffload offload_;
   const uint32_t parallel_;
+  const RouteSource route_of_;
   mutable Mutex mu_;
   // By conversation number; null until made. Set only by the engine thread.
   std::vector<std::unique_ptr<Slot>> slots_ SIESTA_GUARDED_BY(mu_);

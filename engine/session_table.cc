@@ -240,10 +240,46 @@ std::optional<uint32_t> SessionTable::least_recent_idle(
   std::optional<uint32_t> victim;
   for (uint32_t id = 0; id < slots_.size(); ++id) {
     const Slot& slot = slots_[id];
-    if (!slot.used || slot.busy || !eligible(id)) continue;
-    if (!victim || slot.last_use < slots_[*victim].last_use) victim = id;
+    if (slot.busy || !eligible(id)) continue;
+    const Clock::Duration last_use = slot.used ? slot.last_use : Clock::Duration::min();
+    const Clock::Duration victim_use = !victim                ? Clock::Duration::max()
+                                       : slots_[*victim].used ? slots_[*victim].last_use
+                                                              : Clock::Duration::min();
+    if (!victim || last_use < victim_use) victim = id;
   }
   return victim;
+}
+
+std::optional<ConversationRoute> SessionTable::kept(uint32_t id) const {
+  MutexLock lock(mu_);
+  if (id >= slots_.size() || !slots_[id].used) return std::nullopt;
+  return ConversationRoute{id, slots_[id].key, slots_[id].history};
+}
+
+Status SessionTable::adopt(const ConversationRoute& route, Clock::Duration last_use) {
+  MutexLock lock(mu_);
+  if (route.slot >= slots_.size()) {
+    return InvalidArgument("conversation " + std::to_string(route.slot) +
+                           " is out of range: this server keeps " + std::to_string(slots_.size()) +
+                           " conversations");
+  }
+  Slot& slot = slots_[route.slot];
+  if (slot.used && (slot.key || !slot.history.empty() || slot.busy)) {
+    return FailedPrecondition("conversation " + std::to_string(route.slot) +
+                              " holds a conversation already");
+  }
+  if (route.key) {
+    for (const Slot& other : slots_) {
+      if (other.used && other.key == route.key) {
+        return FailedPrecondition("another conversation was opened with this key");
+      }
+    }
+  }
+  slot.used = true;
+  slot.key = route.key;
+  slot.history = route.history;
+  slot.last_use = last_use;
+  return Status::Ok();
 }
 
 std::vector<TableEntry> SessionTable::entries() const {

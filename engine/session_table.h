@@ -44,11 +44,12 @@
 #include "core/base/mutex.h"
 #include "core/base/status.h"
 #include "core/base/thread_annotations.h"
+#include "engine/conversation_route.h"
 
 namespace siesta::engine {
 
-// The SHA-256 of a prompt_cache_key: what the table keeps instead of the key.
-using SessionKey = std::array<uint8_t, 32>;
+// The SHA-256 of a prompt_cache_key: what the table is given instead of the key (the engine
+// turns it into an HMAC under the snapshot key when conversations persist).
 SessionKey session_key_of(std::string_view key);
 
 // Where a command asks to run; both empty: routed by its prompt.
@@ -146,9 +147,20 @@ class SessionTable {
   void clear_history(uint32_t id);
 
   // The least recently used conversation without a command for which `eligible(id)` holds;
-  // nullopt when there is none. `eligible` runs under the table's mutex: it must be quick and
-  // must not call the table.
+  // nullopt when there is none. A number never routed to counts as used longest ago (the pool
+  // makes conversation 0's session at start, before any command: the first to give way). `eligible`
+  // runs under the table's mutex: it must be quick and must not call the table.
   std::optional<uint32_t> least_recent_idle(const std::function<bool(uint32_t)>& eligible) const;
+
+  // What conversation `id` keeps (its key and history: what its snapshot's route carries);
+  // nullopt when the number holds no conversation. Any thread; copies the history.
+  std::optional<ConversationRoute> kept(uint32_t id) const;
+
+  // Takes back a conversation a server before a restart kept (conversation adoption, before
+  // the first command): `route.slot` holds it, idle, with its key and history, last used at
+  // `last_use`. Failure (nothing changes): InvalidArgument for a slot >= max_sessions;
+  // FailedPrecondition when the slot holds a conversation already or the key opens another.
+  Status adopt(const ConversationRoute& route, Clock::Duration last_use);
 
   // Every conversation created so far, by number; and how many there are.
   std::vector<TableEntry> entries() const;

@@ -61,10 +61,17 @@ Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions option
   offload.options = offloader_options(options.offload, log);
   stack->executor_ = options.executor;
   if (options.offload.enabled()) {
+    if (options.offload.persist && options.offload.key_file.empty()) {
+      return failed_at(StackPart::kStorage, failed,
+                       InvalidArgument("conversations kept across a restart need a key file"));
+    }
+    OffloadStorage::Persistence persistence;
+    if (options.offload.persist) persistence.key_file = options.offload.key_file;
     Result<std::unique_ptr<OffloadStorage>> storage =
-        OffloadStorage::open(*stack->fs_, clock, options.offload.config.disk_dir);
+        OffloadStorage::open(*stack->fs_, clock, options.offload.config.disk_dir, persistence);
     if (!storage.ok()) return failed_at(StackPart::kStorage, failed, storage.status());
     stack->storage_ = std::move(storage).value();
+    if (stack->storage_->created_key_file()) log("created the snapshot key file (mode 0600)");
     log_cleanup(stack->storage_->store().startup_cleanup(), log);
     if (stack->executor_ == nullptr) {
       stack->own_executor_ = std::make_unique<ThreadExecutor>(clock);
@@ -72,6 +79,8 @@ Result<std::unique_ptr<EngineStack>> EngineStack::open(EngineStackOptions option
     }
     offload.store = &stack->storage_->store();
     offload.key = &stack->storage_->key();
+    offload.persist = options.offload.persist;
+    offload.exit_save_limit = options.offload.exit_save_limit;
     offload.executor = stack->executor_;
     if (options.offload.config.ram_bytes > 0) {
       // Where the backend copies to host memory directly (pinned on CUDA), blocks come from a

@@ -6,6 +6,7 @@
 // Thread rule: none (plain data and a pure function).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -27,6 +28,16 @@ struct OffloadSettings {
   // after an offload (OffloaderOptions::on_fatal). Empty: that command and every later one fail
   // with DeviceError.
   std::function<void(const Status&)> on_fatal;
+  // Conversations survive a restart (--cache-persist on): snapshots are sealed under the key
+  // in `key_file` (made 0600 when missing: core/snapshot/key_file.h), this process's files
+  // stay when it stops, and a start adopts what a stopped server left under the same key
+  // (engine/conversation_adoption.h). Off (the default): an ephemeral key, and the files of
+  // stopped servers are removed at start.
+  bool persist = false;
+  std::string key_file;
+  // With persist: the engine's close saves what is not on disk yet within this time
+  // (engine::EngineOffload::exit_save_limit).
+  std::chrono::seconds exit_save_limit{30};
 
   bool enabled() const { return config.enabled(); }
 };

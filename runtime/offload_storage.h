@@ -21,26 +21,39 @@ namespace siesta::runtime {
 
 class OffloadStorage {
  public:
-  // Makes a fresh process key, then opens the store on `dir` with the key's nonce (the store
-  // reads expiries itself; SnapshotStore::open makes `dir` private, creating it when missing).
-  // `fs` and `clock` must outlive the result.
-  // Failure: the key's error, or the store's (a held lock, an unsafe or unlistable directory);
-  // nothing stays open.
-  static Result<std::unique_ptr<OffloadStorage>> open(FileSystem& fs, const Clock& clock,
-                                                      const std::string& dir);
+  // Where the key comes from, and what the store does with stopped servers' files.
+  struct Persistence {
+    // Empty: a fresh process key, only ever in memory, and stopped servers' files are removed
+    // at start. Set: the key file's key (load_or_create_key_file), stopped servers' snapshots
+    // are offered for adoption, and this process's files stay when it closes.
+    std::string key_file;
+  };
 
-  // Closes the store first: this process's snapshot files and its lock are removed.
+  // Makes the process key (above), then opens the store on `dir` with the key's nonce (the
+  // store reads expiries itself; SnapshotStore::open makes `dir` private, creating it when
+  // missing). `fs` and `clock` must outlive the result.
+  // Failure: the key's error (the key file's one-line refusals), or the store's (a held lock,
+  // an unsafe or unlistable directory); nothing stays open.
+  static Result<std::unique_ptr<OffloadStorage>> open(FileSystem& fs, const Clock& clock,
+                                                      const std::string& dir,
+                                                      const Persistence& persistence = {});
+
+  // Closes the store first: this process's snapshot files and its lock are removed (kept with
+  // a key file: they are what a restart adopts).
   ~OffloadStorage() = default;
   OffloadStorage(const OffloadStorage&) = delete;
   OffloadStorage& operator=(const OffloadStorage&) = delete;
 
   const ProcessKey& key() const { return key_; }
+  // The key file was made by this open (the start-up log says so).
+  bool created_key_file() const { return created_key_file_; }
   SnapshotStore& store() const { return *store_; }
 
  private:
   explicit OffloadStorage(ProcessKey key) : key_(std::move(key)) {}
 
   ProcessKey key_;
+  bool created_key_file_ = false;
   std::unique_ptr<SnapshotStore> store_;  // last: closed first
 };
 

@@ -4,10 +4,12 @@
 // would kill the process and leave its snapshot files and the directory's lock behind). On a
 // stop signal: every in-flight generation is cancelled (it ends at its next token, prompt
 // tokens included), the listener stops and the handlers finish, then the engine closes (a
-// running save is stopped) and this process's snapshot files are removed.
+// running save is stopped) and this process's snapshot files are removed -- or, with
+// --cache-persist on, every conversation not on disk yet is saved there (within
+// --cache-exit-save-seconds) and the files stay for the next start to adopt.
 //
 // Exit status: 0 after a clean stop, 1 when the server cannot run (backend, address), 2 for
-// a command line or snapshot directory it refuses (a bad combination of flags exits 2),
+// a command line, snapshot directory or key file it refuses (a bad combination of flags exits 2),
 // 70 when the session's memory is lost after an offload (exit_on_session_memory_lost).
 // stdout carries exactly one line, "siesta-server listening on http://HOST:PORT", once the
 // socket is bound (tests and scripts read it to learn the port); logs go to stderr.
@@ -25,6 +27,7 @@
 #include "compute/kernels.h"
 #include "core/base/clock.h"
 #include "core/base/status.h"
+#include "core/snapshot/key_file.h"
 #include "server/cache_dir.h"
 #include "server/http_server.h"
 #include "server/server_app.h"
@@ -73,6 +76,13 @@ void log_configuration(const srv::ServerConfig& config, const srv::ServerApp& ap
                  ? "RAM tier: " + std::to_string(config.offload.ram_bytes >> 20) +
                        " MiB of host memory for offloaded sessions, disk beyond (--cache-ram-mib)"
                  : "RAM tier off (--cache-ram-mib N turns it on): every snapshot on disk");
+    const siesta::engine::AdoptionReport& adopted = status.adoption;
+    log_line(config.persist
+                 ? "conversations kept across restarts (--cache-persist on): " +
+                       std::to_string(adopted.adopted) + " adopted at start, " +
+                       std::to_string(adopted.refused()) + " refused; saved on stop within " +
+                       std::to_string(config.exit_save_seconds) + " s"
+                 : "conversations end with this process (--cache-persist off)");
   } else {
     log_line("idle offload off (--cache-idle-seconds 0)");
   }
@@ -127,6 +137,16 @@ int serve(srv::ServerConfig config, const sigset_t& stop_signals) {
       return srv::kUsageExitCode;
     }
     if (created) log_line("created " + config.offload.disk_dir + " (mode 0700)");
+    if (config.persist) {
+      // Judged before anything opens, so that a key file refused is a usage error (exit 2).
+      Result<siesta::LoadedKey> key = siesta::load_or_create_key_file(config.key_file);
+      if (!key.ok()) {
+        log_line("--cache-key-file: " + key.status().message());
+        return srv::kUsageExitCode;
+      }
+      if (key->created)
+        log_line("created the snapshot key file " + config.key_file + " (mode 0600)");
+    }
     if (config.disk_max_bytes) {
       config.offload.disk_max_bytes = *config.disk_max_bytes;
     } else {
@@ -178,7 +198,8 @@ int serve(srv::ServerConfig config, const sigset_t& stop_signals) {
     return kRuntimeErrorExitCode;
   }
   log_line(std::string("stopped on ") + signal_name(stop_waiter.received()) +
-           "; closing the engine and removing this process's snapshots");
+           (config.persist ? "; closing the engine and saving its conversations for the next start"
+                           : "; closing the engine and removing this process's snapshots"));
   return 0;
 }
 

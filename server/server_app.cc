@@ -48,6 +48,9 @@ Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerConfig config, const C
   if (options.sessions.max_sessions > 1)
     options.sessions.max_queued = kMaxQueuedPerSession * cfg.parallel;
   options.offload.config = cfg.offload;
+  options.offload.persist = cfg.persist;
+  options.offload.key_file = cfg.key_file;
+  options.offload.exit_save_limit = std::chrono::seconds(cfg.exit_save_seconds);
   // Losing the session's memory is the server's to handle (main: one line, exit 70).
   options.offload.on_fatal = std::move(on_session_lost);
   options.log = log;  // the device's note, the clean-up, one line per save, restore, fallback
@@ -97,6 +100,8 @@ StatusSnapshot ServerApp::status() const {
   snapshot.refused_busy = engine.refused_busy;
   snapshot.evictions = engine.evictions;
   snapshot.forgotten = engine.forgotten;
+  snapshot.persist = engine.persist;
+  snapshot.adoption = engine.adoption;
   snapshot.wait_seconds = engine.wait_seconds;
   if (const RamTier* tier = stack.ram_tier()) snapshot.ram_tier = tier->stats();
   if (const DiskBudget* budget = stack.disk_budget()) snapshot.disk_budget = budget->stats();

@@ -52,6 +52,13 @@ struct ServerConfig {
     return defaults;
   }();
 
+  // --cache-persist on|off: conversations survive a restart (off by default); --cache-key-file
+  // FILE (required with it: the snapshot key, made 0600 when missing); --cache-exit-save-seconds
+  // N: the time a stop may spend putting conversations on disk.
+  bool persist = false;
+  std::string key_file;
+  int64_t exit_save_seconds = 30;
+
   // --slot-save-path DIR: where POST /slots/0?action=save|restore|erase keep their files;
   // empty: those actions answer 501 (llama-server's answer) with a message naming the flag.
   std::string slot_save_path;

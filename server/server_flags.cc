@@ -349,6 +349,33 @@ const std::vector<FlagSpec>& flag_specs() {
          return Status::Ok();
        },
        [](const ServerConfig&) { return std::string("half the free space at start"); }},
+      {"--cache-persist", "on|off",
+       "keep conversations across a restart: snapshots sealed under --cache-key-file's key stay "
+       "when the server stops (saved within --cache-exit-save-seconds) and the next start with "
+       "the same key, model and layout takes them back",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(config.persist, parse_on_off(flag, value));
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::string(d.persist ? "on" : "off"); }},
+      {"--cache-key-file", "FILE",
+       "the snapshot key for --cache-persist on: 32 bytes, mode 0600, this user's (made when "
+       "missing); whoever reads it can read the snapshots",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         if (value.empty()) return InvalidArgument(std::string(flag) + " must not be empty");
+         config.key_file = std::string(value);
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("none"); }},
+      {"--cache-exit-save-seconds", "N",
+       "with --cache-persist on, the time a stop may spend saving conversations not on disk yet (" +
+           range(0, kMaxExitSaveSeconds) + "; what does not fit is lost)",
+       [](std::string_view flag, std::string_view value, ServerConfig& config) {
+         SIESTA_ASSIGN_OR_RETURN(config.exit_save_seconds,
+                                 parse_integer(flag, value, 0, kMaxExitSaveSeconds));
+         return Status::Ok();
+       },
+       [](const ServerConfig& d) { return std::to_string(d.exit_save_seconds); }},
       {"--model", "synthetic:SIZE",
        "the reference model: synthetic:tiny, synthetic:small, synthetic:medium or "
        "synthetic:large (seeded weights, nothing downloaded)",
@@ -563,6 +590,28 @@ Status validate_scale_flags(const ServerConfig& config) {
   return Status::Ok();
 }
 
+// Persistence needs offload, AES seals and a key file; a key file means nothing without it.
+Status validate_persist_flags(const ServerConfig& config) {
+  if (!config.persist) {
+    if (!config.key_file.empty()) {
+      return InvalidArgument("--cache-key-file is used only with --cache-persist on");
+    }
+    return Status::Ok();
+  }
+  if (!config.offload.enabled()) {
+    return InvalidArgument("--cache-persist on needs idle offload (--cache-idle-seconds N)");
+  }
+  if (config.key_file.empty()) {
+    return InvalidArgument("--cache-persist on needs --cache-key-file FILE (made when missing)");
+  }
+  if (!config.offload.encrypt) {
+    return InvalidArgument(
+        "--cache-persist on needs --cache-encrypt on: a snapshot kept across a restart must be "
+        "sealed under the key");
+  }
+  return Status::Ok();
+}
+
 // Core's offload rules, worded with the flags a person changes to fix them.
 Status validate_offload_flags(const OffloadConfig& config) {
   const std::optional<OffloadConfigProblem> problem = find_offload_config_problem(config);
@@ -634,6 +683,7 @@ Result<ParsedFlags> parse_server_flags(std::span<const std::string_view> args,
     parsed.config.api_key = std::string(*env_api_key);
   }
   SIESTA_RETURN_IF_ERROR(validate_offload_flags(parsed.config.offload));
+  SIESTA_RETURN_IF_ERROR(validate_persist_flags(parsed.config));
   SIESTA_RETURN_IF_ERROR(validate_model_flags(parsed.config));
   SIESTA_RETURN_IF_ERROR(validate_scale_flags(parsed.config));
   return parsed;

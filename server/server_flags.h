@@ -37,6 +37,10 @@ namespace siesta::server {
 // status 2.
 inline constexpr int kUsageExitCode = 2;
 
+// The longest --cache-exit-save-seconds: a stop that saves for longer than an hour is a stop a
+// supervisor kills anyway.
+inline constexpr int64_t kMaxExitSaveSeconds = 3600;
+
 struct ParsedFlags {
   enum class Action { kRun, kHelp, kVersion };
   Action action = Action::kRun;

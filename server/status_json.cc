@@ -128,6 +128,25 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
         {"refused", disk.refused},
     };
   }
+  // Persistence: whether conversations outlive this process, and what its start took back from
+  // the one before (counts by reason; never a path or a name: the files were another
+  // process's).
+  const engine::AdoptionReport& adoption = snapshot.adoption;
+  body["cache"]["persistence"] = {
+      {"enabled", snapshot.persist},
+      {"offered", adoption.offered},
+      {"adopted", adoption.adopted},
+      {"adopted_bytes", adoption.adopted_bytes},
+      {"empty", adoption.empty},
+      {"refused",
+       {
+           {"foreign", adoption.foreign},
+           {"unreadable", adoption.unreadable},
+           {"expired", adoption.expired},
+           {"no_room", adoption.no_room},
+           {"failed", adoption.failed},
+       }},
+  };
   if (snapshot.sessions) {
     nlohmann::json list = nlohmann::json::array();
     for (const engine::SessionStatus& session : *snapshot.sessions) {

@@ -74,6 +74,9 @@ struct StatusSnapshot {
   uint64_t evictions = 0;
   uint64_t forgotten = 0;
   DurationHistogram wait_seconds;
+  // Conversations kept across a restart (--cache-persist), and what the start took back.
+  bool persist = false;
+  engine::AdoptionReport adoption;
   // The RAM tier's budget and use (runtime::EngineStack::ram_tier()); nullopt without a tier.
   std::optional<RamTierStats> ram_tier;
   // The snapshot directory's budget and use (runtime::EngineStack::disk_budget()); nullopt

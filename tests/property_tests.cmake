@@ -16,6 +16,7 @@ endif()
 math(EXPR siesta_offload_cases "1000 / ${siesta_engine_cases_divisor}")
 math(EXPR siesta_split_cases "200 / ${siesta_engine_cases_divisor}")
 math(EXPR siesta_sessions_cases "1000 / ${siesta_engine_cases_divisor}")
+math(EXPR siesta_restart_cases "300 / ${siesta_engine_cases_divisor}")
 
 siesta_test_binary(property_tests LABELS property LIBS siesta_runtime PROPERTY)
 siesta_test_sources(property_tests LABELS property concurrency SOURCES
@@ -35,4 +36,8 @@ siesta_test_sources(property_tests LABELS property ENVIRONMENT "RC_PARAMS=max_su
 siesta_test_sources(property_tests LABELS property
   ENVIRONMENT "RC_PARAMS=max_success=${siesta_sessions_cases} max_size=30"
   SOURCES property/engine_sessions_property_test.cc)
+# Conversations across clean and crashing restarts against a never-restarting engine.
+siesta_test_sources(property_tests LABELS property
+  ENVIRONMENT "RC_PARAMS=max_success=${siesta_restart_cases} max_size=30"
+  SOURCES property/engine_restart_property_test.cc)
 siesta_finish_test_binary(property_tests)

@@ -327,6 +327,16 @@ class Offloader {
   // Thread rule: the thread that runs the session's commands, with no Lease held.
   Status evict();
 
+  // Moves the session's snapshot from the RAM tier to disk now, on the calling thread, as the
+  // tier's own spill does (segment 0 whole, then each delta; sealed, synced; the copy stays in
+  // RAM until the files are durable): what a server that keeps conversations across a restart
+  // does before it stops, since the tier's memory does not outlive the process.
+  // Success: the snapshot is on disk (state disk), or there was none in RAM (nothing done).
+  // Failure: FailedPrecondition while the copy is in use (being restored or spilled already);
+  // the writer's error (the copy stays in RAM); Cancelled while the Offloader is being
+  // destroyed. Thread rule: as evict().
+  Status spill_to_disk();
+
   // Forgets a released session's history without waking it (the session table reuses the
   // session for another conversation): a snapshot on disk is deleted as at expiry, so the
   // next acquire() maps fresh memory and discards the history (admission
@@ -347,6 +357,7 @@ class Offloader {
     uint64_t generation = 0;
     uint64_t file_bytes = 0;
     uint64_t payload_bytes = 0;
+    uint64_t tokens = 0;  // history tokens it holds (status), 0 when unknown
     snapshot::ProcessNonce writer{};
   };
   // Makes a fresh session the owner of that snapshot, whose files the store has already put

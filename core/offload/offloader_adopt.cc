@@ -44,8 +44,8 @@ Status Offloader::adopt(const std::vector<AdoptedSegment>& segments, int64_t exp
     return released.failed;
   }
   for (const AdoptedSegment& segment : segments) {
-    impl.chain.push_back(
-        {segment.generation, segment.file_bytes, segment.payload_bytes, 0, segment.writer});
+    impl.chain.push_back({segment.generation, segment.file_bytes, segment.payload_bytes,
+                          segment.tokens, segment.writer});
   }
   impl.report_chain();
   impl.st.released_vram_bytes = released.device_bytes;

@@ -42,10 +42,23 @@ Result<RoomHolder::Freed> Offloader::Impl::give_room(const std::atomic<bool>* re
     }
   }
   if (!begin_task()) return Cancelled("the offloader is closing");
-  Status outcome = run_spill(requester_cancel);
+  Status outcome = run_spill(requester_cancel, "to make room in the RAM tier");
   end_task();
   if (!outcome.ok()) return outcome;
   return Freed::kMoved;
+}
+
+Status Offloader::spill_to_disk() {
+  Impl& impl = *impl_;
+  {
+    MutexLock lock(impl.mu);
+    if (impl.ram == nullptr || impl.phase() != Phase::kRam) return Status::Ok();
+  }
+  if (!impl.begin_task()) return Cancelled("the offloader is closing");
+  Status outcome = impl.run_spill(nullptr, "to keep it past this process");
+  impl.end_task();
+  // A copy that was spilled or restored meanwhile is not in RAM any more: nothing to do.
+  return outcome.code() == StatusCode::kNotFound ? Status::Ok() : outcome;
 }
 
 Result<uint64_t> Offloader::Impl::write_ram_copy(const RamCopy& copy, int64_t expiry_unix,
@@ -70,7 +83,7 @@ Result<uint64_t> Offloader::Impl::write_ram_copy(const RamCopy& copy, int64_t ex
   return file_bytes;
 }
 
-Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel) {
+Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel, std::string_view why) {
   const Clock::Duration start = deps.clock.now();
   std::shared_ptr<const RamCopy> copy;
   int64_t expiry_unix = 0;
@@ -104,8 +117,8 @@ Status Offloader::Impl::run_spill(const std::atomic<bool>* requester_cancel) {
     enlist_disk();
     ++st.counters.ram_spills;
     log("offload: spilled " + std::to_string(*written) + " bytes from RAM to disk in " +
-        std::to_string(static_cast<int64_t>(milliseconds(written_at - start))) +
-        " ms to make room in the RAM tier; state disk");
+        std::to_string(static_cast<int64_t>(milliseconds(written_at - start))) + " ms " +
+        std::string(why) + "; state disk");
     arm_timer_at(expiry_due());  // a timer that came during the spill did nothing
     lock.unlock();
     dropped.reset();

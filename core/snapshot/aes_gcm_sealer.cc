@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string_view>
+#include <vector>
 
 #include "core/snapshot/chunk_sealer.h"
 
@@ -151,18 +152,29 @@ ProcessKey::~ProcessKey() { wipe(); }
 
 void ProcessKey::wipe() { OPENSSL_cleanse(key_.data(), key_.size()); }
 
+Result<snapshot::HeaderDigest> keyed_digest(const ProcessKey& key, std::string_view label,
+                                            std::span<const uint8_t> bytes) {
+  std::vector<uint8_t> input(label.begin(), label.end());
+  input.insert(input.end(), bytes.begin(), bytes.end());
+  snapshot::HeaderDigest out{};
+  unsigned int length = 0;
+  const bool made =
+      HMAC(EVP_sha256(), key.key_bytes().data(), static_cast<int>(key.key_bytes().size()),
+           input.data(), input.size(), out.data(), &length) != nullptr &&
+      length == out.size();
+  OPENSSL_cleanse(input.data(), input.size());
+  if (!made) return Internal("HMAC-SHA256 under the process key failed");
+  return out;
+}
+
 Result<std::unique_ptr<ChunkSealer>> make_aes_gcm_sealer(const ProcessKey& key,
                                                          const snapshot::FileId& file_id) {
-  uint8_t input[kFileKeyLabel.size() + sizeof(snapshot::FileId)];
-  std::memcpy(input, kFileKeyLabel.data(), kFileKeyLabel.size());
-  std::memcpy(input + kFileKeyLabel.size(), file_id.data(), file_id.size());
+  Result<snapshot::HeaderDigest> derived = keyed_digest(key, kFileKeyLabel, file_id);
+  if (!derived.ok()) return Internal("HMAC-SHA256 file key derivation failed");
   ProcessKey::KeyBytes file_key{};
-  unsigned int length = 0;
-  if (HMAC(EVP_sha256(), key.key_bytes().data(), static_cast<int>(key.key_bytes().size()), input,
-           sizeof(input), file_key.data(), &length) == nullptr ||
-      length != file_key.size()) {
-    return Internal("HMAC-SHA256 file key derivation failed");
-  }
+  static_assert(sizeof(file_key) == sizeof(snapshot::HeaderDigest));
+  std::memcpy(file_key.data(), derived->data(), file_key.size());
+  OPENSSL_cleanse(derived->data(), derived->size());
   CipherCtx ctx(EVP_CIPHER_CTX_new());
   if (ctx == nullptr) return Internal("EVP_CIPHER_CTX_new failed");
   auto sealer = std::make_unique<AesGcmSealer>(std::move(ctx), file_key);

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "core/base/status.h"
 #include "core/snapshot/snapshot_format.h"
@@ -118,6 +119,12 @@ Result<std::unique_ptr<ChunkSealer>> make_digest_sealer();
 // The sealer a file of `mode` uses.
 Result<std::unique_ptr<ChunkSealer>> make_sealer(snapshot::SnapshotMode mode, const ProcessKey& key,
                                                  const snapshot::FileId& file_id);
+
+// HMAC-SHA256 under `key` of `label` followed by `bytes`: a value only the key's holder can
+// make or check (the file keys, a conversation key's stand-in on disk). Distinct labels keep
+// the uses apart. Failure: Internal when OpenSSL fails.
+Result<snapshot::HeaderDigest> keyed_digest(const ProcessKey& key, std::string_view label,
+                                            std::span<const uint8_t> bytes);
 
 // SHA-256 of `bytes`. Failure: Internal.
 Result<snapshot::HeaderDigest> sha256(std::span<const uint8_t> bytes);

@@ -79,7 +79,8 @@ struct SnapshotReader::OpenedFile {
 
 Result<SnapshotReader::OpenedFile> SnapshotReader::open_checked(
     const std::string& path, snapshot::SnapshotMode mode, const snapshot::Fingerprint& fingerprint,
-    const std::optional<snapshot::ProcessNonce>& process_nonce, const std::string& name) {
+    const std::optional<snapshot::ProcessNonce>& process_nonce, bool any_process,
+    const std::string& name) {
   OpenedFile opened;
   SIESTA_ASSIGN_OR_RETURN(opened.file, fs_.open_readable(path));
   ReadableFile& file = *opened.file;
@@ -102,7 +103,7 @@ Result<SnapshotReader::OpenedFile> SnapshotReader::open_checked(
                    " mode, expected " + std::string(snapshot_mode_name(mode)));
   }
   const snapshot::ProcessNonce& expected_nonce = process_nonce ? *process_nonce : key_.nonce();
-  if (header.mode != snapshot::SnapshotMode::kDurableExport &&
+  if (header.mode != snapshot::SnapshotMode::kDurableExport && !any_process &&
       CRYPTO_memcmp(header.process_nonce.data(), expected_nonce.data(), expected_nonce.size()) !=
           0) {
     return Foreign(name + " belongs to another process (nonce " + hex_prefix(header.process_nonce) +
@@ -158,8 +159,9 @@ Status SnapshotReader::check_expiry(const snapshot::SnapshotHeader& header,
 
 Result<SnapshotReadResult> SnapshotReader::read_header(const SnapshotHeaderCheck& check) {
   const std::string name = "snapshot " + quote_for_log(check.path);
-  SIESTA_ASSIGN_OR_RETURN(OpenedFile opened, open_checked(check.path, check.mode, check.fingerprint,
-                                                          check.process_nonce, name));
+  SIESTA_ASSIGN_OR_RETURN(OpenedFile opened,
+                          open_checked(check.path, check.mode, check.fingerprint,
+                                       check.process_nonce, check.any_process, name));
   if (check.check_expiry) SIESTA_RETURN_IF_ERROR(check_expiry(opened.header, name));
   return SnapshotReadResult{opened.shape.file_bytes, 0, std::move(opened.header)};
 }
@@ -169,7 +171,8 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
   const std::string name = "snapshot " + quote_for_log(options.path);
   SIESTA_ASSIGN_OR_RETURN(
       OpenedFile opened,
-      open_checked(options.path, options.mode, options.fingerprint, options.process_nonce, name));
+      open_checked(options.path, options.mode, options.fingerprint, options.process_nonce,
+                   /*any_process=*/false, name));
   ReadableFile* const file = opened.file.get();
   const uint32_t header_size = opened.header_size;
   snapshot::SnapshotHeader& header = opened.header;

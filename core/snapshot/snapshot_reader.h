@@ -87,6 +87,11 @@ struct SnapshotHeaderCheck {
   snapshot::SnapshotMode mode = snapshot::SnapshotMode::kSessionEncrypted;
   snapshot::Fingerprint fingerprint{};
   std::optional<snapshot::ProcessNonce> process_nonce{};  // as in SnapshotReadOptions
+  // Any process under this key may have written it (process_nonce then unused): what a
+  // restart's adoption reads, since a file adopted once keeps its first writer's nonce in its
+  // header under the adopter's file name. The header names its writer (header.process_nonce),
+  // and the restore expects that one.
+  bool any_process = false;
   bool check_expiry = true;
 };
 
@@ -124,7 +129,7 @@ class SnapshotReader {
   Result<OpenedFile> open_checked(const std::string& path, snapshot::SnapshotMode mode,
                                   const snapshot::Fingerprint& fingerprint,
                                   const std::optional<snapshot::ProcessNonce>& process_nonce,
-                                  const std::string& name);
+                                  bool any_process, const std::string& name);
   Status check_expiry(const snapshot::SnapshotHeader& header, const std::string& name) const;
 
   FileSystem& fs_;

@@ -73,7 +73,7 @@ class Restarted {
       EXPECT_TRUE(header.ok()) << header.status().to_string();
       if (!header.ok()) return {};
       segments.push_back(
-          {header->header.generation, header->file_bytes, 0, header->header.process_nonce});
+          {header->header.generation, header->file_bytes, 0, 0, header->header.process_nonce});
       routes.push_back(header->header.route);
       expiry_unix = header->header.expiry_unix;
     }

@@ -285,6 +285,15 @@ TEST(SessionTableTest, LeastRecentIdleHonoursEligibilityAndBusy) {
   EXPECT_EQ(table.least_recent_idle([](uint32_t) { return false; }), std::nullopt);
 }
 
+TEST(SessionTableTest, ANumberNeverRoutedToGivesWayFirst) {
+  // Conversation 0's session exists before any command: a first command for another slot must
+  // find it to make room (before, it found none and was answered "all sessions busy").
+  SessionTable table({4, 0.5});
+  run(table, "d", 1, route_by_slot(3));
+  EXPECT_EQ(table.least_recent_idle([](uint32_t id) { return id != 3; }), 0u);
+  EXPECT_EQ(table.least_recent_idle([](uint32_t id) { return id == 3; }), 3u);
+}
+
 TEST(SessionTableTest, EntriesNeverHoldTheKey) {
   SessionTable table({2, 0.5});
   run(table, "hello", 1, route_by_key("secret-key"));

@@ -68,7 +68,14 @@ void expect_shape(const json& body) {
   expect_integers(body["engine"], {"queued", "commands_run", "history_tokens"});
 
   const json& cache = body["cache"];
-  EXPECT_EQ(cache.size(), 11u);
+  EXPECT_EQ(cache.size(), 12u);
+  ASSERT_TRUE(cache.contains("persistence") && cache["persistence"].is_object());
+  EXPECT_EQ(cache["persistence"].size(), 6u);
+  EXPECT_TRUE(cache["persistence"]["enabled"].is_boolean());
+  expect_integers(cache["persistence"], {"offered", "adopted", "adopted_bytes", "empty"});
+  EXPECT_EQ(cache["persistence"]["refused"].size(), 5u);
+  expect_integers(cache["persistence"]["refused"],
+                  {"foreign", "unreadable", "expired", "no_room", "failed"});
   expect_strings(cache, {"state", "last_error"});
   expect_integers(cache, {"idle_seconds", "expire_seconds", "disk_bytes", "ram_bytes",
                           "released_vram_bytes", "released_host_bytes", "tokens"});
@@ -186,10 +193,35 @@ TEST(StatusJsonTest, EveryKvTypeHasItsName) {
 namespace siesta::server {
 namespace {
 
+TEST(StatusJsonTest, PersistenceShowsWhatTheStartAdoptedAndRefusedByReason) {
+  StatusSnapshot snapshot = sample_snapshot();
+  EXPECT_EQ(status_json(snapshot)["cache"]["persistence"]["enabled"], false);
+  snapshot.persist = true;
+  snapshot.adoption = {.offered = 9,
+                       .adopted = 3,
+                       .adopted_bytes = 4096,
+                       .empty = 1,
+                       .foreign = 1,
+                       .unreadable = 2,
+                       .expired = 1,
+                       .no_room = 1,
+                       .failed = 1};
+  const json persistence = status_json(snapshot)["cache"]["persistence"];
+  EXPECT_EQ(
+      persistence,
+      json({{"enabled", true},
+            {"offered", 9},
+            {"adopted", 3},
+            {"adopted_bytes", 4096},
+            {"empty", 1},
+            {"refused",
+             {{"foreign", 1}, {"unreadable", 2}, {"expired", 1}, {"no_room", 1}, {"failed", 1}}}}));
+}
+
 TEST(StatusJsonTest, OneConversationHasNoSessionsList) {
   const nlohmann::json body = status_json(sample_snapshot());
   EXPECT_FALSE(body["cache"].contains("sessions"));
-  EXPECT_EQ(body["cache"].size(), 11u);
+  EXPECT_EQ(body["cache"].size(), 12u);
 }
 
 TEST(StatusJsonTest, TheDiskBudgetIsShownWithItsUseAndDeletionsWhenThereIsOne) {
@@ -256,7 +288,7 @@ TEST(StatusJsonTest, SeveralConversationsAreListedWithoutPromptOrKey) {
   EXPECT_EQ(s["restores"], 2);
   EXPECT_EQ(s["fallbacks"], 1);
   // The totals keep their fields.
-  EXPECT_EQ(body["cache"].size(), 12u);
+  EXPECT_EQ(body["cache"].size(), 13u);
 }
 
 }  // namespace

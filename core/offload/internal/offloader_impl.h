@@ -282,7 +282,9 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
   // fresh generation each, as saves'), then gives the copy back: the session is on disk.
   // REQUIRES: called by the tier (make_room), never with mu held.
   Result<Freed> give_room(const std::atomic<bool>* requester_cancel) override SIESTA_EXCLUDES(mu);
-  Status run_spill(const std::atomic<bool>* requester_cancel) SIESTA_EXCLUDES(mu);
+  // The spill itself (give_room() and spill_to_disk()); `why` ends its log line.
+  Status run_spill(const std::atomic<bool>* requester_cancel, std::string_view why)
+      SIESTA_EXCLUDES(mu);
   // Writes `copy`'s segments as the chain's files (generations drawn for them into
   // `generations`). Failure: the first write's; what was written is left for the caller.
   Result<uint64_t> write_ram_copy(const RamCopy& copy, int64_t expiry_unix,
