@@ -241,6 +241,9 @@ class Engine {
   const EngineOptions& options() const { return options_; }
 
   const ModelConfig& config() const { return model_->config(); }
+  // The fingerprint every session's snapshot carries (model, weights, layout, kernels): what a
+  // file must match to be restored here. Any thread.
+  snapshot::Fingerprint fingerprint() const { return pool_->session(0).fingerprint(); }
 
  private:
   // A queued command: step() runs its work on the session it was given (with the number of

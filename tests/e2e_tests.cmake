@@ -44,6 +44,7 @@ siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_responses_e2e_test.c
 siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_ram_tier_e2e_test.cc)
 # The snapshot directory's budget: within it after every request, the deleted read again.
 siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_disk_budget_e2e_test.cc)
-# Conversations across a restart: SIGTERM and kill -9, refusals, damaged files, key files.
-siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_restart_e2e_test.cc)
+# Conversations across a restart: SIGTERM and kill -9, refusals, damaged files, key files (under
+# TSan too: the exit save runs beside the server's background saves).
+siesta_test_sources(e2e_tests LABELS e2e concurrency SOURCES e2e/server_restart_e2e_test.cc)
 siesta_finish_test_binary(e2e_tests)

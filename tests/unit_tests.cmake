@@ -168,6 +168,9 @@ siesta_test_sources(engine_tests LABELS unit concurrency SOURCES unit/session_de
 # conversations over P committed sessions (eviction, restore, forgetting, the wait queue).
 siesta_test_sources(engine_tests LABELS unit SOURCES unit/session_table_test.cc)
 siesta_test_sources(engine_tests LABELS unit SOURCES unit/conversation_route_test.cc)
+# Persistence: the route each snapshot carries (its number, history, key HMAC), read back from
+# the file, and a restart finding a conversation by its key.
+siesta_test_sources(engine_tests LABELS unit SOURCES unit/engine_persist_test.cc)
 siesta_test_sources(engine_tests LABELS unit concurrency SOURCES
   unit/engine_sessions_test.cc unit/engine_sessions_race_test.cc unit/engine_interleave_test.cc)
 # Forgetting a conversation by its route (the Responses API's DELETE): the table's part and the

@@ -201,7 +201,8 @@ TEST(ServerRestartE2eTest, AnotherContextKvTypeOrKeyAdoptsNothingAndAnswersRight
     bool other_key;
     const char* refused;
   };
-  const std::vector<Change> changes = {{{"--ctx", "1024"}, false, "foreign"},
+  const std::vector<Change> changes = {{{"--model", "synthetic:tiny"}, false, "foreign"},
+                                       {{"--ctx", "1024"}, false, "foreign"},
                                        {{"--kv-type", "f32"}, false, "foreign"},
                                        {{}, true, "unreadable"}};
   for (const Change& change : changes) {
@@ -278,6 +279,46 @@ TEST(ServerRestartE2eTest, ADamagedOrTruncatedSnapshotFallsBackWithTheRightAnswe
       ASSERT_TRUE(status.ok());
       EXPECT_EQ(cache_counter(*status, "fallbacks", "corrupt"), 1) << status->dump();
     }
+  }
+}
+
+TEST(ServerRestartE2eTest, TwoConversationsFilesSwappedAreRefusedAndBothAnswerRight) {
+  TempDir temp;
+  const std::string dir = temp.file("cache");
+  const std::string key = temp.file("key");
+  Reference reference;
+  const std::vector<std::string> args = with(persist_args(dir, key), {"--max-sessions", "4"});
+  Completion first;
+  {
+    auto before = start_or_die(args);
+    ASSERT_NE(before, nullptr);
+    for (const char* user : {"alice", "bob"}) {
+      Result<Completion> one = complete(*before, keyed(first_turn(), user));
+      ASSERT_TRUE(one.ok()) << one.status().to_string();
+      first = *one;
+    }
+    expect_clean_exit(*before);
+  }
+  std::vector<std::string> snaps;
+  for (const std::string& name : list_dir(dir)) {
+    if (name.ends_with(".snap")) snaps.push_back(dir + "/" + name);
+  }
+  ASSERT_EQ(snaps.size(), 2u) << ::testing::PrintToString(list_dir(dir));
+  // The fault: each conversation's file put under the other's name.
+  ASSERT_EQ(::rename(snaps[0].c_str(), (dir + "/aside").c_str()), 0);
+  ASSERT_EQ(::rename(snaps[1].c_str(), snaps[0].c_str()), 0);
+  ASSERT_EQ(::rename((dir + "/aside").c_str(), snaps[1].c_str()), 0);
+
+  auto after = start_or_die(args);
+  ASSERT_NE(after, nullptr);
+  const json adopted = persistence(*after);
+  EXPECT_EQ(adopted.value("adopted", -1), 0) << adopted.dump();
+  EXPECT_EQ(adopted["refused"].value("foreign", -1), 2) << adopted.dump();
+  for (const char* user : {"alice", "bob"}) {
+    Result<Completion> second = complete(*after, keyed(second_turn(first), user));
+    ASSERT_TRUE(second.ok()) << second.status().to_string();
+    EXPECT_EQ(second->text, reference.second.text) << user;
+    EXPECT_EQ(second->cached_tokens, 0) << user;
   }
 }
 
