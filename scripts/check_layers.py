@@ -34,6 +34,8 @@ LAYERS = [
     ("runtime", ["engine", "backends/*", "compute", "core/*"]),
     ("server", ["runtime", "engine", "compute", "core/*"]),
     ("testing", ["compute", "core/*"]),
+    # Outside engines: only the installed library (the core layers, the backends' headers).
+    ("examples", ["backends/*", "core/*"]),
     ("bench", ["*"]),
     ("tests", ["*"]),
 ]
