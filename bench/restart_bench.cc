@@ -187,16 +187,26 @@ void restart_ttft(benchmark::State& state, const std::string& backend) {
 }  // namespace
 }  // namespace siesta::bench
 
+// "<what>/<backend>/<model>".
+std::string bench_name(const char* what, const std::string& backend, const std::string& model) {
+  std::string name = what;
+  name += '/';
+  name += backend;
+  name += '/';
+  name += model;
+  return name;
+}
+
 int main(int argc, char** argv) {
   for (const std::string& backend : siesta::bench::engine_backends("restart_bench")) {
     const std::string tiny = siesta::bench::env_text("SIESTA_BENCH_MODEL", "synthetic:tiny");
     const std::string small = siesta::bench::env_text("SIESTA_BENCH_MODEL", "synthetic:small");
-    benchmark::RegisterBenchmark(("restart_startup/" + backend + "/" + tiny).c_str(),
+    benchmark::RegisterBenchmark(bench_name("restart_startup", backend, tiny).c_str(),
                                  siesta::bench::restart_startup, backend)
         ->Iterations(1)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark(("restart_ttft/" + backend + "/" + small).c_str(),
+    benchmark::RegisterBenchmark(bench_name("restart_ttft", backend, small).c_str(),
                                  siesta::bench::restart_ttft, backend)
         ->Iterations(1)
         ->UseManualTime()

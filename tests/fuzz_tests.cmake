@@ -36,3 +36,7 @@ endif()
 # by tests/unit/snapshot_refusal_test.cc (SnapshotFuzzCorpus) with SIESTA_WRITE_FUZZ_CORPUS set.
 siesta_add_fuzz(snapshot_reader_fuzz SOURCE fuzz/snapshot_reader_fuzz.cc LIBS
                 CORPUS "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/snapshot_reader")
+
+# The route a restart decodes from each adopted snapshot's header (engine/conversation_route.h).
+siesta_add_fuzz(conversation_route_fuzz SOURCE fuzz/conversation_route_fuzz.cc LIBS siesta_engine
+                CORPUS "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/conversation_route")

@@ -115,5 +115,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else if (header_only.status().message().empty() || read.ok()) {
     std::abort();  // every refusal says why; a file read whole has a header that passes
   }
+  // As a restart's adoption reads it (any writer under the key): what passes with the nonce
+  // checked passes without it, and names the same save.
+  check.any_process = true;
+  auto adoptable = reader.read_header(check);
+  if (header_only.ok() &&
+      (!adoptable.ok() || adoptable->header.generation != header_only->header.generation)) {
+    std::abort();
+  }
+  if (!adoptable.ok() && adoptable.status().message().empty()) std::abort();
   return 0;
 }
