@@ -209,6 +209,7 @@ std::vector<SessionStatus> SessionPool::sessions(const std::vector<TableEntry>& 
     s.ram_bytes = one.ram_bytes;
     s.seconds_idle = one.seconds_since_activity;
     s.restores = one.counters.restores;
+    s.operation_ms = one.operation_ms;
     for (uint64_t n : one.counters.fallbacks) s.fallbacks += n;
     if (const TableEntry* entry = entry_of[id]) {
       s.tokens = entry->history_tokens;

@@ -79,7 +79,8 @@ struct SessionStatus {
   uint64_t ram_bytes = 0;  // its snapshot's copy in the RAM tier
   double seconds_idle = 0;
   uint64_t restores = 0;
-  uint64_t fallbacks = 0;  // all reasons
+  uint64_t fallbacks = 0;   // all reasons
+  double operation_ms = 0;  // its last save or restore
   bool busy = false;
   bool keyed = false;  // opened with a prompt_cache_key
   uint64_t commands = 0;

@@ -10,6 +10,7 @@
 
 #include "server/api_error.h"
 #include "server/request_head.h"
+#include "server/webui_routes.h"
 
 namespace siesta::server {
 namespace {
@@ -46,6 +47,10 @@ bool authorize(const httplib::Request& request, httplib::Response& response,
                const ServerConfig& config) {
   if (config.api_key.empty()) return true;
   if (request.path == kUnauthenticatedPath) return true;
+  if (config.webui && (request.method == "GET" || request.method == "HEAD") &&
+      is_webui_path(request.path)) {
+    return true;  // constant files; every request the page makes carries the key
+  }
   // The headers' whole values, from the map itself: get_header_value() returns a C string,
   // which would end a value at an embedded NUL ("Bearer KEY\0junk" would pass as the key).
   const auto [bearer_first, bearer_last] = request.headers.equal_range("Authorization");

@@ -1,7 +1,8 @@
 // API key authentication (other servers shipped admin endpoints without any).
 //
 // With ServerConfig::api_key set, every request except `/health` (a load balancer's probe
-// carries no secret) must carry `Authorization: Bearer <key>` or `X-Api-Key: <key>` (how
+// carries no secret) and, while the web page is on, GETs of the page's own files (constant,
+// no data: the page asks for the key and sends it itself; webui_routes.h) must carry `Authorization: Bearer <key>` or `X-Api-Key: <key>` (how
 // Anthropic's and llama-server's clients send it); the scheme is matched without regard to
 // case (RFC 7235), the key exactly: the header's whole value, bytes after an embedded NUL
 // included. A request with two headers of one kind is refused; one with both kinds must hold
@@ -22,7 +23,7 @@
 
 namespace siesta::server {
 
-// The only path served without the key.
+// The one path always served without the key (the web page's files also are, while it is on).
 inline constexpr std::string_view kUnauthenticatedPath = "/health";
 
 // True when `request` may proceed. Otherwise sets `response` to 401 with an OpenAI-style

@@ -18,6 +18,7 @@
 #include "server/responses_routes.h"
 #include "server/route.h"
 #include "server/status_json.h"
+#include "server/webui_routes.h"
 
 namespace siesta::server {
 namespace {
@@ -118,6 +119,7 @@ std::shared_ptr<const RequestPolicy> register_routes(httplib::Server& server, Se
   for (Route& route : anthropic_routes(app)) table.push_back(std::move(route));
   for (Route& route : llama_routes(app)) table.push_back(std::move(route));
   for (Route& route : responses_routes(app)) table.push_back(std::move(route));
+  for (Route& route : webui_routes(app.config().webui)) table.push_back(std::move(route));
   std::vector<std::string> json_posts;  // every POST route reads a JSON body (or none)
   for (const Route& route : table) {
     if (route.method == "POST") json_posts.emplace_back(route.path);

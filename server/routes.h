@@ -8,6 +8,7 @@
 //                            200 {"state": str} (the cache state after the call),
 //                            409 OpenAI-style error while a command runs,
 //                            400 OpenAI-style error when offload is off
+//   GET  /, /webui.js, /webui.css   the web page (webui_routes.h; not with --no-webui)
 //   (HEAD is answered for every GET route, without a body.)
 //   the API routes           api_routes() (api_routes.h), registered by register_routes()
 //   a known path with another method   405 + Allow, OpenAI-style error body

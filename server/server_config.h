@@ -64,6 +64,8 @@ struct ServerConfig {
   std::string slot_save_path;
   // --no-slots: GET /slots and POST /slots/{id} answer 501, as llama-server's --no-slots.
   bool slots_endpoints = true;
+  // --no-webui: no page at / (404), as llama-server's --no-webui.
+  bool webui = true;
 
   // --api-key KEY, or the SIESTA_API_KEY environment variable when the flag is absent;
   // empty: no authentication (the server then listens on loopback unless --host says

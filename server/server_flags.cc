@@ -443,6 +443,12 @@ const std::vector<FlagSpec>& flag_specs() {
          return Status::Ok();
        },
        [](const ServerConfig&) { return std::string("slots on"); }},
+      {"--no-webui", "", "serve no web page at / (it answers 404)",
+       [](std::string_view, std::string_view, ServerConfig& config) {
+         config.webui = false;
+         return Status::Ok();
+       },
+       [](const ServerConfig&) { return std::string("page at /"); }},
       {"--api-key", "KEY",
        "require \"Authorization: Bearer KEY\" on every endpoint but /health; when absent, "
        "the SIESTA_API_KEY environment variable; the key is never printed",

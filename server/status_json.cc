@@ -44,6 +44,7 @@ nlohmann::json session_json(const engine::SessionStatus& session) {
       {"seconds_idle", session.seconds_idle},
       {"restores", session.restores},
       {"fallbacks", session.fallbacks},
+      {"operation_ms", session.operation_ms},
   };
 }
 

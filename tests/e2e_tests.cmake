@@ -10,11 +10,13 @@ endif()
 # The fixture starts the real binary, so the tests depend on it being built; with it come the
 # raw-socket client (SSE read incrementally, abrupt disconnects) and the OpenAI helpers.
 add_library(siesta_e2e_server_process STATIC
-  e2e/server_process.cc e2e/raw_http.cc e2e/openai_client.cc)
+  e2e/server_process.cc e2e/raw_http.cc e2e/openai_client.cc e2e/web_browser.cc)
 target_link_libraries(siesta_e2e_server_process
-  PUBLIC siesta_options siesta_test_support siesta_httplib nlohmann_json::nlohmann_json)
+  PUBLIC siesta_options siesta_test_support siesta_httplib nlohmann_json::nlohmann_json
+  PRIVATE OpenSSL::Crypto)
 target_compile_definitions(siesta_e2e_server_process
-  PUBLIC SIESTA_SERVER_BINARY="$<TARGET_FILE:siesta-server>")
+  PUBLIC SIESTA_SERVER_BINARY="$<TARGET_FILE:siesta-server>"
+         SIESTA_TEST_ARTIFACTS="${CMAKE_BINARY_DIR}/test-artifacts")
 add_dependencies(siesta_e2e_server_process siesta-server)
 
 siesta_test_binary(e2e_tests LABELS e2e LIBS siesta_e2e_server_process
@@ -44,6 +46,9 @@ siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_responses_e2e_test.c
 siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_ram_tier_e2e_test.cc)
 # The snapshot directory's budget: within it after every request, the deleted read again.
 siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_disk_budget_e2e_test.cc)
+# The web page at /: its files over HTTP, then in headless Chromium (WebDriver), screenshots
+# kept under the build's test-artifacts/webui/.
+siesta_test_sources(e2e_tests LABELS e2e SOURCES e2e/server_webui_e2e_test.cc)
 # Conversations across a restart: SIGTERM and kill -9, refusals, damaged files, key files (under
 # TSan too: the exit save runs beside the server's background saves).
 siesta_test_sources(e2e_tests LABELS e2e concurrency SOURCES e2e/server_restart_e2e_test.cc)

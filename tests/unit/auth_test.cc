@@ -57,11 +57,29 @@ TEST(AuthTest, HealthNeedsNoKey) {
 }
 
 TEST(AuthTest, EveryOtherPathNeedsTheKey) {
-  for (const char* path : {"/v1/status", "/metrics", "/v1/models", "/slots/0", "/health/", "/"}) {
+  for (const char* path : {"/v1/status", "/metrics", "/v1/models", "/slots/0", "/health/",
+                           "/webui.json", "/index.html"}) {
     httplib::Response response;
     EXPECT_FALSE(authorize(request_for(path), response, with_key("s3cret"))) << path;
     expect_refused(response, "missing_api_key");
   }
+}
+
+// The page's own files hold no data: a GET of them goes without the key while the page is on,
+// so that the page can ask for it. Nothing else does: another method, or the page turned off.
+TEST(AuthTest, ThePagesFilesAreOpenToAGetWhileThePageIsOn) {
+  ServerConfig config = with_key("s3cret");
+  for (const char* path : {"/", "/webui.js", "/webui.css"}) {
+    httplib::Response response;
+    EXPECT_TRUE(authorize(request_for(path), response, config)) << path;
+    httplib::Request posted = request_for(path);
+    posted.method = "POST";
+    EXPECT_FALSE(authorize(posted, response, config)) << path;
+  }
+  config.webui = false;
+  httplib::Response response;
+  EXPECT_FALSE(authorize(request_for("/"), response, config));
+  expect_refused(response, "missing_api_key");
 }
 
 TEST(AuthTest, WrongKeysAndSchemesAreRefused) {

@@ -271,6 +271,7 @@ TEST(StatusJsonTest, SeveralConversationsAreListedWithoutPromptOrKey) {
   one.seconds_idle = 1.5;
   one.restores = 2;
   one.fallbacks = 1;
+  one.operation_ms = 12.5;
   one.keyed = true;
   snapshot.sessions = std::vector<engine::SessionStatus>{one};
   const nlohmann::json body = status_json(snapshot);
@@ -278,7 +279,7 @@ TEST(StatusJsonTest, SeveralConversationsAreListedWithoutPromptOrKey) {
   ASSERT_TRUE(sessions.is_array());
   ASSERT_EQ(sessions.size(), 1u);
   const nlohmann::json& s = sessions[0];
-  EXPECT_EQ(s.size(), 8u) << s.dump();
+  EXPECT_EQ(s.size(), 9u) << s.dump();
   EXPECT_EQ(s["id"], 3);
   EXPECT_EQ(s["state"], "disk");
   EXPECT_EQ(s["tokens"], 120);
@@ -287,6 +288,7 @@ TEST(StatusJsonTest, SeveralConversationsAreListedWithoutPromptOrKey) {
   EXPECT_EQ(s["seconds_idle"], 1.5);
   EXPECT_EQ(s["restores"], 2);
   EXPECT_EQ(s["fallbacks"], 1);
+  EXPECT_EQ(s["operation_ms"], 12.5);
   // The totals keep their fields.
   EXPECT_EQ(body["cache"].size(), 13u);
 }
