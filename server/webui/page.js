@@ -158,8 +158,12 @@ async function refresh() {
   document.getElementById("server-state").textContent = "";
   document.getElementById("model").textContent = body.model.name + ", context " + body.model.context;
   const cache = body.cache;
-  const bars = [bar("device memory committed", body.backend.committed_bytes,
-                    body.backend.device_total_bytes)];
+  // Held: committed device memory. Released: address space the sessions keep reserved while
+  // their pages are gone (what an offload gives back, at the same addresses).
+  const backend = body.backend;
+  const released = Math.max(0, backend.reserved_bytes - backend.committed_bytes);
+  const bars = [bar("device memory held", backend.committed_bytes, backend.device_total_bytes),
+                bar("released, addresses kept", released, backend.reserved_bytes)];
   if (cache.ram_tier) bars.push(bar("RAM tier", cache.ram_tier.used_bytes, cache.ram_tier.budget_bytes));
   if (cache.disk_tier) bars.push(bar("disk budget", cache.disk_tier.used_bytes, cache.disk_tier.budget_bytes));
   document.getElementById("bars").replaceChildren(...bars);

@@ -82,7 +82,7 @@ TEST(ServerSessionsE2eTest, EightConversationsTakeTurnsOverTwoSessions) {
   ASSERT_EQ(cache["sessions"].size(), 8u) << cache.dump();
   int resident = 0;
   for (const json& s : cache["sessions"]) {
-    EXPECT_EQ(s.size(), 8u) << s.dump();  // session_json(): never a prompt or a key
+    EXPECT_EQ(s.size(), 9u) << s.dump();  // session_json(): never a prompt or a key
     if (s["state"] == "resident") ++resident;
   }
   EXPECT_EQ(resident, 2) << cache.dump();
