@@ -2,11 +2,12 @@
 //
 // With ServerConfig::api_key set, every request except `/health` (a load balancer's probe
 // carries no secret) and, while the web page is on, GETs of the page's own files (constant,
-// no data: the page asks for the key and sends it itself; webui_routes.h) must carry `Authorization: Bearer <key>` or `X-Api-Key: <key>` (how
-// Anthropic's and llama-server's clients send it); the scheme is matched without regard to
-// case (RFC 7235), the key exactly: the header's whole value, bytes after an embedded NUL
-// included. A request with two headers of one kind is refused; one with both kinds must hold
-// the key in both. Without an api_key everything is allowed.
+// no data: the page asks for the key and sends it itself; webui_routes.h) must carry
+// `Authorization: Bearer <key>` or `X-Api-Key: <key>` (how Anthropic's and llama-server's
+// clients send it); the scheme is matched without regard to case (RFC 7235), the key exactly:
+// the header's whole value, bytes after an embedded NUL included. A request with two headers of one
+// kind is refused; one with both kinds must hold the key in both. Without an api_key everything is
+// allowed.
 //
 // The key is compared in constant time: both the expected and the presented key are hashed
 // with SHA-256 and the digests compared with CRYPTO_memcmp, so neither the position of the
