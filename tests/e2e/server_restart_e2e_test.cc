@@ -322,6 +322,35 @@ TEST(ServerRestartE2eTest, TwoConversationsFilesSwappedAreRefusedAndBothAnswerRi
   }
 }
 
+// A cache adopted across a change of the slot count answered with another slot's history in
+// one llama.cpp fork; here a number the new count does not keep is refused, never renumbered.
+TEST(ServerRestartE2eTest, ARestartKeepingFewerConversationsRefusesTheNumbersBeyondIt) {
+  TempDir temp;
+  const std::string dir = temp.file("cache");
+  const std::string key = temp.file("key");
+  Reference reference;
+  Completion first;
+  {
+    auto before = start_or_die(with(persist_args(dir, key), {"--max-sessions", "4"}));
+    ASSERT_NE(before, nullptr);
+    json by_slot = first_turn();
+    by_slot["id_slot"] = 3;
+    Result<Completion> one = complete(*before, by_slot);
+    ASSERT_TRUE(one.ok()) << one.status().to_string();
+    first = *one;
+    expect_clean_exit(*before);
+  }
+  auto after = start_or_die(with(persist_args(dir, key), {"--max-sessions", "2"}));
+  ASSERT_NE(after, nullptr);
+  const json adopted = persistence(*after);
+  EXPECT_EQ(adopted.value("adopted", -1), 0) << adopted.dump();
+  EXPECT_EQ(adopted["refused"].value("no_room", -1), 1) << adopted.dump();
+  Result<Completion> second = complete(*after, second_turn(first));
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ(second->text, reference.second.text);
+  EXPECT_EQ(second->cached_tokens, 0);
+}
+
 TEST(ServerRestartE2eTest, ALiveServersSnapshotsAreNeverAdopted) {
   TempDir temp;
   const std::string dir = temp.file("cache");
