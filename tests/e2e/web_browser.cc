@@ -44,6 +44,7 @@ Result<std::unique_ptr<WebBrowser>> WebBrowser::start() {
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   std::vector<std::string> argv_strings = {kChromeDriver, "--port=0"};
   std::vector<char*> argv;
+  argv.reserve(argv_strings.size() + 1);
   for (std::string& arg : argv_strings) argv.push_back(arg.data());
   argv.push_back(nullptr);
   std::unique_ptr<WebBrowser> browser(new WebBrowser());
@@ -90,7 +91,11 @@ Result<std::unique_ptr<WebBrowser>> WebBrowser::start() {
 }
 
 WebBrowser::~WebBrowser() {
-  if (!session_.empty()) (void)call("DELETE", "/session/" + session_);
+  try {
+    if (!session_.empty()) (void)call("DELETE", "/session/" + session_);
+  } catch (...) {
+    // The session ends with ChromeDriver below anyway; a destructor does not throw.
+  }
   if (driver_ > 0) {
     ::kill(driver_, SIGTERM);
     int status = 0;
