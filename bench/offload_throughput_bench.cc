@@ -108,6 +108,7 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   if (const uint64_t chunk_mib = env_numbers("SIESTA_BENCH_CHUNK_MIB", "0").at(0); chunk_mib != 0) {
     options.chunk_bytes = static_cast<uint32_t>(chunk_mib << 20);
   }
+  options.snapshot_threads = static_cast<uint32_t>(env_numbers("SIESTA_BENCH_THREADS", "0").at(0));
   SIESTA_ASSIGN_OR_RETURN(
       rig.offloader,
       Offloader::create({*rig.session, *rig.backend, rig.host, rig.fs, SystemClock::instance(),

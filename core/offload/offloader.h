@@ -105,6 +105,9 @@ struct OffloaderOptions {
   OffloadConfig config;
   std::string session = "0";  // the store's session name: siesta-<nonce>-<session>.snap
   uint32_t chunk_bytes = 4u << 20;
+  // Threads a save seals and a restore reads and opens its chunks on (SnapshotWriteOptions::
+  // threads, SnapshotReadOptions::threads); 0: default_snapshot_threads().
+  uint32_t snapshot_threads = 0;
   // Write failures are retried after backoff_initial, doubling up to backoff_max.
   Clock::Duration backoff_initial = std::chrono::seconds(1);
   Clock::Duration backoff_max = std::chrono::seconds(60);

@@ -28,6 +28,7 @@ SnapshotWriteOptions Offloader::Impl::write_options(uint32_t segment, int64_t ex
   write.fingerprint = deps.target.fingerprint();
   write.expiry_unix = expiry_unix;
   write.chunk_bytes = options.chunk_bytes;
+  write.threads = options.snapshot_threads;
   write.generation = generation;
   write.owner = options.session;
   write.cancel = &cancel_save;
