@@ -13,6 +13,9 @@
 //       restore_gb_s, restore_baseline_gb_s, restore_ratio (target >= 0.8)
 //       restore_fresh_baseline_gb_s, restore_fresh_ratio: the restore baseline with the
 //         release and commit of fresh memory included, as every restore must do
+//       restore_parallel_baseline_gb_s, restore_parallel_ratio: the raw read + copy in on as
+//         many threads as the restore reads on (each its own staging buffer and a share of
+//         the chunks): the most a restore with no format could do on them
 //       session_mib, used_pct, payload_bytes, snapshot_bytes, released_bytes
 //
 //   mid_save_wait/<backend>/session_mib:<S>
@@ -31,6 +34,7 @@
 //                                 many tries)
 //   SIESTA_BENCH_ENCRYPT          on (AES-256-GCM, default) or off (digests)
 //   SIESTA_BENCH_LOG              1: the Offloader's log lines on stderr (restore breakdown)
+//   SIESTA_BENCH_THREADS          the Offloader's snapshot threads (default 0: the library's)
 //   SIESTA_BENCH_STAGING_COUNT,   the backend's staging ring (buffers, MiB each) and the
 //   SIESTA_BENCH_STAGING_MIB,     snapshot's chunk size (MiB), instead of the defaults: how
 //   SIESTA_BENCH_CHUNK_MIB        deep the copy/seal/write pipeline can be
@@ -60,6 +64,7 @@
 #include "core/base/executor.h"
 #include "core/base/posix_file_system.h"
 #include "core/offload/offloader.h"
+#include "core/snapshot/snapshot_threads.h"
 #include "runtime/offload_settings.h"
 #include "runtime/offload_storage.h"
 
@@ -83,6 +88,11 @@ struct Rig {
   std::unique_ptr<Offloader> offloader;
   std::string dir;
 };
+
+// SIESTA_BENCH_THREADS: the Offloader's snapshot threads (0: the library's default).
+uint32_t bench_snapshot_threads() {
+  return static_cast<uint32_t>(env_numbers("SIESTA_BENCH_THREADS", "0").at(0));
+}
 
 Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_fraction,
                 Executor& executor, Rig& rig) {
@@ -108,7 +118,7 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   if (const uint64_t chunk_mib = env_numbers("SIESTA_BENCH_CHUNK_MIB", "0").at(0); chunk_mib != 0) {
     options.chunk_bytes = static_cast<uint32_t>(chunk_mib << 20);
   }
-  options.snapshot_threads = static_cast<uint32_t>(env_numbers("SIESTA_BENCH_THREADS", "0").at(0));
+  options.snapshot_threads = bench_snapshot_threads();
   SIESTA_ASSIGN_OR_RETURN(
       rig.offloader,
       Offloader::create({*rig.session, *rig.backend, rig.host, rig.fs, SystemClock::instance(),
@@ -215,12 +225,57 @@ Result<double> baseline_restore(Rig& rig, const std::string& path, bool fresh_me
   return seconds_since(start);
 }
 
+// Read + copy in on `threads` threads (at most one per staging buffer): thread t reads chunks
+// t, t + threads, ... into its own buffer and copies each in, waiting for the buffer's previous
+// copy first. Returns seconds.
+Result<double> baseline_restore_parallel(Rig& rig, const std::string& path, size_t threads) {
+  MemoryBackend& backend = *rig.backend;
+  threads = std::clamp<size_t>(threads, 1, backend.staging_buffer_count());
+  const std::vector<RawChunk> chunks = raw_chunks(*rig.session, backend.staging_buffer_bytes());
+  const auto start = std::chrono::steady_clock::now();
+  SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file, rig.fs.open_readable(path));
+  std::vector<StagingBuffer> buffers(threads);
+  for (StagingBuffer& buffer : buffers) {
+    SIESTA_ASSIGN_OR_RETURN(buffer, backend.acquire_staging());
+  }
+  std::vector<Status> outcomes(threads);
+  auto work = [&](size_t t) -> Status {
+    std::optional<CopyTicket> in_flight;
+    for (size_t k = t; k < chunks.size(); k += threads) {
+      const RawChunk& chunk = chunks[k];
+      std::span<std::byte> into{chunk.host, chunk.bytes};
+      if (chunk.on_device) {
+        if (in_flight) SIESTA_RETURN_IF_ERROR(backend.wait(*in_flight));
+        in_flight.reset();
+        into = buffers[t].bytes().first(chunk.bytes);
+      }
+      SIESTA_ASSIGN_OR_RETURN(const size_t got, file->read_at(chunk.offset, into));
+      if (got != chunk.bytes) return Internal("baseline file is short");
+      if (chunk.on_device) {
+        SIESTA_ASSIGN_OR_RETURN(in_flight,
+                                backend.copy_from_staging(buffers[t], chunk.bytes, chunk.device));
+      }
+    }
+    return in_flight ? backend.wait(*in_flight) : Status::Ok();
+  };
+  {
+    std::vector<std::jthread> workers;
+    workers.reserve(threads);
+    for (size_t t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] { outcomes[t] = work(t); });
+    }
+  }
+  for (const Status& outcome : outcomes) SIESTA_RETURN_IF_ERROR(outcome);
+  SIESTA_RETURN_IF_ERROR(backend.synchronize());
+  return seconds_since(start);
+}
+
 // ---- save_restore --------------------------------------------------------------------------
 
 // One round's times in seconds, the offload and its baselines on the same bytes.
 struct Round {
   double save = 0, restore = 0;  // the Offloader's own measurements
-  double base_save = 0, base_restore = 0, fresh_restore = 0;
+  double base_save = 0, base_restore = 0, fresh_restore = 0, parallel_restore = 0;
   uint64_t snapshot_bytes = 0, released_bytes = 0;
 };
 
@@ -233,8 +288,13 @@ Status measure_baselines(Rig& rig, Round& round) {
       raw_save.ok() ? baseline_restore(rig, path, false) : raw_save.status();
   Result<double> fresh =
       raw_restore.ok() ? baseline_restore(rig, path, true) : raw_restore.status();
+  Result<double> parallel =
+      fresh.ok()
+          ? baseline_restore_parallel(rig, path, resolve_snapshot_threads(bench_snapshot_threads()))
+          : fresh.status();
   (void)rig.fs.remove(path);
-  if (!fresh.ok()) return fresh.status();
+  if (!parallel.ok()) return parallel.status();
+  round.parallel_restore = *parallel;
   round.base_save = *raw_save;
   round.base_restore = *raw_restore;
   round.fresh_restore = *fresh;
@@ -315,6 +375,10 @@ void save_restore(benchmark::State& state, const BenchBackend& which, uint64_t s
       rate(med([](const Round& r) { return r.fresh_restore; }));
   state.counters["restore_fresh_ratio"] =
       med([](const Round& r) { return r.fresh_restore / r.restore; });
+  state.counters["restore_parallel_baseline_gb_s"] =
+      rate(med([](const Round& r) { return r.parallel_restore; }));
+  state.counters["restore_parallel_ratio"] =
+      med([](const Round& r) { return r.parallel_restore / r.restore; });
 }
 
 // ---- mid_save_wait -------------------------------------------------------------------------

@@ -21,7 +21,7 @@ sweep() {  # name threads count mib chunk sizes
     --benchmark_filter=save_restore/cuda > "$out/sweep-$1.txt" 2>&1
   echo "== $1 (threads $2, staging $3 x $4 MiB, chunk $5 MiB) rc $? at $(( $(date +%s) - start )) s"
   grep -E "^save_restore" "$out/sweep-$1.txt" | sed -E 's/ +/ /g' | tr ' ' '\n' |
-    grep -E "session_mib:|restore_gb_s=|restore_ratio=|restore_baseline_gb_s=|save_gb_s=" | tr '\n' ' ' |
+    grep -E "session_mib:|restore_gb_s=|restore_ratio=|restore_baseline_gb_s=|restore_parallel|save_gb_s=" | tr '\n' ' ' |
     sed 's/save_restore/\nsave_restore/g'; echo
   rm -rf build/snaps/*
 }
