@@ -64,7 +64,6 @@ Result<uint64_t> Offloader::Impl::read_chain(const std::vector<Segment>& segment
     read.owner = options.session;
     read.process_nonce = segments[i].writer;
     read.check_expiry = i + 1 == segments.size();
-    read.record_buffers = &record_buffers;
     read.threads = options.snapshot_threads;
     SIESTA_ASSIGN_OR_RETURN(const SnapshotReadResult result, reader.read(read, regions));
     bytes += result.file_bytes;

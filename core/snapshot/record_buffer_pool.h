@@ -1,12 +1,12 @@
-// RecordBufferPool: the chunk record buffers of snapshot reads and writes, kept from one to
-// the next.
+// RecordBufferPool: the chunk record buffers of snapshot writes, kept from one to the next.
 //
-// Why: a read or a write holds one record buffer per chunk in flight (threads + 1, or the
-// staging ring's count: about 20 MiB with the defaults). Allocated afresh each time, their
-// pages are faulted in again by every restore, and on a VM a fresh page costs about 1 ms per
-// MiB: on the H200 a restore of 18 MB spent 12.8 ms, 1.4 GB/s against a 6 GB/s baseline
-// (docs/PERFORMANCE.md). The Offloader owns one pool for all its saves and restores, so the
-// buffers stay mapped while the session sleeps; the memory this keeps is kept_bytes().
+// Why: a write holds one record buffer per chunk in flight (threads + 1, or the staging ring's
+// count: about 20 MiB with the defaults). Allocated afresh each time, their pages are faulted
+// in again by every save, and on a VM a fresh page costs about 1 ms per MiB: on the H200 a
+// restore of 18 MB, when reads still used such buffers, spent 12.8 ms, 1.4 GB/s against a
+// 6 GB/s baseline (docs/PERFORMANCE.md). The Offloader owns one pool for all its saves, so the
+// buffers stay mapped while the session sleeps; the memory this keeps is kept_bytes(). (Reads
+// need none: each chunk's payload is read straight into its destination.)
 //
 // Thread rule: all methods may be called from any thread.
 #pragma once

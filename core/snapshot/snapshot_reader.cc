@@ -215,7 +215,6 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
                          key_,
                          resolve_snapshot_threads(options.threads),
                          name,
-                         options.record_buffers,
                          options.staging_wait};
   SIESTA_ASSIGN_OR_RETURN(const uint64_t offset, read_snapshot_chunks(job, *file, header_size));
 

@@ -46,7 +46,6 @@
 #include "core/base/file_system.h"
 #include "core/memory/memory_backend.h"
 #include "core/snapshot/chunk_sealer.h"
-#include "core/snapshot/record_buffer_pool.h"
 #include "core/snapshot/snapshot_region.h"
 
 namespace siesta {
@@ -70,9 +69,6 @@ struct SnapshotReadOptions {
   bool check_expiry = true;
   // Threads that verify chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
   uint32_t threads = 0;
-  // Where the chunk record buffers come from and go back to; null: allocated for this read
-  // alone (see core/snapshot/record_buffer_pool.h for why a caller that reads often passes one).
-  RecordBufferPool* record_buffers = nullptr;
   // How long to wait for a staging buffer when another session's pipeline holds the whole
   // ring and nothing of this one's is in flight (MemoryBackend::acquire_staging_waiting):
   // then the ring's FailedPrecondition.

@@ -106,9 +106,8 @@ rc::Gen<Layout> layout_gen() {
       });
 }
 
-// Every case's writes and reads share one pool of record buffers, as an Offloader's saves and
-// restores do: a buffer comes back holding another case's bytes, of another size, and must
-// change nothing.
+// Every case's writes share one pool of record buffers, as an Offloader's saves do: a buffer
+// comes back holding another case's bytes, of another size, and must change nothing.
 RecordBufferPool& shared_record_buffers() {
   static RecordBufferPool pool;
   return pool;
@@ -153,7 +152,6 @@ class SnapshotWorld {
     SnapshotReader reader(fs_, clock, with, nullptr);
     SnapshotReadOptions options{path(), layout_.mode, snapshot_test::fingerprint(4)};
     options.generation = expected_generation;
-    options.record_buffers = &shared_record_buffers();
     Status s = reader.read(options, views(dest)).status();
     if (restored != nullptr) *restored = std::move(dest);
     return s;

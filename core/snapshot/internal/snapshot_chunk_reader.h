@@ -5,16 +5,17 @@
 // Threads and buffers:
 //   - the calling thread places each chunk (its record's offset, which the header fixes; its
 //     destination; a staging buffer lent for a device chunk) and submits it;
-//   - `threads` workers each read a record with one read_at at its offset (ReadableFile::read_at
-//     is safe from several threads), check its place (region, index, length) and open its seal
-//     with their own ChunkSealer, writing the plaintext straight into host memory or into the
-//     staging buffer. Reading on the workers spreads the copy out of the page cache over
-//     several cores: on the H200 one thread's copy was the restore's limit;
+//   - `threads` workers each read a record at its offset (ReadableFile::read_at is safe from
+//     several threads): its chunk header, checked for its place (region, index, length), then
+//     its payload straight into host memory or into the staging buffer, then its tag; and open
+//     the seal there, in place, with their own ChunkSealer. Reading on the workers spreads the
+//     copy out of the page cache over several cores (on the H200 one thread's copy was the
+//     restore's limit), and reading into the destination spares a pass over the bytes;
 //   - the calling thread retires chunks in file order and starts each device chunk's
 //     copy_from_staging; never more staging buffers are held (opening or copying) than the ring
 //     has, nor more than staging_buffer_count() when that is the tighter bound.
-//   - at most `threads + 1` records are in flight, raised to staging_buffer_count() when device
-//     regions are restored; each owns one record buffer.
+//   - at most `threads + 1` chunks are in flight, raised to staging_buffer_count() when device
+//     regions are restored; none needs a buffer of its own.
 // A device chunk larger than a staging buffer (a file written with another backend) is a
 // barrier: everything before it is finished, then it is read, opened and copied on the calling
 // thread.
@@ -34,7 +35,6 @@
 #include "core/base/file_system.h"
 #include "core/memory/memory_backend.h"
 #include "core/snapshot/chunk_sealer.h"
-#include "core/snapshot/record_buffer_pool.h"
 #include "core/snapshot/snapshot_region.h"
 
 namespace siesta {
@@ -47,7 +47,6 @@ struct ChunkReadJob {
   const ProcessKey& key;
   size_t threads;                         // verifying threads, >= 1
   std::string name;                       // "snapshot '<path>'", for messages
-  RecordBufferPool* record_buffers;       // null: the read's own buffers
   std::chrono::nanoseconds staging_wait;  // for a ring another pipeline holds whole
 };
 
