@@ -290,7 +290,7 @@ Status measure_baselines(Rig& rig, Round& round) {
       raw_restore.ok() ? baseline_restore(rig, path, true) : raw_restore.status();
   Result<double> parallel =
       fresh.ok()
-          ? baseline_restore_parallel(rig, path, resolve_snapshot_threads(bench_snapshot_threads()))
+          ? baseline_restore_parallel(rig, path, resolve_snapshot_read_threads(bench_snapshot_threads()))
           : fresh.status();
   (void)rig.fs.remove(path);
   if (!parallel.ok()) return parallel.status();

@@ -6,13 +6,23 @@
 
 namespace siesta {
 
-size_t default_snapshot_threads() {
+size_t default_snapshot_write_threads() {
   const unsigned hardware = std::thread::hardware_concurrency();  // 0 when unknown
   return std::clamp<size_t>(hardware, 1, 4);
 }
 
-size_t resolve_snapshot_threads(uint32_t requested) {
-  if (requested == 0) return default_snapshot_threads();
+size_t default_snapshot_read_threads() {
+  const size_t hardware = std::max(1u, std::thread::hardware_concurrency());  // 0 when unknown
+  return std::clamp<size_t>(hardware * 3 / 4, std::min<size_t>(hardware, 4), 16);
+}
+
+size_t resolve_snapshot_write_threads(uint32_t requested) {
+  if (requested == 0) return default_snapshot_write_threads();
+  return std::min<size_t>(requested, 64);
+}
+
+size_t resolve_snapshot_read_threads(uint32_t requested) {
+  if (requested == 0) return default_snapshot_read_threads();
   return std::min<size_t>(requested, 64);
 }
 

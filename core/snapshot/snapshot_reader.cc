@@ -210,7 +210,7 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
   }
   const ChunkReadJob job{header,  header_digest,
                          regions, any_device ? backend_ : nullptr,
-                         key_,    resolve_snapshot_threads(options.threads),
+                         key_,    resolve_snapshot_read_threads(options.threads),
                          name,    options.staging_wait};
   SIESTA_ASSIGN_OR_RETURN(const uint64_t offset, read_snapshot_chunks(job, *file, header_size));
 

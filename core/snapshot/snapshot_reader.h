@@ -67,7 +67,8 @@ struct SnapshotReadOptions {
   // expiry that counts is the newest segment's, which is read, and checked, last. Every other
   // check stands.
   bool check_expiry = true;
-  // Threads that verify chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
+  // Threads that read and verify chunks; 0: default_snapshot_read_threads() (three quarters
+  // of the hardware threads, 4 to 16; core/snapshot/snapshot_threads.h).
   uint32_t threads = 0;
   // How long to wait for a staging buffer when another session's pipeline holds the whole
   // ring and nothing of this one's is in flight (MemoryBackend::acquire_staging_waiting):

@@ -129,7 +129,7 @@ Result<SnapshotWriteResult> SnapshotWriter::write(const SnapshotWriteOptions& op
                           key_,
                           options.cancel,
                           options.cancel_also,
-                          resolve_snapshot_threads(options.threads),
+                          resolve_snapshot_write_threads(options.threads),
                           "snapshot " + quoted,
                           std::max<uint64_t>(1, options.writeback_window_bytes),
                           options.record_buffers,

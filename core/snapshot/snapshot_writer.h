@@ -90,7 +90,7 @@ struct SnapshotWriteOptions {
   // (WritableFile::start_writeback / wait_writeback): deep enough to keep a disk busy, short
   // enough that no write stalls long in the kernel's dirty-page throttling.
   uint64_t writeback_window_bytes = 64u << 20;
-  // Threads that seal chunks; 0: default_snapshot_threads() (min(4, hardware threads)).
+  // Threads that seal chunks; 0: default_snapshot_write_threads() (min(4, hardware threads)).
   // Memory: (threads + 1) chunk records in flight, or staging_buffer_count() when larger.
   uint32_t threads = 0;
   // Where those record buffers come from and go back to; null: allocated for this write alone.
