@@ -289,9 +289,9 @@ Status measure_baselines(Rig& rig, Round& round) {
   Result<double> fresh =
       raw_restore.ok() ? baseline_restore(rig, path, true) : raw_restore.status();
   Result<double> parallel =
-      fresh.ok()
-          ? baseline_restore_parallel(rig, path, resolve_snapshot_read_threads(bench_snapshot_threads()))
-          : fresh.status();
+      fresh.ok() ? baseline_restore_parallel(
+                       rig, path, resolve_snapshot_read_threads(bench_snapshot_threads()))
+                 : fresh.status();
   (void)rig.fs.remove(path);
   if (!parallel.ok()) return parallel.status();
   round.parallel_restore = *parallel;

@@ -32,7 +32,7 @@ namespace siesta {
 
 struct CudaVmmOptions {
   int device_ordinal = 0;
-  size_t max_chunk_bytes = 1u << 30;        // largest physical chunk one commit creates
+  size_t max_chunk_bytes = 1u << 30;  // largest physical chunk one commit creates
   // The staging ring: 256 MiB pinned once, in 16 buffers, so that a restore reading on up to
   // 16 threads has a buffer for each chunk in flight (a chunk is 4 MiB; on the H100 machine,
   // 4 x 64 MiB held a 1 GiB restore to 10.6 GB/s, 16 x 16 MiB let it reach 30.6 on 12 threads).

@@ -106,7 +106,8 @@ struct OffloaderOptions {
   std::string session = "0";  // the store's session name: siesta-<nonce>-<session>.snap
   uint32_t chunk_bytes = 4u << 20;
   // Threads a save seals and a restore reads and opens its chunks on (SnapshotWriteOptions::
-  // threads, SnapshotReadOptions::threads); 0: each one's default (core/snapshot/snapshot_threads.h).
+  // threads, SnapshotReadOptions::threads); 0: each one's default
+  // (core/snapshot/snapshot_threads.h).
   uint32_t snapshot_threads = 0;
   // Write failures are retried after backoff_initial, doubling up to backoff_max.
   Clock::Duration backoff_initial = std::chrono::seconds(1);
