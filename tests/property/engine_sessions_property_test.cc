@@ -345,9 +345,18 @@ RC_GTEST_PROP(EngineSessionsProperty, ConversationsOverFewerSessionsAnswerAsIfAl
         break;
       }
     }
-    const uint32_t now_created = static_cast<uint32_t>(on.engine->sessions().size());
-    if (one_session == 0 && now_created == 2 && p >= 2) {
-      one_session = on.backend->stats().committed_bytes - on.resident_committed;
+    const std::vector<SessionStatus> sessions = on.engine->sessions();
+    const uint32_t now_created = static_cast<uint32_t>(sessions.size());
+    // One session's bytes: measured while exactly two sessions exist and both are resident (with
+    // session 0 released, the difference would be the second's bytes less the first's: a bound
+    // too tight, or, below zero, wrapped round).
+    const bool both_resident =
+        std::all_of(sessions.begin(), sessions.end(),
+                    [](const SessionStatus& s) { return s.state == OffloadState::kResident; });
+    const uint64_t committed_now = on.backend->stats().committed_bytes;
+    if (one_session == 0 && now_created == 2 && p >= 2 && both_resident &&
+        committed_now > on.resident_committed) {
+      one_session = committed_now - on.resident_committed;
     }
     created = now_created;
     // Each offloaded conversation in exactly one place; the tier within its budget.
