@@ -37,7 +37,8 @@
 //   SIESTA_BENCH_THREADS          the Offloader's snapshot threads (default 0: the library's)
 //   SIESTA_BENCH_STAGING_COUNT,   the backend's staging ring (buffers, MiB each) and the
 //   SIESTA_BENCH_STAGING_MIB,     snapshot's chunk size (MiB), instead of the defaults: how
-//   SIESTA_BENCH_CHUNK_MIB        deep the copy/seal/write pipeline can be
+//   SIESTA_BENCH_CHUNK_MIB        deep the copy/seal/write pipeline can be (chunk: 0, the
+//                                 default, cuts each file to the read threads)
 //
 //   offload_throughput_bench --benchmark_out=offload.json --benchmark_out_format=json
 //   bench/plot_offload.py --out DIR offload.json ...   (docs/PERFORMANCE.md)

@@ -104,7 +104,10 @@ struct OffloaderOptions {
   // as the server's.)
   OffloadConfig config;
   std::string session = "0";  // the store's session name: siesta-<nonce>-<session>.snap
-  uint32_t chunk_bytes = 4u << 20;
+  // The snapshot's chunk size: 0 (the default), cut to the read threads
+  // (chunk_bytes_for_readers in core/snapshot/snapshot_threads.h: 256 KiB to 4 MiB by the
+  // file's size), else this size for every file.
+  uint32_t chunk_bytes = 0;
   // Threads a save seals and a restore reads and opens its chunks on (SnapshotWriteOptions::
   // threads, SnapshotReadOptions::threads); 0: each one's default
   // (core/snapshot/snapshot_threads.h).

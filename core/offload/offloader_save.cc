@@ -10,6 +10,7 @@
 #include "core/offload/internal/save_outcome.h"
 #include "core/offload/offloader.h"
 #include "core/offload/ram_snapshot.h"
+#include "core/snapshot/snapshot_threads.h"
 #include "core/snapshot/snapshot_writer.h"
 
 namespace siesta {
@@ -21,13 +22,16 @@ using offload::Phase;
 
 SnapshotWriteOptions Offloader::Impl::write_options(uint32_t segment, int64_t expiry_unix,
                                                     uint64_t generation,
-                                                    DiskBudget::Space& claimed) {
+                                                    DiskBudget::Space& claimed,
+                                                    uint64_t payload_bytes) {
   SnapshotWriteOptions write;
   write.path = segment_paths[segment];
   write.mode = snapshot_mode();
   write.fingerprint = deps.target.fingerprint();
   write.expiry_unix = expiry_unix;
-  write.chunk_bytes = options.chunk_bytes;
+  write.chunk_bytes = options.chunk_bytes != 0
+                          ? options.chunk_bytes
+                          : chunk_bytes_for_readers(payload_bytes, kLargestChunkBytes);
   write.threads = options.snapshot_threads;
   write.generation = generation;
   write.owner = options.session;
@@ -161,7 +165,8 @@ Status Offloader::Impl::run_save(int64_t expiry_unix, bool keep_memory) {
   DiskBudget::Space claimed;  // the file's room on the directory's budget, until the chain has it
   bool named = false;         // the file has its final name (a failure after leaves it there)
   if (synced.ok() && !to_ram) {
-    SnapshotWriteOptions write = write_options(plan.segment, expiry_unix, generation, claimed);
+    SnapshotWriteOptions write =
+        write_options(plan.segment, expiry_unix, generation, claimed, plan.payload_bytes);
     write.on_named = [&named] { named = true; };
     write.record_buffers = &record_buffers;
     write.on_memory_read = [this] {

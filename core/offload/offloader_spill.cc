@@ -68,8 +68,9 @@ Result<uint64_t> Offloader::Impl::write_ram_copy(const RamCopy& copy, int64_t ex
   uint64_t file_bytes = 0;
   for (size_t i = 0; i < copy.segments.size(); ++i) {
     const RamCopy::Segment& segment = copy.segments[i];
-    SnapshotWriteOptions write = write_options(static_cast<uint32_t>(i), expiry_unix,
-                                               deps.key->next_generation(), claimed.emplace_back());
+    SnapshotWriteOptions write =
+        write_options(static_cast<uint32_t>(i), expiry_unix, deps.key->next_generation(),
+                      claimed.emplace_back(), segment.snapshot->payload_bytes);
     write.cancel_also = requester_cancel;  // the save that needs the room was cancelled
     // The writer's own record buffers, not the session's pool: a spill runs on another
     // session's thread, and the pool is owned by this session's save and restoring phases.

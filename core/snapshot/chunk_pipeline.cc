@@ -16,6 +16,13 @@ size_t default_snapshot_read_threads() {
   return std::clamp<size_t>(hardware * 3 / 4, std::min<size_t>(hardware, 4), 16);
 }
 
+uint32_t chunk_bytes_for_readers(uint64_t payload_bytes, uint32_t largest) {
+  const uint64_t share = payload_bytes / (2 * default_snapshot_read_threads());
+  uint64_t chunk = kMinSpreadChunkBytes;
+  while (chunk * 2 <= share && chunk * 2 <= largest) chunk *= 2;
+  return static_cast<uint32_t>(std::min<uint64_t>(chunk, largest));
+}
+
 size_t resolve_snapshot_write_threads(uint32_t requested) {
   if (requested == 0) return default_snapshot_write_threads();
   return std::min<size_t>(requested, 64);

@@ -23,6 +23,15 @@ size_t default_snapshot_write_threads();
 // 10.6 GB/s, 8 23.8, 12 30.6, 15 37.9; the rest of the cores are left to the engine.
 size_t default_snapshot_read_threads();
 
+// The chunk size a file of `payload_bytes` is written in when its writer leaves the choice to
+// the reader's threads: the largest power of two no larger than payload / (2 x
+// default_snapshot_read_threads()), within [kMinSpreadChunkBytes, largest]. A chunk is read and
+// opened on one thread, so a small snapshot in 4 MiB chunks keeps most read threads idle (8 MiB
+// in two chunks: each ~1 ms of copy and decryption on one core); cut finer, every thread has
+// work, at a cost per chunk of three small reads and a seal's set-up (microseconds).
+inline constexpr uint32_t kMinSpreadChunkBytes = 256u << 10;
+uint32_t chunk_bytes_for_readers(uint64_t payload_bytes, uint32_t largest);
+
 // `requested` threads, or the default above for 0; at most 64.
 size_t resolve_snapshot_write_threads(uint32_t requested);
 size_t resolve_snapshot_read_threads(uint32_t requested);

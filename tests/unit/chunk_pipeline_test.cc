@@ -1,3 +1,4 @@
+// The thread counts and the chunk size cut to the read threads (core/snapshot/snapshot_threads.h);
 // ChunkPipeline on a shared ThreadPool (core/snapshot/internal/chunk_pipeline.h): results come
 // back in submission order whatever order the jobs finish in, no more of one pipeline's jobs run
 // at once than it has sealers, two pipelines share the pool's threads, and a pipeline destroyed
@@ -6,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/snapshot/snapshot_threads.h"
 #include "tests/support/spin_until.h"
 
 namespace siesta {
@@ -102,6 +105,39 @@ TEST(ChunkPipelineTest, APipelineDestroyedWaitsForItsOwnJobsNotAnothersQueuedAhe
   EXPECT_GE(ran.load(), 1);
   release.set_value();
   EXPECT_TRUE(other.retire().ok());
+}
+
+TEST(SnapshotThreadsTest, ReadsTakeAtLeastAsManyThreadsAsWritesAndAtMostSixteen) {
+  const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_EQ(default_snapshot_write_threads(), std::min<size_t>(hardware, 4));
+  EXPECT_GE(default_snapshot_read_threads(), default_snapshot_write_threads());
+  EXPECT_LE(default_snapshot_read_threads(), 16u);
+  EXPECT_LE(default_snapshot_read_threads(), std::max<size_t>(hardware, 4));
+  EXPECT_EQ(resolve_snapshot_read_threads(3), 3u);
+  EXPECT_EQ(resolve_snapshot_write_threads(100), 64u);
+  EXPECT_EQ(resolve_snapshot_read_threads(0), default_snapshot_read_threads());
+}
+
+TEST(SnapshotThreadsTest, ChunksAreCutSoEveryReadThreadHasTwoAndNeverPastTheLargest) {
+  constexpr uint32_t kLargest = 4u << 20;
+  const uint64_t threads = default_snapshot_read_threads();
+  for (const uint64_t payload : {uint64_t{0}, uint64_t{4096}, uint64_t{9} << 20, uint64_t{33} << 20,
+                                 uint64_t{1} << 30}) {
+    const uint32_t chunk = chunk_bytes_for_readers(payload, kLargest);
+    SCOPED_TRACE("payload " + std::to_string(payload) + ", chunk " + std::to_string(chunk));
+    EXPECT_EQ(chunk & (chunk - 1), 0u) << "a power of two";
+    EXPECT_GE(chunk, kMinSpreadChunkBytes);
+    EXPECT_LE(chunk, kLargest);
+    if (chunk > kMinSpreadChunkBytes) {
+      EXPECT_GE(payload / chunk, 2 * threads) << "each read thread has two chunks at least";
+    }
+    if (chunk < kLargest) {
+      EXPECT_LT(payload / (2 * chunk), 2 * threads) << "a chunk twice as large would still do";
+    }
+  }
+  EXPECT_EQ(chunk_bytes_for_readers(uint64_t{1} << 30, kLargest), kLargest);
+  EXPECT_EQ(chunk_bytes_for_readers(1u << 20, kLargest), kMinSpreadChunkBytes);
+  EXPECT_EQ(chunk_bytes_for_readers(1u << 30, 64u << 10), 64u << 10) << "never past the largest";
 }
 
 }  // namespace

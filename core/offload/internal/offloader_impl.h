@@ -184,11 +184,15 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
                                   : snapshot::SnapshotMode::kSessionDigest;
   }
   // What every file of this session is written with (a save's, a spill's): segment
-  // `segment`'s name, the session's mode, fingerprint and owner, `generation`, its chunk size,
-  // this session's cancel flag, and its room claimed on the directory's budget into
-  // `claimed`. The caller adds what is its own (record buffers, callbacks, a second flag).
+  // `segment`'s name, the session's mode, fingerprint and owner, `generation`, its chunk size
+  // (for `payload_bytes` of payload), this session's cancel flag, and its room claimed on the
+  // directory's budget into `claimed`. The caller adds what is its own (record buffers,
+  // callbacks, a second flag).
   SnapshotWriteOptions write_options(uint32_t segment, int64_t expiry_unix, uint64_t generation,
-                                     DiskBudget::Space& claimed);
+                                     DiskBudget::Space& claimed, uint64_t payload_bytes);
+  // The largest chunk a file is cut in when OffloaderOptions::chunk_bytes leaves it to the
+  // read threads.
+  static constexpr uint32_t kLargestChunkBytes = 4u << 20;
   // REQUIRES: a save phase entered by this task (the target's memory is the save's to read).
   SavePlan plan_save() SIESTA_EXCLUDES(mu);
   // Copies the session into the RAM tier: a delta over the RAM copy when `plan` is one
