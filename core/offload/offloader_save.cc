@@ -21,8 +21,7 @@ using offload::Phase;
 // ---- Save (executor thread; entered in kSaveReading) ----
 
 SnapshotWriteOptions Offloader::Impl::write_options(uint32_t segment, int64_t expiry_unix,
-                                                    uint64_t generation,
-                                                    DiskBudget::Space& claimed,
+                                                    uint64_t generation, DiskBudget::Space& claimed,
                                                     uint64_t payload_bytes) {
   SnapshotWriteOptions write;
   write.path = segment_paths[segment];

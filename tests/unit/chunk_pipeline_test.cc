@@ -121,8 +121,8 @@ TEST(SnapshotThreadsTest, ReadsTakeAtLeastAsManyThreadsAsWritesAndAtMostSixteen)
 TEST(SnapshotThreadsTest, ChunksAreCutSoEveryReadThreadHasTwoAndNeverPastTheLargest) {
   constexpr uint32_t kLargest = 4u << 20;
   const uint64_t threads = default_snapshot_read_threads();
-  for (const uint64_t payload : {uint64_t{0}, uint64_t{4096}, uint64_t{9} << 20, uint64_t{33} << 20,
-                                 uint64_t{1} << 30}) {
+  for (const uint64_t payload :
+       {uint64_t{0}, uint64_t{4096}, uint64_t{9} << 20, uint64_t{33} << 20, uint64_t{1} << 30}) {
     const uint32_t chunk = chunk_bytes_for_readers(payload, kLargest);
     SCOPED_TRACE("payload " + std::to_string(payload) + ", chunk " + std::to_string(chunk));
     EXPECT_EQ(chunk & (chunk - 1), 0u) << "a power of two";
