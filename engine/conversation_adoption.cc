@@ -117,9 +117,8 @@ AdoptionReport adopt_conversations(const AdoptionDeps& deps) {
     }
     Status adopted = deps.pool.adopt(id, one.segments, one.expiry_unix);
     if (adopted.ok()) {
-      // Last used when it was last saved, as the Offloader counts its expiry.
       const int64_t age_seconds = std::max<int64_t>(
-          0, deps.clock.unix_seconds() - (one.expiry_unix - deps.pool.expire_seconds()));
+          0, deps.clock.unix_seconds() - deps.pool.offload_config().saved_at_unix(one.expiry_unix));
       const Clock::Duration now = deps.clock.now();
       const Clock::Duration age = std::chrono::seconds(age_seconds);
       adopted = deps.table.adopt(one.route, now > age ? now - age : Clock::Duration{0});

@@ -135,8 +135,8 @@ class SessionPool {
   Status adopt(uint32_t id, const std::vector<Offloader::AdoptedSegment>& segments,
                int64_t expiry_unix);
 
-  // Seconds after its last use a conversation's snapshot expires (the offload config's).
-  int64_t expire_seconds() const { return offload_.options.config.expire_seconds; }
+  // The offload configuration every conversation's Offloader runs with (its times, seals, tiers).
+  const OffloadConfig& offload_config() const { return offload_.options.config; }
 
   // Puts every conversation's snapshot on disk, those in `order` first (the most recently used
   // first), within offload.exit_save_limit: a resident one with a history is saved and

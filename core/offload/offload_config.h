@@ -58,6 +58,9 @@ struct OffloadConfig {
   uint64_t disk_max_bytes = 0;
 
   bool enabled() const { return offload_enabled(idle_seconds); }
+  // When a snapshot expiring at `expiry_unix` was saved: the session's last use, as the
+  // Offloader counts expiry from it (an adopted conversation's age, after a restart).
+  int64_t saved_at_unix(int64_t expiry_unix) const { return expiry_unix - expire_seconds; }
 };
 
 // Which rule a configuration breaks, in the order they are checked:

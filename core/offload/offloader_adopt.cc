@@ -51,7 +51,7 @@ Status Offloader::adopt(const std::vector<AdoptedSegment>& segments, int64_t exp
   impl.st.released_vram_bytes = released.device_bytes;
   impl.st.released_host_bytes = released.host_bytes;
   // Last used when the snapshot was last saved: its expiry is the newest file's.
-  impl.last_activity_unix = expiry_unix - impl.options.config.expire_seconds;
+  impl.last_activity_unix = impl.options.config.saved_at_unix(expiry_unix);
   const Clock::Duration now = impl.deps.clock.now();
   const Clock::Duration age = std::chrono::seconds(
       std::max<int64_t>(0, impl.deps.clock.unix_seconds() - impl.last_activity_unix));
