@@ -244,6 +244,9 @@ class Engine {
   // The fingerprint every session's snapshot carries (model, weights, layout, kernels): what a
   // file must match to be restored here. Any thread.
   snapshot::Fingerprint fingerprint() const { return pool_->session(0).fingerprint(); }
+  // Host memory the conversations' saves keep for their chunk records, in one pool for all of
+  // them (bounded by the saves that run at once). Any thread.
+  uint64_t record_buffer_bytes() const { return pool_->record_buffer_bytes(); }
 
  private:
   // A queued command: step() runs its work on the session it was given (with the number of

@@ -138,6 +138,9 @@ class SessionPool {
   // The offload configuration every conversation's Offloader runs with (its times, seals, tiers).
   const OffloadConfig& offload_config() const { return offload_.options.config; }
 
+  // What the shared pool of save record buffers keeps now, in bytes. Any thread.
+  uint64_t record_buffer_bytes() const { return record_buffers_.kept_bytes(); }
+
   // Puts every conversation's snapshot on disk, those in `order` first (the most recently used
   // first), within offload.exit_save_limit: a resident one with a history is saved and
   // released (evict()), one in the RAM tier spilled (Offloader::spill_to_disk()). Each step
@@ -188,6 +191,11 @@ class SessionPool {
   const EngineOffload offload_;
   const uint32_t parallel_;
   const RouteSource route_of_;
+  // Every conversation's saves take their chunk record buffers from here: what it keeps is
+  // bounded by the saves running at once, not by the conversations kept (each would otherwise
+  // keep up to 20 MiB after its first save). Declared before slots_: outlives the Offloaders.
+  // Mutable: make_slot() (const) lends it to each Offloader; the pool locks its own state.
+  mutable RecordBufferPool record_buffers_;
   mutable Mutex mu_;
   // By conversation number; null until made. Set only by the engine thread.
   std::vector<std::unique_ptr<Slot>> slots_ SIESTA_GUARDED_BY(mu_);

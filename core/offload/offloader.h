@@ -72,6 +72,7 @@
 #include "core/offload/offload_target.h"
 #include "core/offload/ram_tier.h"
 #include "core/snapshot/chunk_sealer.h"
+#include "core/snapshot/record_buffer_pool.h"
 #include "core/snapshot/snapshot_store.h"
 
 namespace siesta {
@@ -241,6 +242,11 @@ class Offloader {
     // budget (a full filesystem is the only bound). Every file is reserved there before it is
     // written; a conversation released to disk may have its snapshot deleted for room.
     DiskBudget* disk_budget = nullptr;
+    // The chunk record buffers of this session's saves (core/snapshot/record_buffer_pool.h),
+    // shared with the process's other sessions: the memory they keep is then bounded by the
+    // saves that run at once (each holds up to its write threads + 1 chunks), not by the number
+    // of sessions, whose idle ones would each keep theirs. Null: the Offloader keeps its own.
+    RecordBufferPool* record_buffers = nullptr;
   };
 
   // The session, held by one command: from acquire() until the Lease is destroyed (or

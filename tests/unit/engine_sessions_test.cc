@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/snapshot/snapshot_threads.h"
 #include "engine/engine.h"
 #include "tests/support/offload_engine_rig.h"
 
@@ -110,6 +112,14 @@ TEST(EngineSessionsTest, ConversationsTakeTurnsOverFewerSessionsAndKeepTheirHist
     }
   }
   EXPECT_EQ(resident, kParallel);
+  // Every conversation's saves took their record buffers from one pool: it holds one save's
+  // worth (a chunk window of the largest file), not one per conversation saved.
+  uint64_t largest_file = 0;
+  for (const SessionStatus& s : sessions) largest_file = std::max(largest_file, s.disk_bytes);
+  const uint64_t window =
+      std::max<uint64_t>(default_snapshot_write_threads() + 1, rig.backend->staging_buffer_count());
+  EXPECT_GT(rig.engine->record_buffer_bytes(), 0u) << "the saves used the shared pool";
+  EXPECT_LE(rig.engine->record_buffer_bytes(), window * largest_file);
   // The totals add the conversations up.
   EXPECT_GE(rig.engine->cache_status().counters.restore_hits, 2u * kConversations - kParallel);
 }

@@ -53,11 +53,14 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
   // The snapshot's files: segment 0 (a whole save), then 1..config.delta_segments (deltas).
   std::vector<std::string> segment_paths;
 
+  // Every save's chunk record buffers (core/snapshot/record_buffer_pool.h), kept between saves
+  // so that no save pays to fault fresh pages in: the process's shared pool (Deps), else
+  // own_record_buffers.
+  RecordBufferPool own_record_buffers;
+  RecordBufferPool& record_buffers =
+      deps.record_buffers != nullptr ? *deps.record_buffers : own_record_buffers;
+
   // ---- Owned by the phase ----
-  // Every save's and restore's chunk record buffers (core/snapshot/record_buffer_pool.h): kept
-  // between them, so that no restore pays to fault fresh pages in. Save phases and restoring
-  // phases never overlap.
-  RecordBufferPool record_buffers;
   // Which of target.device_memory() are released (a release may stop half way; a restore
   // commits exactly these): written in kSaveReleasing and the restoring phases.
   std::vector<bool> device_released;
