@@ -41,12 +41,12 @@ Result<std::unique_ptr<SessionPool::Slot>> SessionPool::make_slot(uint32_t id) c
   if (offload_.persist && route_of_) {
     options.route = [route_of = route_of_, id] { return route_of(id); };
   }
-  SIESTA_ASSIGN_OR_RETURN(slot->offloader,
-                          Offloader::create({*slot->session, deps_.backend, deps_.host, deps_.fs,
-                                             deps_.clock, offload_.executor, offload_.store,
-                                             offload_.key, offload_.ram_tier, offload_.disk_budget,
-                                             &record_buffers_},
-                                            std::move(options)));
+  SIESTA_ASSIGN_OR_RETURN(
+      slot->offloader,
+      Offloader::create(
+          {*slot->session, deps_.backend, deps_.host, deps_.fs, deps_.clock, offload_.executor,
+           offload_.store, offload_.key, offload_.ram_tier, offload_.disk_budget, &record_buffers_},
+          std::move(options)));
   return slot;
 }
 
