@@ -4,9 +4,11 @@
 // count: about 20 MiB with the defaults). Allocated afresh each time, their pages are faulted
 // in again by every save, and on a VM a fresh page costs about 1 ms per MiB: on the H200 a
 // restore of 18 MB, when reads still used such buffers, spent 12.8 ms, 1.4 GB/s against a
-// 6 GB/s baseline (docs/PERFORMANCE.md). The Offloader owns one pool for all its saves, so the
-// buffers stay mapped while the session sleeps; the memory this keeps is kept_bytes(). (Reads
-// need none: each chunk's payload is read straight into its destination.)
+// 6 GB/s baseline (docs/PERFORMANCE.md). One pool serves every conversation of the engine
+// (Offloader::Deps::record_buffers; an Offloader without one keeps its own), so the buffers
+// stay mapped between saves, and what it keeps, kept_bytes(), is bounded by the saves that run
+// at once rather than by the conversations kept. (Reads need none: each chunk's payload is read
+// straight into its destination.)
 //
 // Thread rule: all methods may be called from any thread.
 #pragma once
