@@ -126,6 +126,7 @@ class SnapshotWorld {
   std::string path() const { return dir_.file("p.snap"); }
   std::vector<SnapshotRegion> views(std::vector<HostRegion>& regions) const {
     std::vector<SnapshotRegion> out;
+    out.reserve(regions.size());
     for (auto& h : regions) out.push_back(h.region);
     return out;
   }

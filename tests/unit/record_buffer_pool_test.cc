@@ -29,6 +29,7 @@ TEST(RecordBufferPool, GivesBackTheLargestKeptBufferFirst) {
   for (size_t bytes : {100u, 300u, 200u}) pool.give_back(std::vector<uint8_t>(bytes));
   EXPECT_EQ(pool.kept_bytes(), 600u);
   std::vector<size_t> taken;
+  taken.reserve(3);
   for (int i = 0; i < 3; ++i) taken.push_back(pool.take().capacity());
   EXPECT_EQ(taken, (std::vector<size_t>{300, 200, 100}));
   EXPECT_EQ(pool.kept_bytes(), 0u);
