@@ -1,7 +1,6 @@
 #include "engine/conversation_adoption.h"
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -117,11 +116,9 @@ AdoptionReport adopt_conversations(const AdoptionDeps& deps) {
     }
     Status adopted = deps.pool.adopt(id, one.segments, one.expiry_unix);
     if (adopted.ok()) {
-      const int64_t age_seconds = std::max<int64_t>(
-          0, deps.clock.unix_seconds() - deps.pool.offload_config().saved_at_unix(one.expiry_unix));
-      const Clock::Duration now = deps.clock.now();
-      const Clock::Duration age = std::chrono::seconds(age_seconds);
-      adopted = deps.table.adopt(one.route, now > age ? now - age : Clock::Duration{0});
+      // Last used when it was last saved, as the Offloader counts its expiry.
+      adopted = deps.table.adopt(
+          one.route, deps.clock.at_unix(deps.pool.offload_config().saved_at_unix(one.expiry_unix)));
       if (!adopted.ok()) (void)deps.pool.forget(id);
     }
     if (!adopted.ok()) {

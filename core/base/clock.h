@@ -21,6 +21,11 @@ class Clock {
   // Wall-clock seconds since the Unix epoch. For expiry times written into files, which
   // must mean the same thing to a later process.
   virtual int64_t unix_seconds() const = 0;
+
+  // What now() read at the wall-clock second `unix_seconds_then` (a time a file recorded, such
+  // as an adopted snapshot's last save): now() less the seconds since, whole seconds; a time in
+  // the future reads as now(), and nothing reads below zero.
+  Duration at_unix(int64_t unix_seconds_then) const;
 };
 
 // The real clocks: std::chrono::steady_clock and system_clock. Thread-safe.

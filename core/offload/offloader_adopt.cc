@@ -1,8 +1,6 @@
 // Adoption: a fresh session takes the chain of files a process before a restart wrote under
 // the same key, and goes to disk as if its own save had written them: the phase table's save
 // path (save due, memory read, file durable, released), without a byte written.
-#include <algorithm>
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -52,10 +50,7 @@ Status Offloader::adopt(const std::vector<AdoptedSegment>& segments, int64_t exp
   impl.st.released_host_bytes = released.host_bytes;
   // Last used when the snapshot was last saved: its expiry is the newest file's.
   impl.last_activity_unix = impl.options.config.saved_at_unix(expiry_unix);
-  const Clock::Duration now = impl.deps.clock.now();
-  const Clock::Duration age = std::chrono::seconds(
-      std::max<int64_t>(0, impl.deps.clock.unix_seconds() - impl.last_activity_unix));
-  impl.last_activity = now > age ? now - age : Clock::Duration{0};
+  impl.last_activity = impl.deps.clock.at_unix(impl.last_activity_unix);
   impl.apply(Event::kReleased);
   impl.enlist_disk();
   impl.log("offload: adopted a snapshot of " + std::to_string(file_bytes) + " bytes in " +

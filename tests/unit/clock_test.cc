@@ -17,6 +17,15 @@ TEST(ManualClockTest, MovesOnlyWhenAdvanced) {
   EXPECT_EQ(clock.unix_seconds(), 1090);
 }
 
+TEST(ManualClockTest, AtUnixReadsNowLessTheSecondsSinceAndNeverBelowZero) {
+  ManualClock clock(1000);
+  clock.advance(seconds(100));  // now() is 100 s, unix 1100
+  EXPECT_EQ(clock.at_unix(1070), seconds(70)) << "30 s ago";
+  EXPECT_EQ(clock.at_unix(1100), seconds(100)) << "now";
+  EXPECT_EQ(clock.at_unix(1200), seconds(100)) << "a time in the future reads as now";
+  EXPECT_EQ(clock.at_unix(500), seconds(0)) << "before the clock's origin: zero";
+}
+
 TEST(SystemClockTest, MonotonicAndNearWallTime) {
   SystemClock& clock = SystemClock::instance();
   Clock::Duration a = clock.now();
