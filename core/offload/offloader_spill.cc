@@ -72,8 +72,9 @@ Result<uint64_t> Offloader::Impl::write_ram_copy(const RamCopy& copy, int64_t ex
         write_options(static_cast<uint32_t>(i), expiry_unix, deps.key->next_generation(),
                       claimed.emplace_back(), segment.snapshot->payload_bytes);
     write.cancel_also = requester_cancel;  // the save that needs the room was cancelled
-    // The writer's own record buffers, not the session's pool: a spill runs on another
-    // session's thread, and the pool is owned by this session's save and restoring phases.
+    // Record buffers from the pool the saves use: it locks its own state, so a spill, which
+    // runs on another session's thread, may take from it beside a save.
+    write.record_buffers = &record_buffers;
     SnapshotWriter writer(deps.fs, deps.clock, *deps.key, /*backend=*/nullptr);  // host regions
     SIESTA_ASSIGN_OR_RETURN(const SnapshotWriteResult result,
                             writer.write(write, ram_regions(*segment.snapshot)));
