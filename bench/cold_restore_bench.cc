@@ -4,11 +4,13 @@
 // posix_fadvise DONTNEED; no root needed), and the bench checks with mincore that they were.
 //
 //   cold_restore/size_mib:N   an N MiB payload as one host region, sealed with AES-256-GCM
-//                             (the server's default) in chunks of 4 MiB
-//     restore_GBps        SnapshotReader::read into host memory (the Offloader's disk restore)
+//                             (the server's default) in the chunks the Offloader picks for it
+//                             (chunk_bytes_for_readers: 256 KiB to 4 MiB; counter chunk_kib)
+//     restore_GBps        SnapshotReader::read into host memory (the Offloader's disk restore,
+//                         on the default read threads: counter read_threads)
 //     buffered_seq_GBps   one thread, pread of 4 MiB pieces in order (the kernel's readahead)
-//     buffered_par_GBps   4 threads, pread of 4 MiB pieces, interleaved
-//     direct_qK_GBps      O_DIRECT, K = 1, 4, 8 threads each with one 4 MiB read in flight
+//     buffered_par_GBps   read_threads threads, pread of 4 MiB pieces, interleaved
+//     direct_qK_GBps      O_DIRECT, K = 1, 4, 8, 16 threads each with one 4 MiB read in flight
 //     best_raw_GBps       the fastest of the raw ways, its median
 //     restore_vs_best     restore_GBps / best_raw_GBps (target: >= 0.9)
 //     restore_after_save_GBps  the same restore right after the file was saved again, its
@@ -48,6 +50,7 @@
 #include "core/base/posix_file_system.h"
 #include "core/base/unique_fd.h"
 #include "core/snapshot/snapshot_reader.h"
+#include "core/snapshot/snapshot_threads.h"
 #include "core/snapshot/snapshot_writer.h"
 
 namespace siesta {
@@ -97,6 +100,7 @@ double drop_pages(const std::string& path) {
 void parallel_read(const std::string& path, size_t bytes, size_t threads, bool direct,
                    std::vector<std::byte>& out) {
   std::vector<std::thread> readers;
+  readers.reserve(threads);
   std::atomic<bool> failed{false};
   for (size_t t = 0; t < threads; ++t) {
     readers.emplace_back([&, t] {
@@ -154,7 +158,8 @@ void cold_restore(benchmark::State& state) {
   wo.path = path;
   wo.mode = snapshot::SnapshotMode::kSessionEncrypted;
   wo.expiry_unix = clock.unix_seconds() + 3600;
-  wo.chunk_bytes = kPiece;
+  wo.chunk_bytes = chunk_bytes_for_readers(bytes, kPiece);
+  const size_t read_threads = default_snapshot_read_threads();
   SnapshotWriter writer(fs, clock, *key, nullptr);
   die(writer.write(wo, std::span(&region, 1)).status(), "snapshot write");
   SnapshotReader reader(fs, clock, *key, nullptr);
@@ -175,10 +180,11 @@ void cold_restore(benchmark::State& state) {
          die(reader.read(ro, std::span(&into, 1)).status(), "snapshot read");
        }},
       {"buffered_seq", [&] { parallel_read(path, file_bytes, 1, false, dest); }},
-      {"buffered_par", [&] { parallel_read(path, file_bytes, 4, false, dest); }},
+      {"buffered_par", [&] { parallel_read(path, file_bytes, read_threads, false, dest); }},
       {"direct_q1", [&] { parallel_read(path, file_bytes, 1, true, dest); }},
       {"direct_q4", [&] { parallel_read(path, file_bytes, 4, true, dest); }},
       {"direct_q8", [&] { parallel_read(path, file_bytes, 8, true, dest); }},
+      {"direct_q16", [&] { parallel_read(path, file_bytes, 16, true, dest); }},
   };
   std::map<std::string, std::vector<double>> gbps;
   double cached_after_drop = 0;
@@ -219,6 +225,8 @@ void cold_restore(benchmark::State& state) {
   state.counters["best_raw_GBps"] = best;
   state.counters["restore_vs_best"] = bench::median(gbps["restore"]) / best;
   state.counters["cached_after_drop"] = cached_after_drop;
+  state.counters["read_threads"] = static_cast<double>(read_threads);
+  state.counters["chunk_kib"] = static_cast<double>(wo.chunk_bytes >> 10);
 }
 
 void register_sizes() {
