@@ -35,6 +35,8 @@
 //   SIESTA_BENCH_ENCRYPT          on (AES-256-GCM, default) or off (digests)
 //   SIESTA_BENCH_LOG              1: the Offloader's log lines on stderr (restore breakdown)
 //   SIESTA_BENCH_THREADS          the Offloader's snapshot threads (default 0: the library's)
+//   SIESTA_BENCH_HOST_KIB         the session's host region (default 1024; 0: none), whose
+//                                 pages a restore maps fresh
 //   SIESTA_BENCH_STAGING_COUNT,   the backend's staging ring (buffers, MiB each) and the
 //   SIESTA_BENCH_STAGING_MIB,     snapshot's chunk size (MiB), instead of the defaults: how
 //   SIESTA_BENCH_CHUNK_MIB        deep the copy/seal/write pipeline can be (chunk: 0, the
@@ -106,7 +108,9 @@ Status make_rig(const BenchBackend& which, uint64_t session_bytes, double used_f
   SIESTA_ASSIGN_OR_RETURN(rig.storage,
                           runtime::OffloadStorage::open(rig.fs, SystemClock::instance(), rig.dir));
   SIESTA_ASSIGN_OR_RETURN(
-      rig.session, SyntheticSession::create(*rig.backend, rig.host, session_bytes, used_fraction));
+      rig.session,
+      SyntheticSession::create(*rig.backend, rig.host, session_bytes, used_fraction,
+                               env_numbers("SIESTA_BENCH_HOST_KIB", "1024").at(0) << 10));
   runtime::OffloadSettings settings;
   settings.config.idle_seconds = 3600;  // never fires during a run: the bench says when to save
   settings.config.expire_seconds = 7200;

@@ -2,7 +2,8 @@
 // offload path alone (bench/offload_throughput_bench.cc). No model: a session of
 // `session_bytes` of device memory split into kLayers regions (as a model's per-layer K and V
 // caches are), each holding data in its first `used_fraction` (as KV rows below the current
-// length are), plus one host region of checkpoint bytes. Filling a multi-GiB session this way
+// length are), plus one host region of `host_bytes` of checkpoints (default 1 MiB; 0: none),
+// saved whole. Filling a multi-GiB session this way
 // takes a second; a real prefill of the same size takes minutes.
 //
 // create() commits the memory and fills every used byte with a pseudo-random pattern through
@@ -28,11 +29,12 @@ class SyntheticSession final : public OffloadTarget {
  public:
   static constexpr size_t kLayers = 8;
   static constexpr size_t kRowBytes = 4096;  // extents end on a row, as KV rows do
-  static constexpr size_t kHostBytes = 1u << 20;
+  static constexpr size_t kDefaultHostBytes = 1u << 20;
 
   static Result<std::unique_ptr<SyntheticSession>> create(MemoryBackend& backend, HostVmm& host,
                                                           uint64_t session_bytes,
-                                                          double used_fraction) {
+                                                          double used_fraction,
+                                                          size_t host_bytes = kDefaultHostBytes) {
     auto session = std::unique_ptr<SyntheticSession>(new SyntheticSession(backend));
     session->region_bytes_ = session_bytes / kLayers / kRowBytes * kRowBytes;
     const uint64_t rows = session->region_bytes_ / kRowBytes;
@@ -41,16 +43,19 @@ class SyntheticSession final : public OffloadTarget {
     SIESTA_ASSIGN_OR_RETURN(session->device_,
                             ReservedRange::reserve(backend, session->region_bytes_ * kLayers));
     SIESTA_RETURN_IF_ERROR(backend.commit(session->device_.range()));
-    SIESTA_ASSIGN_OR_RETURN(HostRange range, host.reserve(kHostBytes));
-    SIESTA_RETURN_IF_ERROR(range.commit());
-    session->host_ = std::make_unique<HostRange>(std::move(range));
+    session->host_bytes_ = host_bytes;
+    if (host_bytes > 0) {
+      SIESTA_ASSIGN_OR_RETURN(HostRange range, host.reserve(host_bytes));
+      SIESTA_RETURN_IF_ERROR(range.commit());
+      session->host_ = std::make_unique<HostRange>(std::move(range));
+    }
     SIESTA_RETURN_IF_ERROR(session->fill());
     return session;
   }
 
   // Bytes a snapshot carries (device extents + the host region), the payload both the offload
   // and its baseline move.
-  uint64_t payload_bytes() const { return used_bytes_ * kLayers + kHostBytes; }
+  uint64_t payload_bytes() const { return used_bytes_ * kLayers + host_bytes_; }
   uint64_t device_bytes() const { return device_.range().size; }
 
   // The used extents of every region, device ones first, as (address-or-pointer, bytes).
@@ -65,13 +70,13 @@ class SyntheticSession final : public OffloadTarget {
     for (size_t layer = 0; layer < kLayers; ++layer) {
       out.push_back({true, device_.range().base + layer * region_bytes_, nullptr, used_bytes_});
     }
-    out.push_back({false, 0, host_->data(), kHostBytes});
+    if (host_ != nullptr) out.push_back({false, 0, host_->data(), host_bytes_});
     return out;
   }
 
   // ---- OffloadTarget ----
   std::vector<SnapshotRegion> snapshot_regions() const override {
-    std::vector<SnapshotRegion> out(kLayers + 1);
+    std::vector<SnapshotRegion> out(kLayers + (host_ != nullptr ? 1 : 0));
     for (size_t layer = 0; layer < kLayers; ++layer) {
       SnapshotRegion& r = out[layer];
       r.layout = {"layer" + std::to_string(layer),
@@ -81,14 +86,18 @@ class SyntheticSession final : public OffloadTarget {
       r.place = SnapshotRegion::Place::kDevice;
       r.device = device_.range().base + layer * region_bytes_;
     }
+    if (host_ == nullptr) return out;
     SnapshotRegion& h = out[kLayers];
-    h.layout = {"checkpoints", snapshot::PersistKind::kContents, kHostBytes, {{0, kHostBytes}}};
+    h.layout = {"checkpoints", snapshot::PersistKind::kContents, host_bytes_, {{0, host_bytes_}}};
     h.place = SnapshotRegion::Place::kHost;
     h.host = host_->data();
     return out;
   }
   std::vector<DeviceRange> device_memory() const override { return {device_.range()}; }
-  std::vector<HostRange*> host_memory() override { return {host_.get()}; }
+  std::vector<HostRange*> host_memory() override {
+    if (host_ == nullptr) return {};
+    return {host_.get()};
+  }
   snapshot::Fingerprint fingerprint() const override {
     snapshot::Fingerprint f{};
     const uint64_t size = region_bytes_;
@@ -135,6 +144,7 @@ class SyntheticSession final : public OffloadTarget {
   MemoryBackend& backend_;
   uint64_t region_bytes_ = 0;
   uint64_t used_bytes_ = 0;
+  size_t host_bytes_ = 0;
   ReservedRange device_;
   std::unique_ptr<HostRange> host_;
 };
