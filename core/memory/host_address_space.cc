@@ -86,6 +86,26 @@ Status drop(std::byte* base, size_t bytes) {
   return Status::Ok();
 }
 
+Status prefault_for_write(std::byte* data, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t page = page_size();
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
+  if (end <= begin) return Status::Ok();
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): the whole pages of the caller's own range
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0) {
+    const int err = errno;
+    if (err == EINVAL) return Status::Ok();  // a kernel without MADV_POPULATE_WRITE
+    return status_from_errno(err, "prefault of " + std::to_string(end - begin) + " bytes at " +
+                                      hex(data) + " (madvise MADV_POPULATE_WRITE)");
+  }
+#else
+  (void)data;
+  (void)bytes;
+#endif
+  return Status::Ok();
+}
+
 void unreserve(std::byte* base, size_t bytes) {
   if (base == nullptr || bytes == 0) return;
   if (munmap(base, bytes) != 0) {
