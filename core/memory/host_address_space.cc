@@ -63,9 +63,10 @@ Result<std::byte*> reserve(size_t bytes, size_t alignment) {
   const size_t tail = span - head - bytes;
   // munmap of part of a mapping we own cannot fail for a page-aligned range; if it did, the
   // only cost would be unused PROT_NONE address space, so the result is not checked.
+  std::byte* const base = static_cast<std::byte*>(raw) + head;
   if (head != 0) munmap(raw, head);
-  if (tail != 0) munmap(reinterpret_cast<void*>(aligned + bytes), tail);
-  return reinterpret_cast<std::byte*>(aligned);
+  if (tail != 0) munmap(base + bytes, tail);
+  return base;
 }
 
 Status drop(std::byte* base, size_t bytes) {
@@ -88,16 +89,16 @@ Status drop(std::byte* base, size_t bytes) {
 
 Status prefault_for_write(std::byte* data, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
-  const uintptr_t page = page_size();
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
-  if (end <= begin) return Status::Ok();
-  // NOLINTNEXTLINE(performance-no-int-to-ptr): the whole pages of the caller's own range
-  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0) {
+  const size_t page = page_size();
+  const size_t lead = (page - reinterpret_cast<uintptr_t>(data) % page) % page;
+  if (bytes <= lead) return Status::Ok();
+  const size_t whole = (bytes - lead) / page * page;
+  if (whole == 0) return Status::Ok();
+  if (madvise(data + lead, whole, MADV_POPULATE_WRITE) != 0) {
     const int err = errno;
     if (err == EINVAL) return Status::Ok();  // a kernel without MADV_POPULATE_WRITE
-    return status_from_errno(err, "prefault of " + std::to_string(end - begin) + " bytes at " +
-                                      hex(data) + " (madvise MADV_POPULATE_WRITE)");
+    return status_from_errno(err, "prefault of " + std::to_string(whole) + " bytes at " +
+                                      hex(data + lead) + " (madvise MADV_POPULATE_WRITE)");
   }
 #else
   (void)data;
