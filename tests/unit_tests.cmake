@@ -31,8 +31,6 @@ siesta_test_sources(memory_tests LABELS unit concurrency SOURCES
 siesta_test_sources(memory_tests LABELS unit concurrency SOURCES
   unit/host_memory_limits_test.cc unit/device_copy_faults_test.cc
   unit/memory_backend_wrapper_test.cc)
-# The host pages a restore is about to write, made present on a pool thread beside it.
-siesta_test_sources(memory_tests LABELS unit concurrency SOURCES unit/prefault_ahead_test.cc)
 siesta_finish_test_binary(memory_tests)
 
 # core/snapshot: the format, the sealers, files written and read (serially and on the chunk

@@ -87,26 +87,6 @@ Status drop(std::byte* base, size_t bytes) {
   return Status::Ok();
 }
 
-Status prefault_for_write(std::byte* data, size_t bytes) {
-#ifdef MADV_POPULATE_WRITE
-  const size_t page = page_size();
-  const size_t lead = (page - reinterpret_cast<uintptr_t>(data) % page) % page;
-  if (bytes <= lead) return Status::Ok();
-  const size_t whole = (bytes - lead) / page * page;
-  if (whole == 0) return Status::Ok();
-  if (madvise(data + lead, whole, MADV_POPULATE_WRITE) != 0) {
-    const int err = errno;
-    if (err == EINVAL) return Status::Ok();  // a kernel without MADV_POPULATE_WRITE
-    return status_from_errno(err, "prefault of " + std::to_string(whole) + " bytes at " +
-                                      hex(data + lead) + " (madvise MADV_POPULATE_WRITE)");
-  }
-#else
-  (void)data;
-  (void)bytes;
-#endif
-  return Status::Ok();
-}
-
 void unreserve(std::byte* base, size_t bytes) {
   if (base == nullptr || bytes == 0) return;
   if (munmap(base, bytes) != 0) {

@@ -22,17 +22,6 @@ Result<std::byte*> reserve(size_t bytes, size_t alignment);
 // reserved. REQUIRES: the range lies inside a reservation, page-aligned.
 Status drop(std::byte* base, size_t bytes);
 
-// Maps the whole pages inside [data, data+bytes) now, writable (madvise MADV_POPULATE_WRITE),
-// so that the writes that follow take no page fault: a hint, for memory about to be written
-// whole. Fresh pages cost a fault each at their first touch, 0.3-0.9 ms a MiB on the virtual
-// machines measured (2026-12-05), where a read from the page cache moves a MiB in 0.1-0.3 ms.
-// Success also when the kernel lacks the call (before Linux 5.14: nothing is done) and for a
-// range with no whole page. Failure: the kernel's error (ENOMEM where the range is not all
-// mapped writable, for one); nothing is harmed, the writes fault as they would have.
-// Thread rule: any thread, also while others write into the range (each page is made present
-// once, whichever comes first); not while the range is being mapped or dropped.
-Status prefault_for_write(std::byte* data, size_t bytes);
-
 // Unmaps a whole reservation. REQUIRES: exactly a range returned by reserve().
 void unreserve(std::byte* base, size_t bytes);
 

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "core/memory/device_copy.h"
-#include "core/memory/prefault_ahead.h"
 #include "core/snapshot/internal/chunk_pipeline.h"
 
 namespace siesta {
@@ -72,10 +71,6 @@ class ChunkReader {
       ~Forget() { pipeline = nullptr; }
     } forget{pipeline_};
 
-    // Host chunks come after the device ones: their fresh pages are made present meanwhile.
-    const PrefaultAhead prefault(snapshot_thread_pool(), host_extents(),
-                                 PrefaultAhead::kPieceBytes);
-
     snapshot::ChunkWalker walker(job_.header);
     ChunkSpan span;
     for (uint64_t index = 0; walker.next(span); ++index) {
@@ -104,24 +99,6 @@ class ChunkReader {
   }
 
  private:
-  // The host memory the chunks are restored into, in file order, neighbours merged.
-  std::vector<std::span<std::byte>> host_extents() const {
-    std::vector<std::span<std::byte>> out;
-    snapshot::ChunkWalker walker(job_.header);
-    ChunkSpan span;
-    while (walker.next(span)) {
-      const SnapshotRegion& region = job_.regions[span.region];
-      if (region.place != SnapshotRegion::Place::kHost) continue;
-      std::byte* const at = region.host + span.offset;
-      if (!out.empty() && out.back().data() + out.back().size() == at) {
-        out.back() = {out.back().data(), out.back().size() + span.length};
-      } else {
-        out.emplace_back(at, span.length);
-      }
-    }
-    return out;
-  }
-
   // Reads exactly the record; a short read means the file shrank under us.
   Status read_exact(uint64_t offset, std::span<uint8_t> out, uint64_t index) const {
     Result<size_t> read = file_.read_at(offset, std::as_writable_bytes(out));

@@ -14,9 +14,6 @@
 //   - the calling thread retires chunks in file order and starts each device chunk's
 //     copy_from_staging; never more staging buffers are held (opening or copying) than the ring
 //     has, nor more than staging_buffer_count() when that is the tighter bound.
-//   - one more pool task makes the host destinations' pages present (PrefaultAhead) while the
-//     device chunks, which come first in the file, are read: a restore's host memory is fresh
-//     pages, each costing a fault at its first write;
 //   - at most `threads + 1` chunks are in flight, raised to staging_buffer_count() when device
 //     regions are restored; none needs a buffer of its own.
 // A device chunk larger than a staging buffer (a file written with another backend) is a
