@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "bench/bench_env.h"
+#include "bench/bench_main.h"
 #include "bench/bench_stats.h"
 #include "bench/bench_store.h"
 #include "core/base/clock.h"
@@ -243,9 +244,5 @@ void register_sizes() {
 }  // namespace siesta
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  siesta::register_sizes();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return siesta::bench::run_registered(argc, argv, siesta::register_sizes);
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/bench_backends.h"
+#include "bench/bench_main.h"
 
 namespace siesta {
 namespace {
@@ -119,9 +120,5 @@ void register_all() {
 }  // namespace siesta
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  siesta::register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return siesta::bench::run_registered(argc, argv, siesta::register_all);
 }

@@ -31,6 +31,7 @@
 
 #include "bench/bench_backends.h"
 #include "bench/bench_env.h"
+#include "bench/bench_main.h"
 #include "core/offload/pinned_ram_pool.h"
 #include "core/offload/ram_snapshot.h"
 #include "core/offload/ram_tier.h"
@@ -204,9 +205,5 @@ void register_all() {
 }  // namespace siesta
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  siesta::register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return siesta::bench::run_registered(argc, argv, siesta::register_all);
 }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/bench_env.h"
+#include "bench/bench_main.h"
 #include "bench/bench_stats.h"
 #include "bench/bench_store.h"
 #include "core/base/clock.h"
@@ -207,9 +208,5 @@ BENCHMARK_CAPTURE(seal_cost, sha256_digest, SnapshotMode::kSessionDigest);
 }  // namespace siesta
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  siesta::register_file_rounds();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return siesta::bench::run_registered(argc, argv, siesta::register_file_rounds);
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/bench_backends.h"
+#include "bench/bench_main.h"
 #include "core/memory/device_copy.h"
 
 namespace siesta {
@@ -35,7 +36,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void copy_through_staging(benchmark::State& state, BackendFactory factory, Direction direction) {
+void copy_through_staging(benchmark::State& state, const BackendFactory& factory,
+                          Direction direction) {
   auto backend = factory({.sim_capacity_bytes = 2 * kBytes});
   if (!backend.ok()) {
     state.SkipWithError(("backend unavailable: " + backend.status().to_string()).c_str());
@@ -93,9 +95,5 @@ void register_all() {
 }  // namespace siesta
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  siesta::register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return siesta::bench::run_registered(argc, argv, siesta::register_all);
 }
