@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_env.h"
@@ -182,21 +183,21 @@ void seal_cost(benchmark::State& state, SnapshotMode mode) {
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
-// {MiB, threads}: the default thread count, and one thread (the sealing of the old writer).
+// {MiB, threads} for each mode: the default thread count, and one thread (the sealing of the
+// old writer).
 void register_file_rounds() {
+  const std::pair<const char*, SnapshotMode> modes[] = {
+      {"file_round/encrypted", SnapshotMode::kSessionEncrypted},
+      {"file_round/digest", SnapshotMode::kSessionDigest}};
   for (const uint64_t mib : bench::env_numbers("SIESTA_BENCH_SNAPSHOT_MIB", "256")) {
     for (const int64_t threads : {0, 1}) {
-      benchmark::RegisterBenchmark("file_round/encrypted", file_round,
-                                   SnapshotMode::kSessionEncrypted)
-          ->Args({static_cast<int64_t>(mib), threads})
-          ->Iterations(10)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
-      benchmark::RegisterBenchmark("file_round/digest", file_round, SnapshotMode::kSessionDigest)
-          ->Args({static_cast<int64_t>(mib), threads})
-          ->Iterations(10)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
+      for (const auto& [name, mode] : modes) {
+        benchmark::RegisterBenchmark(name, file_round, mode)
+            ->Args({static_cast<int64_t>(mib), threads})
+            ->Iterations(10)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
     }
   }
 }

@@ -3,8 +3,8 @@
 // `session_bytes` of device memory split into kLayers regions (as a model's per-layer K and V
 // caches are), each holding data in its first `used_fraction` (as KV rows below the current
 // length are), plus one host region of `host_bytes` of checkpoints (default 1 MiB; 0: none),
-// saved whole. Filling a multi-GiB session this way
-// takes a second; a real prefill of the same size takes minutes.
+// saved whole. Filling a multi-GiB session this way takes a second; a real prefill of the
+// same size takes minutes.
 //
 // create() commits the memory and fills every used byte with a pseudo-random pattern through
 // the backend's staging ring, so the copies are real device copies on CUDA.
