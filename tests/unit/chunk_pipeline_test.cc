@@ -1,8 +1,9 @@
 // The thread counts and the chunk size cut to the read threads (core/snapshot/snapshot_threads.h);
 // ChunkPipeline on a shared ThreadPool (core/snapshot/internal/chunk_pipeline.h): results come
 // back in submission order whatever order the jobs finish in, no more of one pipeline's jobs run
-// at once than it has sealers, two pipelines share the pool's threads, and a pipeline destroyed
-// with jobs queued waits for its own running job only, never for another pipeline's.
+// at once than it has sealers, two pipelines share the pool's threads, a pipeline destroyed
+// with jobs queued waits for its own running job only, never for another pipeline's, and an
+// owner retiring with a sealer of its own runs the jobs the pool has not come for.
 #include "core/snapshot/internal/chunk_pipeline.h"
 
 #include <gtest/gtest.h>
@@ -103,6 +104,45 @@ TEST(ChunkPipelineTest, APipelineDestroyedWaitsForItsOwnJobsNotAnothersQueuedAhe
     ASSERT_TRUE(mine.retire().ok());
   }  // destroyed with jobs possibly queued: returns while `other`'s job still runs
   EXPECT_GE(ran.load(), 1);
+  release.set_value();
+  EXPECT_TRUE(other.retire().ok());
+}
+
+// The pool's only thread is held by another pipeline's job: retiring with a sealer of its own,
+// the owner runs its jobs itself, in order, with that sealer, instead of waiting for the pool.
+TEST(ChunkPipelineTest, TheOwnerRunsJobsThePoolHasNotComeFor) {
+  ThreadPool pool(1);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> other_started{false};
+  ChunkPipeline other(sealers(1), pool);
+  other.submit([&](ChunkSealer&) {
+    other_started = true;
+    // Bounded: without the owner's help the test fails here after 30 s instead of hanging.
+    released.wait_for(std::chrono::seconds(30));
+    return Status::Ok();
+  });
+  ASSERT_TRUE(
+      siesta::testing::spin_until([&] { return other_started.load(); }, std::chrono::seconds(30)));
+  TokenSealer mine_sealer;
+  const std::thread::id owner = std::this_thread::get_id();
+  std::vector<int> order;
+  {
+    ChunkPipeline mine(sealers(2), pool);
+    for (int i = 0; i < 4; ++i) {
+      mine.submit([&, i](ChunkSealer& sealer) -> Status {
+        if (std::this_thread::get_id() != owner) return Internal("ran on a pool thread");
+        if (&sealer != &mine_sealer) return Internal("ran with a pool sealer");
+        order.push_back(i);
+        return Status::Ok();
+      });
+    }
+    for (int i = 0; i < 4; ++i) {
+      const Status status = mine.retire(&mine_sealer);
+      EXPECT_TRUE(status.ok()) << i << ": " << status.to_string();
+    }
+  }
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
   release.set_value();
   EXPECT_TRUE(other.retire().ok());
 }

@@ -1,6 +1,8 @@
 // SnapshotWriter and SnapshotReader on several threads (core/snapshot/internal/chunk_pipeline.h):
 // the thread count changes neither the file nor what a read restores or reports. Round trips with
-// 1, 2 and 4 threads agree (host and device regions, every mode), the first failure in file order
+// 1, 2 and 4 threads agree (host and device regions, every mode), device chunks smaller than a
+// staging buffer share one per run of neighbouring chunks and go in one copy, the first failure
+// in file order
 // decides a read's outcome however the work is spread, a fault on any write leaves no file,
 // and a cancelled write stops within a chunk or two.
 #include <gtest/gtest.h>
@@ -17,6 +19,7 @@
 #include "backends/sim/sim_backend.h"
 #include "core/base/clock.h"
 #include "core/base/posix_file_system.h"
+#include "core/memory/memory_backend_wrapper.h"
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_writer.h"
 #include "testing/faulty_file_system.h"
@@ -198,6 +201,76 @@ TEST_P(SnapshotParallelTest, DeviceRegionsRoundTripWithEveryThreadCount) {
     EXPECT_EQ(test_util::first_difference(std::span(host.bytes).subspan(100),
                                           std::span(host_pattern).subspan(100)),
               -1);
+  }
+}
+
+// Counts the copies out of staging buffers and checks each one's size against the buffer.
+class CopyCountingBackend final : public MemoryBackendWrapper {
+ public:
+  explicit CopyCountingBackend(MemoryBackend& inner) : MemoryBackendWrapper(inner) {}
+  Result<CopyTicket> copy_from_staging(const StagingBuffer& buffer, size_t bytes,
+                                       DeviceAddress destination) override {
+    copies.fetch_add(1);
+    if (bytes > buffer.bytes().size()) oversized.fetch_add(1);
+    return MemoryBackendWrapper::copy_from_staging(buffer, bytes, destination);
+  }
+  std::atomic<int> copies{0};
+  std::atomic<int> oversized{0};
+};
+
+// Chunks of 5,000 bytes into 64 KiB staging buffers: a run takes 13 neighbouring chunks of a
+// region (65,000 bytes), a gap between extents or a host region between two device regions ends
+// one, and each run is one copy. A ring of two buffers, fewer than the reading threads.
+TEST_P(SnapshotParallelTest, SmallDeviceChunksShareAStagingBufferPerRun) {
+  SimBackendOptions sim_options;
+  sim_options.capacity_bytes = 16u << 20;
+  sim_options.granularity = 64u << 10;
+  sim_options.staging_buffer_bytes = 64u << 10;
+  sim_options.staging_buffer_count = 2;
+  SIESTA_ASSERT_OK_AND_ASSIGN(std::unique_ptr<SimBackend> sim, SimBackend::create(sim_options));
+  CopyCountingBackend counting(*sim);
+  SIESTA_ASSERT_OK_AND_ASSIGN(ReservedRange range, ReservedRange::reserve(*sim, 1u << 20));
+  SIESTA_ASSERT_OK(sim->commit(range.range()));
+  const size_t kv_bytes = 300'001;
+  const size_t second_at = 512u << 10;  // the second device region, after the host one
+  const size_t second_bytes = 20'000;
+  const auto pattern = test_util::make_pattern(second_at + second_bytes, 78);
+  auto host = host_region("ckpt", 30'000, {{0, 30'000}}, 6);
+  const auto host_pattern = host.bytes;
+  SnapshotRegion kv;
+  // Extents of 200,000 bytes (40 chunks: runs of 13, 13, 13, 1) and 50,001 (11 chunks, one run).
+  kv.layout = {"kv", PersistKind::kContents, kv_bytes, {{0, 200'000}, {250'000, 50'001}}};
+  kv.place = SnapshotRegion::Place::kDevice;
+  kv.device = range.range().base;
+  SnapshotRegion second;  // 4 chunks, one run
+  second.layout = {"kv2", PersistKind::kContents, second_bytes, {{0, second_bytes}}};
+  second.place = SnapshotRegion::Place::kDevice;
+  second.device = range.range().base + second_at;
+  const std::vector<SnapshotRegion> regions = {kv, host.region, second};
+  constexpr int kRuns = 4 + 1 + 1;
+
+  const std::string path = dir_.file("runs.snap");
+  SIESTA_ASSERT_OK(test_util::write_device(*sim, range.range().base, pattern));
+  SnapshotWriter writer(fs_, clock_, key_, sim.get());
+  SnapshotWriteOptions wo = write_options(path, 2);
+  wo.chunk_bytes = 5000;
+  SIESTA_ASSERT_OK(writer.write(wo, regions));
+  auto expected = pattern;
+  std::fill_n(expected.begin() + 200'000, 50'000, std::byte{0});  // the gap is not saved
+  std::fill(expected.begin() + kv_bytes, expected.begin() + second_at, std::byte{0});
+  for (uint32_t r : kThreadCounts) {
+    SCOPED_TRACE(std::to_string(r) + " reading threads");
+    SIESTA_ASSERT_OK(sim->zero(range.range()));
+    std::fill(host.bytes.begin(), host.bytes.end(), std::byte{0});
+    counting.copies = 0;
+    SnapshotReader reader(fs_, clock_, key_, &counting);
+    SIESTA_ASSERT_OK(reader.read(read_options(path, r), regions));
+    EXPECT_EQ(counting.copies.load(), kRuns);
+    EXPECT_EQ(counting.oversized.load(), 0);
+    SIESTA_ASSERT_OK_AND_ASSIGN(auto back,
+                                test_util::read_device(*sim, range.range().base, expected.size()));
+    EXPECT_EQ(test_util::first_difference(back, expected), -1);
+    EXPECT_EQ(test_util::first_difference(host.bytes, host_pattern), -1);
   }
 }
 

@@ -15,6 +15,13 @@
 // per snapshot, more than a small one's whole restore). A pool without threads runs every job
 // on the owner's thread inside submit(): slower, never wrong.
 //
+// Waiting for the oldest job, the owner does not go to sleep at once: given a sealer of its own,
+// it first runs jobs the pool has not come for yet (while fewer of the pipeline's jobs run than
+// it has sealers: the pool's threads are still waking, or busy with another pipeline's jobs),
+// then polls the oldest job for a few tens of microseconds before it blocks. A small restore is
+// over in about a millisecond; a sleeping thread's wake-up, paid once per retired job, was a
+// large part of that (docs/PERFORMANCE.md, "The disk tier at its defaults").
+//
 // Thread rule: submit(), retire() and pending() are called by the owning thread only. A job may
 // touch only the memory its submitter gave it, and the owner must not touch that memory again
 // until it has retired the job (or destroyed the pipeline). The destructor drops jobs not yet
@@ -23,6 +30,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -61,9 +69,11 @@ class ChunkPipeline {
   // threads: runs it now).
   void submit(Job job);
 
-  // Waits for the oldest job not yet retired and returns its status.
+  // Waits for the oldest job not yet retired and returns its status. With `caller_sealer`, the
+  // calling thread runs jobs no pool thread has taken while it waits (above); the sealer is
+  // used on this thread only and only inside this call.
   // REQUIRES: pending() > 0 (else Internal).
-  Status retire();
+  Status retire(ChunkSealer* caller_sealer = nullptr);
 
   // Jobs submitted and not yet retired (queued, running or finished).
   size_t pending() const { return pending_; }
@@ -73,9 +83,12 @@ class ChunkPipeline {
 
  private:
   struct Entry {
+    explicit Entry(Job j) : job(std::move(j)) {}
     Job job;
     Status status;
-    bool done = false;
+    // Set (release) after `status`, under the mutex, by whoever ran the job; the owner may poll
+    // it without the mutex (acquire) before it blocks. The deque never moves an entry.
+    std::atomic<bool> done{false};
   };
   // Shared with the tasks posted to the pool: a task still queued when the pipeline is gone
   // finds `stopping` and returns.
@@ -90,13 +103,18 @@ class ChunkPipeline {
     std::deque<Entry> entries SIESTA_GUARDED_BY(mutex);
     // Index into entries of the first job no task has taken.
     size_t next_to_start SIESTA_GUARDED_BY(mutex) = 0;
-    size_t running SIESTA_GUARDED_BY(mutex) = 0;  // tasks holding a sealer
+    size_t running SIESTA_GUARDED_BY(mutex) = 0;       // tasks holding a sealer
+    size_t queued_tasks SIESTA_GUARDED_BY(mutex) = 0;  // posted to the pool, not yet started
     bool stopping SIESTA_GUARDED_BY(mutex) = false;
   };
 
   // A pool task: with an idle sealer, runs queued jobs until none is left (or stopping); with
   // none, returns (the tasks holding the sealers take the job when theirs are done).
   static void drain(const std::shared_ptr<State>& state);
+  // Runs entries[next_to_start] on the calling thread with `sealer` and marks it done.
+  // REQUIRES: `lock` holds state.mutex, an entry not yet taken exists. Unlocks while it runs.
+  static void run_next(State& state, MutexLock& lock, ChunkSealer& sealer)
+      SIESTA_REQUIRES(state.mutex);
 
   ThreadPool& pool_;
   const std::shared_ptr<State> state_;

@@ -4,16 +4,19 @@
 //
 // Threads and buffers:
 //   - the calling thread places each chunk (its record's offset, which the header fixes; its
-//     destination; a staging buffer lent for a device chunk) and submits it;
+//     destination) and submits it. Neighbouring device chunks of one region share a staging
+//     buffer (a run, up to 2 MiB or one chunk when chunks are larger), each at its place in it;
 //   - `threads` workers each read a record at its offset (ReadableFile::read_at is safe from
 //     several threads): its chunk header, checked for its place (region, index, length), then
-//     its payload straight into host memory or into the staging buffer, then its tag; and open
-//     the seal there, in place, with their own ChunkSealer. Reading on the workers spreads the
-//     copy out of the page cache over several cores (on the H200 one thread's copy was the
+//     its payload straight into host memory or into its run's staging buffer, then its tag; and
+//     open the seal there, in place, with their own ChunkSealer. Reading on the workers spreads
+//     the copy out of the page cache over several cores (on the H200 one thread's copy was the
 //     restore's limit), and reading into the destination spares a pass over the bytes;
-//   - the calling thread retires chunks in file order and starts each device chunk's
-//     copy_from_staging; never more staging buffers are held (opening or copying) than the ring
-//     has, nor more than staging_buffer_count() when that is the tighter bound.
+//   - the calling thread retires chunks in file order; when a run's last chunk retires it
+//     starts the run's copy_from_staging, one copy for the run. Waiting for the oldest chunk, it
+//     reads and opens chunks the pool's threads have not come for yet (they may still be
+//     waking), as a worker would. Never more staging buffers are held (filling or copying) than
+//     the ring has, nor more than staging_buffer_count() when that is the tighter bound;
 //   - at most `threads + 1` chunks are in flight, raised to staging_buffer_count() when device
 //     regions are restored; none needs a buffer of its own.
 // A device chunk larger than a staging buffer (a file written with another backend) is a
