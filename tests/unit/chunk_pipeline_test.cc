@@ -78,20 +78,36 @@ TEST(ChunkPipelineTest, ResultsComeBackInSubmissionOrderAndNoMoreRunThanItsSeale
   EXPECT_EQ(pipeline.pending(), 0u);
 }
 
+// Another pipeline holding one of `pool`'s threads with a job that runs until release() (or
+// for 30 s at most: a test missing its release fails instead of hanging).
+class HeldThread {
+ public:
+  explicit HeldThread(ThreadPool& pool) : other_(sealers(1), pool) {
+    other_.submit([this](ChunkSealer&) {
+      started_ = true;
+      released_.wait_for(std::chrono::seconds(30));
+      return Status::Ok();
+    });
+  }
+  bool wait_started() {
+    return siesta::testing::spin_until([&] { return started_.load(); }, std::chrono::seconds(30));
+  }
+  Status release() {
+    release_.set_value();
+    return other_.retire();
+  }
+
+ private:
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  std::atomic<bool> started_{false};
+  ChunkPipeline other_;  // last: destroyed first, waiting for its job
+};
+
 TEST(ChunkPipelineTest, APipelineDestroyedWaitsForItsOwnJobsNotAnothersQueuedAhead) {
   ThreadPool pool(2);
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<bool> other_started{false};
-  // Another pipeline holds one pool thread with a job that runs until released.
-  ChunkPipeline other(sealers(1), pool);
-  other.submit([&](ChunkSealer&) {
-    other_started = true;
-    released.wait();
-    return Status::Ok();
-  });
-  ASSERT_TRUE(
-      siesta::testing::spin_until([&] { return other_started.load(); }, std::chrono::seconds(30)));
+  HeldThread other(pool);
+  ASSERT_TRUE(other.wait_started());
   std::atomic<int> ran{0};
   {
     ChunkPipeline mine(sealers(2), pool);
@@ -104,26 +120,15 @@ TEST(ChunkPipelineTest, APipelineDestroyedWaitsForItsOwnJobsNotAnothersQueuedAhe
     ASSERT_TRUE(mine.retire().ok());
   }  // destroyed with jobs possibly queued: returns while `other`'s job still runs
   EXPECT_GE(ran.load(), 1);
-  release.set_value();
-  EXPECT_TRUE(other.retire().ok());
+  EXPECT_TRUE(other.release().ok());
 }
 
 // The pool's only thread is held by another pipeline's job: retiring with a sealer of its own,
 // the owner runs its jobs itself, in order, with that sealer, instead of waiting for the pool.
 TEST(ChunkPipelineTest, TheOwnerRunsJobsThePoolHasNotComeFor) {
   ThreadPool pool(1);
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<bool> other_started{false};
-  ChunkPipeline other(sealers(1), pool);
-  other.submit([&](ChunkSealer&) {
-    other_started = true;
-    // Bounded: without the owner's help the test fails here after 30 s instead of hanging.
-    released.wait_for(std::chrono::seconds(30));
-    return Status::Ok();
-  });
-  ASSERT_TRUE(
-      siesta::testing::spin_until([&] { return other_started.load(); }, std::chrono::seconds(30)));
+  HeldThread other(pool);  // without the owner's help, its 30 s pass first and the jobs fail
+  ASSERT_TRUE(other.wait_started());
   TokenSealer mine_sealer;
   const std::thread::id owner = std::this_thread::get_id();
   std::vector<int> order;
@@ -143,8 +148,7 @@ TEST(ChunkPipelineTest, TheOwnerRunsJobsThePoolHasNotComeFor) {
     }
   }
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
-  release.set_value();
-  EXPECT_TRUE(other.retire().ok());
+  EXPECT_TRUE(other.release().ok());
 }
 
 TEST(SnapshotThreadsTest, ReadsTakeAtLeastAsManyThreadsAsWritesAndAtMostSixteen) {
