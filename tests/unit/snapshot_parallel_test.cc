@@ -40,6 +40,7 @@ constexpr uint32_t kThreadCounts[] = {1, 2, 4};
 
 std::vector<SnapshotRegion> views(const std::vector<HostRegion>& r) {
   std::vector<SnapshotRegion> out;
+  out.reserve(r.size());
   for (const auto& h : r) out.push_back(h.region);
   return out;
 }
