@@ -79,11 +79,13 @@ void ChunkPipeline::submit(Job job) {
   pool_.post([state = state_] { drain(state); });
 }
 
-void ChunkPipeline::run_next(State& state, MutexLock& lock, ChunkSealer& sealer) {
+void ChunkPipeline::run_next(State& state, ChunkSealer& sealer) {
   Entry& entry = state.entries[state.next_to_start++];
-  lock.unlock();
+  // The caller's MutexLock still owns the mutex: it is let go around the job and held again
+  // before returning, as the caller's lock expects.
+  state.mutex.unlock();
   Status status = entry.job(sealer);
-  lock.lock();
+  state.mutex.lock();
   entry.status = std::move(status);
   entry.job = nullptr;  // frees what the job captured before the owner retires it
   entry.done.store(true, std::memory_order_release);
@@ -99,7 +101,7 @@ Status ChunkPipeline::retire(ChunkSealer* caller_sealer) {
   while (caller_sealer != nullptr && !front.done.load(std::memory_order_acquire) &&
          state_->next_to_start < state_->entries.size() &&
          state_->running < state_->sealers.size()) {
-    run_next(*state_, lock, *caller_sealer);
+    run_next(*state_, *caller_sealer);
   }
   if (!front.done.load(std::memory_order_acquire)) {
     lock.unlock();
@@ -126,7 +128,7 @@ void ChunkPipeline::drain(const std::shared_ptr<State>& state) {
   state->idle_sealers.pop_back();
   ++state->running;
   while (!state->stopping && state->next_to_start < state->entries.size()) {
-    run_next(*state, lock, *sealer);
+    run_next(*state, *sealer);
   }
   // Under the same lock as the check above: a job queued from here on finds this sealer idle.
   state->idle_sealers.push_back(sealer);

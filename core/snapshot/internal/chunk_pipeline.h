@@ -112,9 +112,9 @@ class ChunkPipeline {
   // none, returns (the tasks holding the sealers take the job when theirs are done).
   static void drain(const std::shared_ptr<State>& state);
   // Runs entries[next_to_start] on the calling thread with `sealer` and marks it done.
-  // REQUIRES: `lock` holds state.mutex, an entry not yet taken exists. Unlocks while it runs.
-  static void run_next(State& state, MutexLock& lock, ChunkSealer& sealer)
-      SIESTA_REQUIRES(state.mutex);
+  // REQUIRES: state.mutex held (by the caller's MutexLock), an entry not yet taken exists.
+  // Lets the mutex go while the job runs; holds it again on return.
+  static void run_next(State& state, ChunkSealer& sealer) SIESTA_REQUIRES(state.mutex);
 
   ThreadPool& pool_;
   const std::shared_ptr<State> state_;
