@@ -38,6 +38,16 @@ using snapshot_test::HostRegion;
 
 constexpr uint32_t kThreadCounts[] = {1, 2, 4};
 
+// A device region of `size` bytes at `address`, of which `extents` are saved.
+SnapshotRegion device_region(const std::string& name, size_t size, std::vector<Extent> extents,
+                             DeviceAddress address) {
+  SnapshotRegion region;
+  region.layout = {name, PersistKind::kContents, size, std::move(extents)};
+  region.place = SnapshotRegion::Place::kDevice;
+  region.device = address;
+  return region;
+}
+
 std::vector<SnapshotRegion> views(const std::vector<HostRegion>& r) {
   std::vector<SnapshotRegion> out;
   out.reserve(r.size());
@@ -175,10 +185,8 @@ TEST_P(SnapshotParallelTest, DeviceRegionsRoundTripWithEveryThreadCount) {
   const auto pattern = test_util::make_pattern(size, 77);
   auto host = host_region("ckpt", 50'000, {{100, 49'900}}, 5);
   const auto host_pattern = host.bytes;
-  SnapshotRegion device;
-  device.layout = {"kv", PersistKind::kContents, size, {{0, 200'000}, {250'000, 50'001}}};
-  device.place = SnapshotRegion::Place::kDevice;
-  device.device = range.range().base;
+  const SnapshotRegion device =
+      device_region("kv", size, {{0, 200'000}, {250'000, 50'001}}, range.range().base);
   const std::vector<SnapshotRegion> regions = {device, host.region};
   auto expected = pattern;
   std::fill_n(expected.begin() + 200'000, 50'000, std::byte{0});  // the gap is not saved
@@ -238,15 +246,11 @@ TEST_P(SnapshotParallelTest, SmallDeviceChunksShareAStagingBufferPerRun) {
   const auto pattern = test_util::make_pattern(second_at + second_bytes, 78);
   auto host = host_region("ckpt", 30'000, {{0, 30'000}}, 6);
   const auto host_pattern = host.bytes;
-  SnapshotRegion kv;
   // Extents of 200,000 bytes (40 chunks: runs of 13, 13, 13, 1) and 50,001 (11 chunks, one run).
-  kv.layout = {"kv", PersistKind::kContents, kv_bytes, {{0, 200'000}, {250'000, 50'001}}};
-  kv.place = SnapshotRegion::Place::kDevice;
-  kv.device = range.range().base;
-  SnapshotRegion second;  // 4 chunks, one run
-  second.layout = {"kv2", PersistKind::kContents, second_bytes, {{0, second_bytes}}};
-  second.place = SnapshotRegion::Place::kDevice;
-  second.device = range.range().base + second_at;
+  const SnapshotRegion kv =
+      device_region("kv", kv_bytes, {{0, 200'000}, {250'000, 50'001}}, range.range().base);
+  const SnapshotRegion second =  // 4 chunks, one run
+      device_region("kv2", second_bytes, {{0, second_bytes}}, range.range().base + second_at);
   const std::vector<SnapshotRegion> regions = {kv, host.region, second};
   constexpr int kRuns = 4 + 1 + 1;
 
