@@ -16,8 +16,9 @@ namespace {
 
 using snapshot::ChunkSpan;
 
-// Consecutive device chunks of one region share a staging buffer, each chunk's plaintext at
-// its place in the run, and go to the device in one copy when the run's last chunk retires.
+// Device chunks whose destinations follow one another share a staging buffer, each chunk's
+// plaintext at its place in the run, and go to the device in one copy once every chunk placed
+// in the run has retired (a chunk placed later starts a new run).
 // One buffer and one copy per chunk made the calling thread's per-chunk work (lend a buffer,
 // start a copy, wait for the oldest) the bound of a small restore: an 8 MiB one in 256 KiB
 // chunks spent ~25 us a chunk there, serially, on the H100 machine.
@@ -29,7 +30,8 @@ struct StagingRun {
   StagingBuffer staging;
   DeviceAddress device = 0;  // where its first byte goes
   size_t bytes = 0;          // placed so far
-  bool closed = false;       // no chunk is added any more
+  size_t chunks = 0;         // placed so far
+  size_t retired = 0;        // of those, retired
 };
 
 // One chunk in flight. The calling thread places it (offset, destination, its run) and
@@ -42,7 +44,6 @@ struct ReadSlot {
   ChunkSpan span;
   uint64_t offset = 0;        // of its record in the file
   StagingRun* run = nullptr;  // device chunks: the run holding its plaintext
-  bool last_in_run = false;   // set when its run closes after it
   std::array<uint8_t, snapshot::kChunkHeaderBytes> chunk_header{};
   snapshot::Tag tag{};
   uint8_t* destination = nullptr;
@@ -100,9 +101,7 @@ class ChunkReader {
       offset += snapshot::chunk_record_layout(span.length).size;
       const SnapshotRegion& region = job_.regions[span.region];
       slot.run = nullptr;
-      slot.last_in_run = false;
       if (region.place != SnapshotRegion::Place::kDevice) {
-        close_run();
         slot.destination = reinterpret_cast<uint8_t*>(region.host) + span.offset;
       } else if (span.length > job_.backend->staging_buffer_bytes()) {
         SIESTA_RETURN_IF_ERROR(restore_oversized(slot, region.device + span.offset));
@@ -113,7 +112,6 @@ class ChunkReader {
       pipeline.submit([this, &slot](ChunkSealer& sealer) { return fetch_and_open(slot, sealer); });
       ++submitted_;
     }
-    close_run();
     SIESTA_RETURN_IF_ERROR(finish_all());
     return offset;
   }
@@ -153,32 +151,23 @@ class ChunkReader {
     return opened.ok() ? opened : opened.with_context(chunk_name(job_.name, slot.index));
   }
 
-  // No chunk joins the open run any more: the slot placed last is its last.
-  void close_run() {
-    if (runs_.empty() || runs_.back().closed) return;
-    runs_.back().closed = true;
-    slots_[(submitted_ + slots_.size() - 1) % slots_.size()].last_in_run = true;
-  }
-
-  // Places a device chunk going to `device` in the open run when it continues it and fits,
-  // else in a new run with a staging buffer of its own.
+  // Places a device chunk going to `device` in the newest run when it continues that run's
+  // destination and fits, else in a new run with a staging buffer of its own. (A run still in
+  // runs_ has a chunk in flight: one whose chunks have all retired was copied and removed.)
   Status place_in_run(ReadSlot& slot, DeviceAddress device) {
     const size_t length = slot.span.length;
     const size_t limit =
         std::min(job_.backend->staging_buffer_bytes(), std::max<size_t>(kRunBytes, length));
-    if (!runs_.empty() && !runs_.back().closed &&
-        (runs_.back().device + runs_.back().bytes != device ||
-         runs_.back().bytes + length > limit)) {
-      close_run();
-    }
-    if (runs_.empty() || runs_.back().closed) {
+    if (runs_.empty() || runs_.back().device + runs_.back().bytes != device ||
+        runs_.back().bytes + length > limit) {
       SIESTA_ASSIGN_OR_RETURN(StagingBuffer staging, lend_staging());
-      runs_.push_back(StagingRun{std::move(staging), device, 0, false});
+      runs_.push_back(StagingRun{std::move(staging), device, 0, 0, 0});
     }
     StagingRun& run = runs_.back();
     slot.run = &run;
     slot.destination = reinterpret_cast<uint8_t*>(run.staging.bytes().data()) + run.bytes;
     run.bytes += length;
+    ++run.chunks;
     return Status::Ok();
   }
 
@@ -216,18 +205,14 @@ class ChunkReader {
     return copy_host_to_device(*job_.backend, std::as_bytes(std::span(bounce_)), destination);
   }
 
-  // Waits for the oldest chunk's opening; when it is the last of its run (the open run's last
-  // so far closes it), the run's copy to the device starts now.
+  // Waits for the oldest chunk's opening; when it is the last placed in its run, the run's
+  // copy to the device starts now.
   Status retire_oldest() {
     ReadSlot& slot = slots_[retired_ % slots_.size()];
     ++retired_;
     // While it waits, this thread reads and opens chunks the pool has not come for yet.
     SIESTA_RETURN_IF_ERROR(pipeline_->retire(own_sealer_.get()));
-    if (slot.run == nullptr) return Status::Ok();
-    if (!slot.last_in_run) {
-      if (retired_ != submitted_) return Status::Ok();  // a later chunk of its run is placed
-      close_run();
-    }
+    if (slot.run == nullptr || ++slot.run->retired < slot.run->chunks) return Status::Ok();
     StagingRun& run = runs_.front();  // runs retire in order: the slot's is the oldest
     if (slot.run != &run) return Internal(chunk_name(job_.name, slot.index) + " is out of its run");
     SIESTA_ASSIGN_OR_RETURN(const CopyTicket ticket,

@@ -227,9 +227,10 @@ class CopyCountingBackend final : public MemoryBackendWrapper {
   std::atomic<int> oversized{0};
 };
 
-// Chunks of 5,000 bytes into 64 KiB staging buffers: a run takes 13 neighbouring chunks of a
-// region (65,000 bytes), a gap between extents or a host region between two device regions ends
-// one, and each run is one copy. A ring of two buffers, fewer than the reading threads.
+// Chunks of 5,000 bytes into 64 KiB staging buffers: a run takes 13 chunks whose destinations
+// follow one another (65,000 bytes), a gap in the destinations -- between two extents, or
+// between two device regions with a host region between them in the file -- ends one, and
+// each run is one copy. A ring of two buffers, fewer than the reading threads.
 TEST_P(SnapshotParallelTest, SmallDeviceChunksShareAStagingBufferPerRun) {
   SimBackendOptions sim_options;
   sim_options.capacity_bytes = 16u << 20;

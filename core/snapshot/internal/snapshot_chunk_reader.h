@@ -4,8 +4,9 @@
 //
 // Threads and buffers:
 //   - the calling thread places each chunk (its record's offset, which the header fixes; its
-//     destination) and submits it. Neighbouring device chunks of one region share a staging
-//     buffer (a run, up to 2 MiB or one chunk when chunks are larger), each at its place in it;
+//     destination) and submits it. Device chunks whose destinations follow one another share
+//     a staging buffer (a run, up to 2 MiB or one chunk when chunks are larger), each at its
+//     place in it;
 //   - `threads` workers each read a record at its offset (ReadableFile::read_at is safe from
 //     several threads): its chunk header, checked for its place (region, index, length), then
 //     its payload straight into host memory or into its run's staging buffer, then its tag; and
