@@ -16,7 +16,7 @@
 //     ram_restores  how many of the restored requests read their snapshot from the RAM tier
 //                   (with SIESTA_BENCH_RAM_MIB: a save finding the tier's memory not yet
 //                   pinned goes to disk; one untimed save and return before the measured
-//                   ones lets the pool prepare room for that size)
+//                   ones gives the pool time to prepare room for that size)
 //     history_tokens, snapshot_bytes (cache_status().disk_bytes after the save),
 //     session_device_bytes / session_host_bytes (released by the save), save_ms / restore_ms
 //     (the Offloader's own timings). Each *_ms counter is the median over the iterations;
@@ -144,9 +144,9 @@ void ttft(benchmark::State& state, const BenchConfig& config, const std::string&
   if (Result<Turn> filled = chat.fill_to(engine, history); !filled.ok()) {
     return fail(state, filled.status());
   }
-  // One save and return, not timed: a fresh RAM tier's pool prepares room for a block of a
-  // save's size only once asked for one (that first save goes to disk), so without this the
-  // first measured restore would be a disk one.
+  // One save and return, not timed: the bench saves as soon as a command ends, before a fresh
+  // RAM tier's pool has pinned the room the command's end announced (a server saves after
+  // --cache-idle-seconds), so without this the first measured restore could be a disk one.
   if (Result<OffloadStatus> warm = save_now(rig); !warm.ok()) return fail(state, warm.status());
   if (Result<Turn> back = chat.next(engine); !back.ok()) return fail(state, back.status());
 

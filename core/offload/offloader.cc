@@ -491,6 +491,12 @@ void Offloader::Impl::end_command() {
   const uint64_t tokens = deps.target.history_tokens();
   const uint64_t unchanged = deps.target.take_unchanged_tokens();
   if (enabled()) deps.target.mark_device_work();  // only a save waits for it
+  // The tier prepares room for this session's next save (a whole copy) while it is idle: a
+  // save never waits for pages to be pinned, and without the notice the first save of a
+  // session larger than what the pool had ready went to disk.
+  if (enabled() && deps.ram_tier != nullptr) {
+    deps.ram_tier->expect(ram_block_bytes(deps.target.snapshot_regions()));
+  }
   const Clock::Duration now = deps.clock.now();
   const int64_t now_unix = deps.clock.unix_seconds();
   bool chain_useless = false;

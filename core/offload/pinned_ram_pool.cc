@@ -153,6 +153,14 @@ void PinnedRamPool::shrink_one() {
   mu_.lock();
 }
 
+void PinnedRamPool::expect(uint64_t bytes) {
+  const uint64_t length = std::min(reserved_, round_up(bytes, page_size()));
+  MutexLock lock(mu_);
+  if (length <= largest_asked_) return;
+  largest_asked_ = length;
+  cv_.notify_all();  // prepare room for it ahead
+}
+
 Result<std::byte*> PinnedRamPool::map(size_t bytes) {
   if (bytes == 0) return InvalidArgument("pinned RAM pool: a block of 0 bytes");
   const uint64_t length = round_up(bytes, page_size());

@@ -10,7 +10,9 @@
 // (OutOfMemory: the snapshot goes to disk) and the thread is asked to prepare more.
 //
 // What the pool keeps (the rule, docs/IDLE_SESSION.md "The RAM tier"): the chunks that hold
-// blocks, plus room for the largest block asked for so far (at least one chunk), ready ahead;
+// blocks, plus room for the largest block asked for or expected so far (at least one chunk),
+// ready ahead (expect(): a session announces its next save's size when its command ends, so
+// that the room is prepared while it is idle and its first save is not refused);
 // prepared chunks at the top of the range that nothing uses beyond that are unregistered and
 // given back to the system (MADV_DONTNEED) by the same thread. So an idle server holds one
 // chunk of pinned memory, a busy one what its copies need plus one more of the largest.
@@ -73,6 +75,9 @@ class PinnedRamPool final : public RamPages {
   bool device_copies() const override { return true; }
   uint64_t contiguous_bytes(const std::byte* at) const override;
   uint64_t ready_bytes() const override;
+  // Raises the room kept ready ahead to `bytes` (at most the budget) and wakes the thread
+  // that prepares it; returns at once.
+  void expect(uint64_t bytes) override;
 
   PinnedRamPoolStats stats() const;
   uint64_t chunk_bytes() const { return chunk_; }
@@ -103,7 +108,7 @@ class PinnedRamPool final : public RamPages {
   bool stopping_ SIESTA_GUARDED_BY(mu_) = false;
   bool growth_stopped_ SIESTA_GUARDED_BY(mu_) = false;  // a registration was refused
   uint64_t ready_ SIESTA_GUARDED_BY(mu_) = 0;
-  uint64_t largest_asked_ SIESTA_GUARDED_BY(mu_) = 0;
+  uint64_t largest_asked_ SIESTA_GUARDED_BY(mu_) = 0;  // by map() or expect()
   // Free runs of the prepared part, offset -> length, never adjacent (merged on free).
   std::map<uint64_t, uint64_t> free_ SIESTA_GUARDED_BY(mu_);
   // Blocks handed out, offset -> length.

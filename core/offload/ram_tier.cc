@@ -129,6 +129,11 @@ bool RamTier::fits(uint64_t bytes) const {
   return mapped <= budget_ && used_ <= budget_ - mapped;
 }
 
+void RamTier::expect(uint64_t bytes) {
+  if (bytes == 0 || round_to_pages(bytes) > budget_) return;
+  pages_->expect(round_to_pages(bytes));
+}
+
 RamTierStats RamTier::stats() const {
   MutexLock lock(mu_);
   return {budget_,

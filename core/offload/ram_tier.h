@@ -60,6 +60,9 @@ class RamPages {
   // How many bytes are prepared to be handed out now (the rest is still being prepared):
   // UINT64_MAX where pages are made on demand.
   virtual uint64_t ready_bytes() const { return UINT64_MAX; }
+  // A block of `bytes` will be asked for: a source that prepares its pages ahead prepares
+  // room for it before then; one that makes pages on demand has nothing to do.
+  virtual void expect(uint64_t bytes) { (void)bytes; }
 };
 
 // Anonymous private mappings (mmap / munmap).
@@ -178,6 +181,11 @@ class RamTier {
   // whole budget. Returns whether `bytes` fit now (another thread may take the room before an
   // allocate()). Runs the spills on the caller's thread.
   bool make_room(uint64_t bytes, const std::atomic<bool>* cancel);
+
+  // A session's next save may ask for a block of `bytes` (RamPages::expect): the pages are
+  // prepared ahead while the session is idle, so that the save does not find them unready
+  // and go to disk. Nothing for a size the budget cannot hold. Never waits.
+  void expect(uint64_t bytes);
 
   RamTierStats stats() const;
   uint64_t budget_bytes() const { return budget_; }

@@ -48,7 +48,7 @@ struct OffloaderSetup {
 };
 
 // The RAM tier's pages, refused on demand (a test's injected fault): anonymous mappings
-// otherwise.
+// otherwise. They record the largest block announced to them.
 class SwitchableRamPages final : public RamPages {
  public:
   Result<std::byte*> map(size_t bytes) override {
@@ -57,7 +57,14 @@ class SwitchableRamPages final : public RamPages {
     return pages_.map(bytes);
   }
   void unmap(std::byte* pages, size_t bytes) override { pages_.unmap(pages, bytes); }
+  // Records the largest size announced (RamPages::expect).
+  void expect(uint64_t bytes) override {
+    uint64_t seen = expected.load();
+    while (bytes > seen && !expected.compare_exchange_weak(seen, bytes)) {
+    }
+  }
   std::atomic<bool> refuse{false};
+  std::atomic<uint64_t> expected{0};
 
  private:
   AnonymousRamPages pages_;

@@ -68,6 +68,23 @@ TEST(OffloaderRamTest, AnIdleSessionGoesToRamAndComesBackWithEveryByte) {
   EXPECT_FALSE(f.snapshot_exists());
 }
 
+// When a command ends, the tier hears how large the session's next save will be (a pinned pool
+// prepares that room while the session is idle, instead of refusing its first save): exactly
+// the block the save then takes, and more once the history has grown.
+TEST(OffloaderRamTest, ACommandsEndTellsTheTierTheSizeOfTheNextSave) {
+  OffloaderFixture f(with_tier(kRoomy));
+  ASSERT_TRUE(f.command(37).ok());
+  const uint64_t announced = f.ram_pages_->expected.load();
+  EXPECT_GT(announced, 0u);
+  f.pass(OffloaderFixture::kIdle);
+  const OffloadStatus slept = f.offloader_->status();
+  ASSERT_EQ(slept.state, OffloadState::kRam);
+  EXPECT_EQ(slept.ram_bytes, announced) << "the block the save took is the one announced";
+
+  ASSERT_TRUE(f.command(100).ok());
+  EXPECT_GT(f.ram_pages_->expected.load(), announced) << "a longer history, a larger block";
+}
+
 TEST(OffloaderRamTest, ASnapshotTheTierHasNoRoomForIsWrittenToDisk) {
   OffloaderFixture f(with_tier(4096));  // one page: far too small
   ASSERT_TRUE(f.command(37).ok());

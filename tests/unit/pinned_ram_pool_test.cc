@@ -2,10 +2,10 @@
 // chunks, by a thread of its own. On the simulator, whose register_host() records each
 // registration as CUDA's would (overlaps refused), behind a wrapper that counts them and can
 // refuse them. What is checked: the first chunk is ready at once; a block larger than what is
-// ready is refused and prepared for in the background; blocks are contiguous, come from
-// registered chunks only, and their copies never cross a chunk; freed runs merge; chunks
-// beyond the rule's need are unregistered and given back; a refused registration leaves the
-// pool smaller and serving; many threads at once (TSan).
+// ready is refused and prepared for in the background, and one expected is prepared ahead; blocks
+// are contiguous, come from registered chunks only, and their copies never cross a chunk; freed
+// runs merge; chunks beyond the rule's need are unregistered and given back; a refused registration
+// leaves the pool smaller and serving; many threads at once (TSan).
 #include "core/offload/pinned_ram_pool.h"
 
 #include <gtest/gtest.h>
@@ -107,6 +107,22 @@ TEST(PinnedRamPoolTest, ABlockLargerThanWhatIsReadyIsRefusedThenPreparedFor) {
   EXPECT_EQ(rig.pool->contiguous_bytes(*big + kChunk - 1), 1u);
   std::memset(*big, 1, 5 * kChunk);
   rig.pool->unmap(*big, 5 * kChunk);
+}
+
+// What a session announces when its command ends (expect) is prepared before its save asks:
+// the save finds the room ready and is not refused. Never more than the budget.
+TEST(PinnedRamPoolTest, AnExpectedBlockIsPreparedBeforeItIsAskedFor) {
+  PoolRig rig(16 * kChunk);
+  rig.pool->expect(5 * kChunk + 1);  // six chunks' room, the last one in part
+  ASSERT_TRUE(rig.ready(6 * kChunk)) << "the pool prepares the expected block ahead";
+  Result<std::byte*> big = rig.pool->map(5 * kChunk + 1);
+  ASSERT_TRUE(big.ok()) << big.status().to_string();
+  EXPECT_EQ(rig.pool->stats().refused_not_ready, 0u) << "the save found its room ready";
+  rig.pool->unmap(*big, 5 * kChunk + 1);
+
+  rig.pool->expect(100 * kChunk);  // beyond the budget: the whole budget at most
+  ASSERT_TRUE(rig.ready(16 * kChunk));
+  EXPECT_EQ(rig.pool->ready_bytes(), 16 * kChunk);
 }
 
 TEST(PinnedRamPoolTest, FreedRunsMergeSoALargerBlockFitsWhereSmallerOnesWere) {
