@@ -236,6 +236,8 @@ TEST(PinnedRamPoolTest, ThreadsTakingAndGivingBlocksWhileThePoolGrowsAndShrinks)
     threads.emplace_back([&, t] {
       for (int i = 0; i < 200; ++i) {
         const uint64_t bytes = 4096 * static_cast<uint64_t>(1 + (i * 7 + t) % 40);
+        // Sessions announce their next saves while others take and give blocks.
+        if (i % 10 == t) rig.pool->expect(bytes * (1 + static_cast<uint64_t>(i) / 20));
         Result<std::byte*> block = rig.pool->map(bytes);
         if (!block.ok()) continue;  // not ready yet: a save would go to disk
         std::memset(*block, t, bytes);
