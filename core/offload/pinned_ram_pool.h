@@ -14,8 +14,9 @@
 // ready ahead (expect(): a session announces its next save's size when its command ends, so
 // that the room is prepared while it is idle and its first save is not refused);
 // prepared chunks at the top of the range that nothing uses beyond that are unregistered and
-// given back to the system (MADV_DONTNEED) by the same thread. So an idle server holds one
-// chunk of pinned memory, a busy one what its copies need plus one more of the largest.
+// given back to the system (MADV_DONTNEED) by the same thread. So a fresh server holds one
+// chunk of pinned memory; one that has served conversations, room for its largest ahead; a
+// busy one what its copies need plus that room.
 //
 // A chunk the backend refuses to register (the system would not pin more) ends the growth:
 // the tier stays at what was prepared, and serves from it; the refusal is counted.
