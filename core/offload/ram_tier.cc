@@ -130,8 +130,9 @@ bool RamTier::fits(uint64_t bytes) const {
 }
 
 void RamTier::expect(uint64_t bytes) {
-  if (bytes == 0 || round_to_pages(bytes) > budget_) return;
-  pages_->expect(round_to_pages(bytes));
+  const uint64_t mapped = round_to_pages(bytes);
+  if (mapped == 0 || mapped > budget_) return;
+  pages_->expect(mapped);
 }
 
 RamTierStats RamTier::stats() const {
