@@ -7,7 +7,12 @@
 //                             (the server's default) in the chunks the Offloader picks for it
 //                             (chunk_bytes_for_readers: 256 KiB to 4 MiB; counter chunk_kib)
 //     restore_GBps        SnapshotReader::read into host memory (the Offloader's disk restore,
-//                         on the default read threads: counter read_threads)
+//                         on the default read threads: counter read_threads), which finds the
+//                         file out of the cache and reads it around it, in order
+//                         (ReadAheadFile; counter read_around_cache: the fraction of these
+//                         restores that did)
+//     restore_through_cache_GBps  the same restore with every read through the page cache
+//                         (SnapshotReadOptions::ColdRead::kThroughCache): the way before
 //     buffered_seq_GBps   one thread, pread of 4 MiB pieces in order (the kernel's readahead)
 //     buffered_par_GBps   read_threads threads, pread of 4 MiB pieces, interleaved
 //     direct_qK_GBps      O_DIRECT, K = 1, 4, 8, 16 threads each with one 4 MiB read in flight
@@ -24,7 +29,8 @@
 //   Each figure is the median over the rounds (SIESTA_BENCH_ROUNDS, default 5).
 //
 //   SIESTA_BENCH_DIR=/path/on/the/disk build/release/bench/cold_restore_bench
-//   (SIESTA_BENCH_COLD_SIZES_MIB, default 64,512)
+//   (SIESTA_BENCH_COLD_SIZES_MIB, default 64,512; SIESTA_BENCH_READ_AHEAD_IN_FLIGHT and
+//   SIESTA_BENCH_READ_AHEAD_BLOCK_KIB set ReadAheadOptions' loaders and block size)
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -167,10 +173,26 @@ void cold_restore(benchmark::State& state) {
   // The file as the raw reads see it: the snapshot itself (its header, records and trailer).
   const size_t file_bytes = static_cast<size_t>(std::filesystem::file_size(path));
 
+  SnapshotReadOptions cold_options{path, wo.mode, {}};
+  cold_options.read_ahead.reads_in_flight = static_cast<size_t>(bench::env_number(
+      "SIESTA_BENCH_READ_AHEAD_IN_FLIGHT", cold_options.read_ahead.reads_in_flight));
+  cold_options.read_ahead.block_bytes =
+      static_cast<size_t>(bench::env_number("SIESTA_BENCH_READ_AHEAD_BLOCK_KIB",
+                                            cold_options.read_ahead.block_bytes >> 10))
+      << 10;
+  size_t restores = 0, read_around = 0;  // cold restores, and those that read around the cache
   std::map<std::string, std::function<void()>> ways = {
       {"restore",
        [&] {
+         Result<SnapshotReadResult> read = reader.read(cold_options, std::span(&into, 1));
+         die(read.status(), "snapshot read");
+         ++restores;
+         read_around += read->read_around_cache ? 1 : 0;
+       }},
+      {"restore_through_cache",
+       [&] {
          SnapshotReadOptions ro{path, wo.mode, {}};
+         ro.cold_read = SnapshotReadOptions::ColdRead::kThroughCache;
          die(reader.read(ro, std::span(&into, 1)).status(), "snapshot read");
        }},
 
@@ -223,6 +245,8 @@ void cold_restore(benchmark::State& state) {
     if (!name.starts_with("restore")) best = std::max(best, median);
   }
   state.counters["cached_after_save"] = bench::median(after_save);
+  state.counters["read_around_cache"] =
+      static_cast<double>(read_around) / static_cast<double>(std::max<size_t>(restores, 1));
   state.counters["best_raw_GBps"] = best;
   state.counters["restore_vs_best"] = bench::median(gbps["restore"]) / best;
   state.counters["cached_after_drop"] = cached_after_drop;

@@ -43,10 +43,10 @@ Result<std::unique_ptr<SessionPool::Slot>> SessionPool::make_slot(uint32_t id) c
   }
   SIESTA_ASSIGN_OR_RETURN(
       slot->offloader,
-      Offloader::create(
-          {*slot->session, deps_.backend, deps_.host, deps_.fs, deps_.clock, offload_.executor,
-           offload_.store, offload_.key, offload_.ram_tier, offload_.disk_budget, &record_buffers_},
-          std::move(options)));
+      Offloader::create({*slot->session, deps_.backend, deps_.host, deps_.fs, deps_.clock,
+                         offload_.executor, offload_.store, offload_.key, offload_.ram_tier,
+                         offload_.disk_budget, &record_buffers_, &cold_reads_},
+                        std::move(options)));
   return slot;
 }
 

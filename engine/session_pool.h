@@ -31,6 +31,7 @@
 #include "core/memory/memory_backend.h"
 #include "core/offload/offloader.h"
 #include "core/snapshot/chunk_sealer.h"
+#include "core/snapshot/cold_read_choice.h"
 #include "core/snapshot/snapshot_store.h"
 #include "engine/model.h"
 #include "engine/session.h"
@@ -196,6 +197,9 @@ class SessionPool {
   // keep up to 20 MiB after its first save). Declared before slots_: outlives the Offloaders.
   // Mutable: make_slot() (const) lends it to each Offloader; the pool locks its own state.
   mutable RecordBufferPool record_buffers_;
+  // Which way the sessions' snapshot files out of the page cache are read, learned from all
+  // their restores. Declared before slots_ and mutable, as record_buffers_ is.
+  mutable ColdReadChoice cold_reads_;
   mutable Mutex mu_;
   // By conversation number; null until made. Set only by the engine thread.
   std::vector<std::unique_ptr<Slot>> slots_ SIESTA_GUARDED_BY(mu_);

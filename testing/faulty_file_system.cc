@@ -178,6 +178,15 @@ class FaultyFileSystem::Readable final : public ReadableFileWrapper {
     if (fs_.fires(FsOp::kRead, call)) return fs_.injected(FsOp::kRead, call, path_);
     return target().read_at(offset, data);
   }
+  Result<uint64_t> cached_bytes(uint64_t offset, uint64_t length) override {
+    return target().cached_bytes(offset, length);
+  }
+  // The handle around the cache is wrapped too: its reads are reads of this file system, each
+  // counted and faulted as any other.
+  Result<std::unique_ptr<ReadableFile>> open_direct() override {
+    SIESTA_ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> direct, target().open_direct());
+    return std::unique_ptr<ReadableFile>(new Readable(fs_, std::move(direct), path_));
+  }
 
  private:
   FaultyFileSystem& fs_;

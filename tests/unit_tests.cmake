@@ -9,6 +9,10 @@ siesta_test_sources(base_tests LABELS unit SOURCES
 siesta_test_sources(base_tests LABELS unit concurrency SOURCES unit/executor_test.cc)
 # The kept thread pool the snapshot pipelines share.
 siesta_test_sources(base_tests LABELS unit concurrency SOURCES unit/thread_pool_test.cc)
+# A range read once, in order, around the page cache, by loader threads ahead of its readers;
+# a failing read around the cache (injected) is read through it instead.
+siesta_test_sources(base_tests LABELS unit concurrency fault_injection SOURCES
+  unit/read_ahead_file_test.cc)
 # The file system's and the private directory rule's failures, each with its typed code, and
 # the wrappers that forward what they do not change.
 siesta_test_sources(base_tests LABELS unit SOURCES
@@ -65,6 +69,10 @@ siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES
   unit/snapshot_misuse_test.cc unit/snapshot_device_faults_test.cc)
 # The store's naming: only names it makes are ever touched.
 siesta_test_sources(snapshot_tests LABELS unit SOURCES unit/snapshot_store_names_test.cc)
+# A snapshot file out of the page cache, read around it (a failing read around it, injected,
+# is read through it), and the way chosen from the reads themselves.
+siesta_test_sources(snapshot_tests LABELS unit concurrency fault_injection SOURCES
+  unit/snapshot_cold_read_test.cc unit/cold_read_choice_test.cc)
 # The snapshot key file: made once, refused unless private and whole; racing makers agree.
 siesta_test_sources(snapshot_tests LABELS unit concurrency SOURCES unit/key_file_test.cc)
 # OpenSSL calls that fail (no working library does): this binary interposes the functions the

@@ -3,12 +3,16 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "core/base/os_error.h"
 #include "core/base/unique_fd.h"
@@ -148,6 +152,56 @@ class PosixReadableFile final : public ReadableFile {
     return static_cast<uint64_t>(st.st_size);
   }
 
+  Result<uint64_t> cached_bytes(uint64_t offset, uint64_t length) override {
+    SIESTA_ASSIGN_OR_RETURN(const uint64_t file_size, size());
+    const uint64_t end = offset + length;
+    if (offset >= file_size) return length;
+    const uint64_t past_end = end > file_size ? end - file_size : 0;
+    const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t first = offset / page * page;
+    const uint64_t mapped = std::min(end, file_size) - first;
+    void* map =
+        ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, fd_.get(), static_cast<off_t>(first));
+    if (map == MAP_FAILED) return status_from_errno(errno, "mmap " + path_);
+    std::vector<unsigned char> resident((mapped + page - 1) / page);
+    const int rc = ::mincore(map, mapped, resident.data());
+    const int mincore_errno = errno;
+    ::munmap(map, mapped);
+    if (rc != 0) return status_from_errno(mincore_errno, "mincore " + path_);
+    uint64_t cached = past_end;
+    for (size_t i = 0; i < resident.size(); ++i) {
+      if ((resident[i] & 1) == 0) continue;
+      const uint64_t lo = std::max(offset, first + i * page);
+      const uint64_t hi = std::min({end, file_size, first + (i + 1) * page});
+      cached += hi - lo;
+    }
+    return cached;
+  }
+
+  // Opens the same file again through /proc/self/fd, which names this descriptor's file
+  // itself, not whatever its path names now.
+  Result<std::unique_ptr<ReadableFile>> open_direct() override {
+    const std::string self = "/proc/self/fd/" + std::to_string(fd_.get());
+    UniqueFd direct(
+        retry_on_eintr([&] { return ::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT); }));
+    if (!direct.valid()) {
+      const int err = errno;
+      Status failed = status_from_errno(err, "open O_DIRECT " + path_);
+      // EINVAL: the file system has no O_DIRECT (tmpfs); ENOENT: no /proc.
+      if (err == EINVAL || err == ENOENT) return Unsupported(failed.message());
+      return failed;
+    }
+    struct stat mine {
+    }, theirs{};
+    if (::fstat(fd_.get(), &mine) != 0 || ::fstat(direct.get(), &theirs) != 0 ||
+        mine.st_dev != theirs.st_dev || mine.st_ino != theirs.st_ino) {
+      return Unsupported("reads around the page cache (O_DIRECT) of " + path_ +
+                         ": /proc/self/fd did not give back the same file");
+    }
+    return std::unique_ptr<ReadableFile>(
+        std::make_unique<PosixReadableFile>(std::move(direct), path_ + " (O_DIRECT)"));
+  }
+
  private:
   UniqueFd fd_;
   std::string path_;
@@ -217,7 +271,7 @@ Status PosixFileSystem::make_directory(const std::string& path, uint32_t mode) {
   if (::mkdir(path.c_str(), mode) != 0) return status_from_errno(errno, "mkdir " + path);
   // As with files: the umask must not weaken or change the mode asked for.
   if (::chmod(path.c_str(), mode) != 0) {
-    const Status failed = status_from_errno(errno, "chmod " + path);
+    Status failed = status_from_errno(errno, "chmod " + path);
     (void)::rmdir(path.c_str());  // as with files: a failed creation makes nothing
     return failed;
   }
@@ -237,7 +291,8 @@ Result<std::vector<std::string>> PosixFileSystem::list_directory(const std::stri
   }
   std::vector<std::string> names;
   errno = 0;
-  while (struct dirent* entry = ::readdir(dir)) {
+  // readdir is safe on a stream no other thread uses (glibc), as this one, made here.
+  while (struct dirent* entry = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe)
     std::string name = entry->d_name;
     if (name != "." && name != "..") names.push_back(std::move(name));
     errno = 0;

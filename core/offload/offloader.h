@@ -72,6 +72,7 @@
 #include "core/offload/offload_target.h"
 #include "core/offload/ram_tier.h"
 #include "core/snapshot/chunk_sealer.h"
+#include "core/snapshot/cold_read_choice.h"
 #include "core/snapshot/record_buffer_pool.h"
 #include "core/snapshot/snapshot_store.h"
 
@@ -247,6 +248,9 @@ class Offloader {
     // saves that run at once (each holds up to its write threads + 1 chunks), not by the number
     // of sessions, whose idle ones would each keep theirs. Null: the Offloader keeps its own.
     RecordBufferPool* record_buffers = nullptr;
+    // Which way snapshot files out of the page cache are read (core/snapshot/cold_read_choice.h),
+    // learned from the restores of every session that shares it. Null: around the cache.
+    ColdReadChoice* cold_reads = nullptr;
   };
 
   // The session, held by one command: from acquire() until the Lease is destroyed (or

@@ -65,6 +65,7 @@ Result<uint64_t> Offloader::Impl::read_chain(const std::vector<Segment>& segment
     read.process_nonce = segments[i].writer;
     read.check_expiry = i + 1 == segments.size();
     read.threads = options.snapshot_threads;
+    read.cold_read_choice = deps.cold_reads;
     SIESTA_ASSIGN_OR_RETURN(const SnapshotReadResult result, reader.read(read, regions));
     bytes += result.file_bytes;
   }

@@ -44,8 +44,10 @@
 
 #include "core/base/clock.h"
 #include "core/base/file_system.h"
+#include "core/base/read_ahead_file.h"
 #include "core/memory/memory_backend.h"
 #include "core/snapshot/chunk_sealer.h"
+#include "core/snapshot/cold_read_choice.h"
 #include "core/snapshot/snapshot_region.h"
 
 namespace siesta {
@@ -74,6 +76,16 @@ struct SnapshotReadOptions {
   // ring and nothing of this one's is in flight (MemoryBackend::acquire_staging_waiting):
   // then the ring's FailedPrecondition.
   std::chrono::nanoseconds staging_wait = MemoryBackend::kStagingShareTimeout;
+  // How a file out of the page cache is read. It is "out" when less than half of its first
+  // chunks' bytes (up to 1 MiB) are cached (ReadableFile::cached_bytes). kAroundCacheWhenCold:
+  // such a file is read in order around the cache (O_DIRECT) by `read_ahead`'s loader threads,
+  // ahead of the chunk threads (core/base/read_ahead_file.h), where the file system has such
+  // reads, or the way `cold_read_choice` picks when one is given (it learns from each such
+  // read, core/snapshot/cold_read_choice.h). kThroughCache: every read goes through the cache.
+  enum class ColdRead { kAroundCacheWhenCold, kThroughCache };
+  ColdRead cold_read = ColdRead::kAroundCacheWhenCold;
+  ColdReadChoice* cold_read_choice = nullptr;  // outlives the read
+  ReadAheadOptions read_ahead{};
 };
 
 // What read_header() checks: read()'s checks down to the fingerprint (the region table is one
@@ -96,6 +108,8 @@ struct SnapshotReadResult {
   uint64_t file_bytes = 0;
   uint64_t payload_bytes = 0;  // bytes restored into the regions
   snapshot::SnapshotHeader header;
+  bool cold = false;               // the file was found out of the page cache
+  bool read_around_cache = false;  // and read around it
 };
 
 class SnapshotReader {

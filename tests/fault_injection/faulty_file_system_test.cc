@@ -4,6 +4,7 @@
 // durable (file bytes not synced, names not followed by a directory sync).
 #include "testing/faulty_file_system.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/base/posix_file_system.h"
+#include "core/base/unique_fd.h"
 #include "tests/support/temp_dir.h"
 
 namespace siesta {
@@ -203,6 +205,37 @@ TEST(FaultyFileSystemTest, CountsOpenFilesAndLocksSoLeaksShow) {
   }
   EXPECT_EQ(fs.counters().open_files, 0);
   EXPECT_EQ(fs.counters().held_locks, 0);
+}
+
+TEST(FaultyFileSystemTest, ReadsAroundThePageCacheAreCountedAndFaultedAsAnyRead) {
+  // Fault injected: io_error on the second read, which is the first read around the cache.
+  TempDir temp;
+  PosixFileSystem posix;
+  const FsFaultPlan plan{FsOp::kRead, 2, FsFaultKind::kIoError, false};
+  FaultyFileSystem fs(posix, plan);
+  ASSERT_TRUE(write_file(fs, temp.file("a"), std::string(8192, 'x')).ok());
+  auto readable = fs.open_readable(temp.file("a")).value();
+  EXPECT_EQ(readable->cached_bytes(0, 8192).value(), 8192u) << "passed on: just written";
+  std::byte first[16];
+  ASSERT_TRUE(readable->read_at(0, first).ok());
+  auto direct = readable->open_direct();
+  UniqueFd probe(::open(temp.file("a").c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
+  if (!probe.valid()) {  // tmpfs: the file system's answer, passed on
+    EXPECT_EQ(direct.status().code(), StatusCode::kUnsupported) << direct.status().to_string();
+    return;
+  }
+  ASSERT_TRUE(direct.ok()) << direct.status().to_string();
+  EXPECT_EQ(fs.counters().open_files, 2) << "the handle around the cache is counted";
+  void* aligned = nullptr;
+  ASSERT_EQ(::posix_memalign(&aligned, kDirectReadAlignment, 4096), 0);
+  std::unique_ptr<void, decltype(&std::free)> buffer(aligned, &std::free);
+  const std::span<std::byte> block(static_cast<std::byte*>(aligned), 4096);
+  Status failed = (*direct)->read_at(0, block).status();
+  EXPECT_EQ(failed.code(), StatusCode::kIoError);
+  expect_injected(failed, plan);
+  EXPECT_EQ((*direct)->read_at(4096, block).value(), 4096u) << "once: the next works";
+  direct->reset();
+  EXPECT_EQ(fs.counters().open_files, 1);
 }
 
 TEST(FaultyFileSystemCrashTest, DropsBytesWrittenAfterTheLastSync) {

@@ -61,6 +61,22 @@ TEST(FileSystemWrapperTest, EveryCallReachesTheWrappedFileSystem) {
   EXPECT_EQ(fs.remove(name).code(), StatusCode::kNotFound) << "errors come back unchanged";
 }
 
+TEST(FileSystemWrapperTest, AReadableWrapperNeverHandsOutReadsThatWouldBypassIt) {
+  // A wrapper that changes reads (faults, a shrinking file) would be bypassed by a handle around
+  // the cache that it did not wrap: the base passes neither question on.
+  testing::TempDir dir;
+  PosixFileSystem posix;
+  const std::string name = dir.file("f");
+  {
+    auto file = posix.create_exclusive(name, 0600).value();
+    ASSERT_TRUE(file->write_at(0, bytes_of("hello")).ok());
+    ASSERT_TRUE(file->close().ok());
+  }
+  ReadableFileWrapper readable(posix.open_readable(name).value());
+  EXPECT_EQ(readable.open_direct().status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(readable.cached_bytes(0, 12345).value(), 12345u) << "the default: all of it";
+}
+
 // A file that implements only what it must: the write-back hints are the interface's no-ops.
 class MinimalFile final : public WritableFile {
  public:

@@ -1,7 +1,10 @@
 #include "core/base/posix_file_system.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/unique_fd.h"
 #include "tests/support/fifo_test_util.h"
 #include "tests/support/temp_dir.h"
 
@@ -223,6 +227,81 @@ TEST_F(PosixFileSystemTest, LockIsExclusiveUntilReleased) {
   first->reset();
   auto third = fs_.lock_file(path, /*wait=*/false);
   EXPECT_TRUE(third.ok()) << third.status().to_string();
+}
+
+// A file of `bytes` bytes (byte i is i * 7 mod 251), written and synced.
+std::vector<std::byte> write_patterned(FileSystem& fs, const std::string& path, size_t bytes) {
+  std::vector<std::byte> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<std::byte>(i * 7 % 251);
+  auto file = fs.create_exclusive(path, 0600);
+  EXPECT_TRUE(file.ok());
+  EXPECT_TRUE((*file)->write_at(0, data).ok());
+  EXPECT_TRUE((*file)->sync().ok());
+  EXPECT_TRUE((*file)->close().ok());
+  return data;
+}
+
+bool on_tmpfs(const std::string& path) {
+  struct statfs info {};
+  return ::statfs(path.c_str(), &info) == 0 && info.f_type == TMPFS_MAGIC;
+}
+
+TEST_F(PosixFileSystemTest, SaysHowMuchOfARangeThePageCacheHolds) {
+  const std::string path = dir_.file("cached");
+  const size_t size = 256 * 1024 + 100;
+  write_patterned(fs_, path, size);
+  auto file = fs_.open_readable(path);
+  ASSERT_TRUE(file.ok());
+  // Just written: every byte is in the cache, counted exactly however the range is cut.
+  EXPECT_EQ(*(*file)->cached_bytes(0, size), size);
+  EXPECT_EQ(*(*file)->cached_bytes(100, 1000), 1000u);
+  EXPECT_EQ(*(*file)->cached_bytes(size - 10, 50), 50u) << "bytes past the end count as held";
+  EXPECT_EQ(*(*file)->cached_bytes(size + 4096, 10), 10u);
+
+  // Dropped (synced above), then the second 64 KiB read back: on a disk the first 64 KiB are
+  // out of the cache and the second in; tmpfs keeps every page (its pages are the file).
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_EQ(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED), 0);
+  std::vector<std::byte> middle(64 * 1024);
+  ASSERT_EQ(*(*file)->read_at(64 * 1024, middle), middle.size());
+  EXPECT_EQ(*(*file)->cached_bytes(64 * 1024, 64 * 1024), 64u * 1024);
+  EXPECT_EQ(*(*file)->cached_bytes(0, 64 * 1024), on_tmpfs(path) ? 64u * 1024 : 0u)
+      << (on_tmpfs(path) ? "tmpfs" : "a disk");
+}
+
+TEST_F(PosixFileSystemTest, ReadsAroundThePageCacheWhereTheFileSystemCan) {
+  const std::string path = dir_.file("direct");
+  const std::vector<std::byte> data = write_patterned(fs_, path, 3 * 4096 + 10);
+  auto file = fs_.open_readable(path);
+  ASSERT_TRUE(file.ok());
+  auto direct = (*file)->open_direct();
+  // What the file system says of O_DIRECT, asked without siesta.
+  UniqueFd probe(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
+  if (!probe.valid()) {
+    ASSERT_FALSE(direct.ok());
+    EXPECT_EQ(direct.status().code(), StatusCode::kUnsupported) << direct.status().to_string();
+    return;
+  }
+  ASSERT_TRUE(direct.ok()) << direct.status().to_string();
+  void* aligned = nullptr;
+  ASSERT_EQ(::posix_memalign(&aligned, kDirectReadAlignment, 4 * 4096), 0);
+  std::unique_ptr<void, decltype(&std::free)> buffer(aligned, &std::free);
+  const std::span<std::byte> into(static_cast<std::byte*>(aligned), 4 * 4096);
+  // From the second block to the end: the file ends 10 bytes into the fourth.
+  auto got = (*direct)->read_at(4096, into.first(3 * 4096));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(*got, 2u * 4096 + 10);
+  EXPECT_TRUE(
+      std::equal(into.begin(), into.begin() + static_cast<long>(*got), data.begin() + 4096));
+  // A read the alignment rule refuses fails; it never returns other bytes.
+  EXPECT_FALSE((*direct)->read_at(100, into.first(4096)).ok());
+  // The handle reads the file it was opened from, not what the name points to now.
+  ASSERT_TRUE(fs_.rename(path, dir_.file("moved")).ok());
+  write_patterned(fs_, path, 10);
+  auto again = (*file)->open_direct();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*(*again)->size(), data.size());
 }
 
 }  // namespace
