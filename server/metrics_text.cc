@@ -121,6 +121,12 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
              "Saves (of both kinds) that kept the snapshot in the RAM tier.", counters.ram_saves);
   out.single("cache_ram_restores_total", "counter", "Restores from the RAM tier.",
              counters.ram_restores);
+  out.single("cache_cold_restores_total", "counter",
+             "Restores from disk that found their file out of the page cache.",
+             counters.cold_restores);
+  out.single("cache_cold_restores_around_cache_total", "counter",
+             "Of the cold restores, those that read the file around the page cache (O_DIRECT).",
+             counters.cold_restores_around_cache);
   out.single("cache_ram_full_total", "counter",
              "Saves the RAM tier had no room for, written to disk instead.", counters.ram_full);
   out.single("cache_ram_spills_total", "counter",

@@ -25,6 +25,8 @@ nlohmann::json counters_json(const OffloadCounters& counters) {
       {"delete_failures", counters.delete_failures},
       {"ram_saves", counters.ram_saves},
       {"ram_restores", counters.ram_restores},
+      {"cold_restores", counters.cold_restores},
+      {"cold_restores_around_cache", counters.cold_restores_around_cache},
       {"ram_full", counters.ram_full},
       {"ram_spills", counters.ram_spills},
       {"delta_saves", counters.delta_saves},

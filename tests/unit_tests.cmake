@@ -91,7 +91,7 @@ siesta_test_binary(offload_tests LABELS unit LIBS siesta_backend_sim)
 siesta_test_sources(offload_tests LABELS unit SOURCES
   unit/offload_config_test.cc unit/offload_machine_test.cc unit/save_outcome_test.cc
   unit/offload_totals_test.cc
-  unit/offloader_test.cc)
+  unit/offloader_test.cc unit/offloader_cold_restore_test.cc)
 siesta_test_sources(offload_tests LABELS unit concurrency SOURCES unit/offloader_race_test.cc)
 if(TARGET offload_tests)
   # The state table test reads the one docs/ARCHITECTURE.md documents.

@@ -173,9 +173,13 @@ struct OffloadCounters {
   uint64_t delete_failures = 0;
   uint64_t ram_saves = 0;     // of the saves (both kinds), those kept in the RAM tier
   uint64_t ram_restores = 0;  // of the restores, those from the RAM tier
-  uint64_t ram_full = 0;      // saves the RAM tier had no room for (written to disk instead)
-  uint64_t ram_spills = 0;    // copies moved from the RAM tier to disk to make room
-  uint64_t disk_drops = 0;    // snapshots deleted for room in the directory's budget (fresh next)
+  // Of the restores from disk, those that found a file of theirs out of the page cache, and of
+  // those, the ones that read it around the cache (SnapshotReadOptions::cold_read).
+  uint64_t cold_restores = 0;
+  uint64_t cold_restores_around_cache = 0;
+  uint64_t ram_full = 0;    // saves the RAM tier had no room for (written to disk instead)
+  uint64_t ram_spills = 0;  // copies moved from the RAM tier to disk to make room
+  uint64_t disk_drops = 0;  // snapshots deleted for room in the directory's budget (fresh next)
   DurationHistogram save_seconds;     // snapshots made durable, from synchronize to durable
   DurationHistogram restore_seconds;  // restores, hits and fallbacks, commit to copy-in
 

@@ -50,11 +50,11 @@ std::string restore_breakdown(Clock::Duration commit, Clock::Duration read, uint
 
 }  // namespace
 
-Result<uint64_t> Offloader::Impl::read_chain(const std::vector<Segment>& segments,
-                                             const std::vector<SnapshotRegion>& regions) {
+Result<Offloader::Impl::ChainRead> Offloader::Impl::read_chain(
+    const std::vector<Segment>& segments, const std::vector<SnapshotRegion>& regions) {
   if (segments.empty()) return NotFound("no snapshot was written");
   SnapshotReader reader(deps.fs, deps.clock, *deps.key, &deps.backend);
-  uint64_t bytes = 0;
+  ChainRead read_all;
   for (size_t i = 0; i < segments.size(); ++i) {
     SnapshotReadOptions read;
     read.path = segment_paths[i];
@@ -67,9 +67,11 @@ Result<uint64_t> Offloader::Impl::read_chain(const std::vector<Segment>& segment
     read.threads = options.snapshot_threads;
     read.cold_read_choice = deps.cold_reads;
     SIESTA_ASSIGN_OR_RETURN(const SnapshotReadResult result, reader.read(read, regions));
-    bytes += result.file_bytes;
+    read_all.bytes += result.file_bytes;
+    read_all.cold |= result.cold;
+    read_all.around_cache |= result.read_around_cache;
   }
-  return bytes;
+  return read_all;
 }
 
 // Commits exactly what the last save released. On failure nothing this call committed stays
@@ -143,7 +145,7 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
 
   std::optional<FallbackReason> fallback;
   Status given_up;
-  uint64_t read_bytes = 0;
+  ChainRead chain_read;
   std::shared_ptr<const RamCopy> from_ram;  // the snapshot, when it is in the RAM tier
   if (fresh) {
     admission.fresh_after_expiry = true;
@@ -156,10 +158,10 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
       from_ram = ram;
     }
     const std::vector<SnapshotRegion> regions = deps.target.snapshot_regions();
-    Result<uint64_t> restored = NotFound("no snapshot was written");
+    Result<ChainRead> restored = NotFound("no snapshot was written");
     if (from_ram) {
       const Status copied = copy_from_ram(*from_ram, deps.backend, regions);
-      restored = copied.ok() ? Result<uint64_t>(from_ram->payload_bytes()) : copied;
+      restored = copied.ok() ? Result<ChainRead>(ChainRead{from_ram->payload_bytes()}) : copied;
     } else {
       restored = read_chain(segments, regions);
     }
@@ -168,7 +170,7 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
       // extent is written again, so a half-done first attempt leaves nothing behind).
       restored = read_chain(segments, regions);
     }
-    if (restored.ok()) read_bytes = *restored;
+    if (restored.ok()) chain_read = *restored;
     Status adopted = restored.ok() ? deps.target.adopt_restored_state() : restored.status();
     if (adopted.ok()) {
       admission.restored = true;
@@ -212,6 +214,8 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
   if (!fresh) ++st.counters.restores;
   if (admission.restored) ++st.counters.restore_hits;
   if (from_ram) ++st.counters.ram_restores;
+  if (chain_read.cold) ++st.counters.cold_restores;
+  if (chain_read.around_cache) ++st.counters.cold_restores_around_cache;
   if (fallback) ++st.counters.fallbacks[static_cast<size_t>(*fallback)];
   st.last_restore_ms = st.operation_ms =
       std::chrono::duration<double, std::milli>(retired_at - started).count();
@@ -220,8 +224,11 @@ Result<Admission> Offloader::Impl::restore(bool fresh, Admission admission) {
   if (admission.restored) {
     log("offload: restored " + std::to_string(tokens) + " tokens" + (from_ram ? " from RAM" : "") +
         " in " + total + " ms (" +
-        restore_breakdown(committed_at - started, read_at - committed_at, read_bytes,
+        restore_breakdown(committed_at - started, read_at - committed_at, chain_read.bytes,
                           retired_at - read_at) +
+        (chain_read.around_cache ? ", out of the page cache, read around it"
+         : chain_read.cold       ? ", out of the page cache"
+                                 : "") +
         "); state resident");
   } else if (fallback) {
     log("offload: snapshot " + std::string(fallback_reason_name(*fallback)) +

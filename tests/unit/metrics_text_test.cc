@@ -95,6 +95,8 @@ TEST(MetricsTextTest, EveryFamilyHasHelpAndTypeOnce) {
       {"cache_delete_failures_total", "counter"},
       {"cache_ram_saves_total", "counter"},
       {"cache_ram_restores_total", "counter"},
+      {"cache_cold_restores_total", "counter"},
+      {"cache_cold_restores_around_cache_total", "counter"},
       {"cache_ram_full_total", "counter"},
       {"cache_ram_spills_total", "counter"},
       {"cache_save_duration_seconds", "histogram"},

@@ -83,11 +83,12 @@ void expect_shape(const json& body) {
   EXPECT_TRUE(cache["operation_ms"].is_number());
   ASSERT_TRUE(cache.contains("counters") && cache["counters"].is_object());
   const json& counters = cache["counters"];
-  EXPECT_EQ(counters.size(), 15u);
-  expect_integers(counters,
-                  {"saves", "restores", "restore_hits", "expirations", "write_failures",
-                   "cancelled_saves", "out_of_memory_retries", "delete_failures", "ram_saves",
-                   "ram_restores", "ram_full", "ram_spills", "delta_saves", "disk_drops"});
+  EXPECT_EQ(counters.size(), 17u);
+  expect_integers(
+      counters,
+      {"saves", "restores", "restore_hits", "expirations", "write_failures", "cancelled_saves",
+       "out_of_memory_retries", "delete_failures", "ram_saves", "ram_restores", "cold_restores",
+       "cold_restores_around_cache", "ram_full", "ram_spills", "delta_saves", "disk_drops"});
   ASSERT_TRUE(counters.contains("fallbacks") && counters["fallbacks"].is_object());
   EXPECT_EQ(counters["fallbacks"].size(), kFallbackReasonCount);
   for (size_t i = 0; i < kFallbackReasonCount; ++i) {

@@ -239,10 +239,17 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
   Result<Admission> restore(bool fresh, Admission admission) SIESTA_EXCLUDES(mu);
   Status commit_released_memory() SIESTA_EXCLUDES(mu);
 
+  // What read_chain read: its bytes, and whether a segment was out of the page cache (cold)
+  // and read around it.
+  struct ChainRead {
+    uint64_t bytes = 0;
+    bool cold = false;
+    bool around_cache = false;
+  };
   // Reads the chain's segments, oldest first, each over the ones before (the expiry is the
-  // newest one's). Returns the bytes read, or the first segment's failure.
-  Result<uint64_t> read_chain(const std::vector<Segment>& segments,
-                              const std::vector<SnapshotRegion>& regions) SIESTA_EXCLUDES(mu);
+  // newest one's). Returns what was read, or the first segment's failure.
+  Result<ChainRead> read_chain(const std::vector<Segment>& segments,
+                               const std::vector<SnapshotRegion>& regions) SIESTA_EXCLUDES(mu);
 
   // Removes the snapshot: its copy in the RAM tier and every file of it (remove_files()).
   Status remove_snapshot(const char* why) SIESTA_EXCLUDES(mu);
