@@ -174,7 +174,7 @@ struct OffloadCounters {
   uint64_t ram_saves = 0;     // of the saves (both kinds), those kept in the RAM tier
   uint64_t ram_restores = 0;  // of the restores, those from the RAM tier
   // Of the restores from disk, those that found a file of theirs out of the page cache, and of
-  // those, the ones that read it around the cache (SnapshotReadOptions::cold_read).
+  // those, the ones that read every such file around the cache (SnapshotReadOptions::cold_read).
   uint64_t cold_restores = 0;
   uint64_t cold_restores_around_cache = 0;
   uint64_t ram_full = 0;    // saves the RAM tier had no room for (written to disk instead)

@@ -55,6 +55,7 @@ Result<Offloader::Impl::ChainRead> Offloader::Impl::read_chain(
   if (segments.empty()) return NotFound("no snapshot was written");
   SnapshotReader reader(deps.fs, deps.clock, *deps.key, &deps.backend);
   ChainRead read_all;
+  bool cold_through_cache = false;
   for (size_t i = 0; i < segments.size(); ++i) {
     SnapshotReadOptions read;
     read.path = segment_paths[i];
@@ -69,8 +70,9 @@ Result<Offloader::Impl::ChainRead> Offloader::Impl::read_chain(
     SIESTA_ASSIGN_OR_RETURN(const SnapshotReadResult result, reader.read(read, regions));
     read_all.bytes += result.file_bytes;
     read_all.cold |= result.cold;
-    read_all.around_cache |= result.read_around_cache;
+    cold_through_cache |= result.cold && !result.read_around_cache;
   }
+  read_all.around_cache = read_all.cold && !cold_through_cache;
   return read_all;
 }
 

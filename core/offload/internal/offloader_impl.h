@@ -239,8 +239,8 @@ struct Offloader::Impl final : RoomHolder, std::enable_shared_from_this<Offloade
   Result<Admission> restore(bool fresh, Admission admission) SIESTA_EXCLUDES(mu);
   Status commit_released_memory() SIESTA_EXCLUDES(mu);
 
-  // What read_chain read: its bytes, and whether a segment was out of the page cache (cold)
-  // and read around it.
+  // What read_chain read: its bytes, whether a segment was out of the page cache (cold), and
+  // whether every such segment was read around it.
   struct ChainRead {
     uint64_t bytes = 0;
     bool cold = false;
