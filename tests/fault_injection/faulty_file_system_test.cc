@@ -109,7 +109,9 @@ std::vector<int> failing_calls(FaultyFileSystem& fs, FsFaultPlan plan, Call call
 class FaultyFileSystemOpTest : public ::testing::TestWithParam<std::tuple<FsOp, bool>> {};
 
 TEST_P(FaultyFileSystemOpTest, FiresExactlyOnTheNthCall) {
-  const auto [op, sticky] = GetParam();
+  // Named variables, not a structured binding: the lambda below captures them.
+  const FsOp op = std::get<0>(GetParam());
+  const bool sticky = std::get<1>(GetParam());
   TempDir temp;
   PosixFileSystem posix;
   FaultyFileSystem fs(posix);
@@ -136,8 +138,9 @@ TEST_P(FaultyFileSystemOpTest, FiresExactlyOnTheNthCall) {
       }
       case FsOp::kLock: {
         auto lock = fs.lock_file(temp.file("l" + n), false);
+        Status status = lock.status();
         if (lock.ok()) locks.push_back(std::move(lock).value());
-        return lock.status();
+        return status;
       }
     }
     return Internal("unreachable");
