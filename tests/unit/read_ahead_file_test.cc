@@ -187,6 +187,30 @@ TEST_F(ReadAheadFileTest, DestroyedBeforeItsRangeIsReadItStopsItsLoaders) {
   EXPECT_LE(counters_->reads.load(), 5u);
 }
 
+TEST_F(ReadAheadFileTest, ReadAheadsOnSeveralThreadsAtOnceShareTheKeptRings) {
+  // Four restores at once, each its own read-ahead, twice: the rings kept between them are
+  // taken and given back from several threads.
+  make_file(1024 * kKiB);
+  ReadAheadOptions options;
+  options.block_bytes = 64 * kKiB;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::thread> restores;
+    std::atomic<int> equal{0};
+    for (int t = 0; t < 4; ++t) {
+      restores.emplace_back([&] {
+        auto direct = fs_.open_readable(path_);
+        if (!direct.ok()) return;
+        auto file =
+            ReadAheadFile::start(*cached_, std::move(direct).value(), 0, content_.size(), options);
+        if (!file.ok()) return;
+        if (read_records(**file, 0, content_.size(), 40 * kKiB, 2) == content_) ++equal;
+      });
+    }
+    for (std::thread& restore : restores) restore.join();
+    EXPECT_EQ(equal.load(), 4) << "round " << round;
+  }
+}
+
 TEST_F(ReadAheadFileTest, RefusesAnEmptyRangeAndNoLoaders) {
   make_file(4 * kKiB);
   auto direct = fs_.open_readable(path_);
