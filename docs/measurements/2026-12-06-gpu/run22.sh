@@ -10,6 +10,7 @@ mkdir -p /tmp/r/compare /tmp/snaps
 SIESTA_COMPARE_ROUNDS=3 SIESTA_BENCH_DIR=/tmp/snaps OUT=/tmp/r/compare \
   timeout 200 scripts/bench-compare build/bench-base 'save_restore' > /tmp/r/compare-log.txt 2>&1
 echo "bench-compare rc $? at $(( $(date +%s) - start )) s"; grep -E "restore_gb_s|restore_ratio|save_ratio" /tmp/r/compare-log.txt | head -8
+tar -czf "$out/run22-compare.tgz" -C /tmp r  # kept if the call's time runs out below
 [ $(( $(date +%s) - start )) -lt 160 ] && { { cmake --preset gpu > /tmp/r/configure.txt 2>&1 && cmake --build --preset gpu -j 16 --target gpu_tests cold_restore_bench > /tmp/r/build.txt 2>&1; } || tail -20 /tmp/r/build.txt; }
 echo "built at $(( $(date +%s) - start )) s"
 [ -x build/gpu/tests/gpu_tests ] && timeout 70 build/gpu/tests/gpu_tests --gtest_brief=1 > /tmp/r/gpu_tests.txt 2>&1
