@@ -52,10 +52,11 @@ class ReadableFile {
   virtual Result<size_t> read_at(uint64_t offset, std::span<std::byte> data) = 0;
   virtual Result<uint64_t> size() = 0;
   // How many bytes of [offset, offset + length) the page cache holds now (Linux: mincore over a
-  // mapping of the range; bytes past the end of the file count as held). A reader that finds
-  // a file out of the cache may read it around the cache instead (open_direct). Default: all
-  // of them, so a file system that cannot tell, or a wrapper that does not say, is read as
-  // every file is. Failure: the OS's error; callers treat it as "held".
+  // mapping of the range; bytes past the end of the file count as held; since Linux 5.0 a file
+  // this user neither owns nor may write reads as all held, which is the safe answer here). A
+  // reader that finds a file out of the cache may read it around the cache instead (open_direct).
+  // Default: all of them, so a file system that cannot tell, or a wrapper that does not say, is
+  // read as every file is. Failure: the OS's error; callers treat it as "held".
   virtual Result<uint64_t> cached_bytes(uint64_t offset, uint64_t length) {
     (void)offset;
     return length;
@@ -64,15 +65,15 @@ class ReadableFile {
   // takes only offsets, sizes and buffers that are multiples of kDirectReadAlignment, and
   // returns fewer bytes only at the end of the file. Its data is the file's, as a read through
   // this handle would see it. Failure: Unsupported where the file system has no such reads
-  // (tmpfs) or a wrapper does not pass them on (the default, so that a wrapper that changes
-  // reads is never bypassed); IoError.
+  // (tmpfs before Linux 6.6) or a wrapper does not pass them on (the default, so that a wrapper
+  // that changes reads is never bypassed); IoError.
   virtual Result<std::unique_ptr<ReadableFile>> open_direct() {
     return Unsupported("this file has no reads around the page cache");
   }
 };
 
-// What open_direct()'s reads must be aligned to: the page size, which covers the logical block
-// size of the disks Linux supports O_DIRECT on.
+// What open_direct()'s reads must be aligned to: 4 KiB, a multiple of the logical block size of
+// the disks siesta runs on (512 or 4096 bytes).
 inline constexpr size_t kDirectReadAlignment = 4096;
 
 // An advisory exclusive lock (flock) held for the life of the object.

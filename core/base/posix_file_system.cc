@@ -130,7 +130,9 @@ class PosixWritableFile final : public WritableFile {
 
 class PosixReadableFile final : public ReadableFile {
  public:
-  PosixReadableFile(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  // `direct`: the descriptor reads around the cache (O_DIRECT).
+  PosixReadableFile(UniqueFd fd, std::string path, bool direct = false)
+      : fd_(std::move(fd)), path_(std::move(path)), direct_(direct) {}
 
   Result<size_t> read_at(uint64_t offset, std::span<std::byte> data) override {
     size_t done = 0;
@@ -142,6 +144,9 @@ class PosixReadableFile final : public ReadableFile {
       if (n < 0) return status_from_errno(errno, "pread " + path_);
       if (n == 0) break;  // end of file
       done += static_cast<size_t>(n);
+      // Around the cache a short read is the end of the file, and a retry would ask at an
+      // unaligned offset, which some file systems refuse.
+      if (direct_) break;
     }
     return done;
   }
@@ -153,6 +158,7 @@ class PosixReadableFile final : public ReadableFile {
   }
 
   Result<uint64_t> cached_bytes(uint64_t offset, uint64_t length) override {
+    if (length == 0) return 0;
     SIESTA_ASSIGN_OR_RETURN(const uint64_t file_size, size());
     const uint64_t end = offset + length;
     if (offset >= file_size) return length;
@@ -187,7 +193,7 @@ class PosixReadableFile final : public ReadableFile {
     if (!direct.valid()) {
       const int err = errno;
       Status failed = status_from_errno(err, "open O_DIRECT " + path_);
-      // EINVAL: the file system has no O_DIRECT (tmpfs); ENOENT: no /proc.
+      // EINVAL: the file system has no O_DIRECT (tmpfs before Linux 6.6); ENOENT: no /proc.
       if (err == EINVAL || err == ENOENT) return Unsupported(failed.message());
       return failed;
     }
@@ -199,12 +205,13 @@ class PosixReadableFile final : public ReadableFile {
                          ": /proc/self/fd did not give back the same file");
     }
     return std::unique_ptr<ReadableFile>(
-        std::make_unique<PosixReadableFile>(std::move(direct), path_ + " (O_DIRECT)"));
+        std::make_unique<PosixReadableFile>(std::move(direct), path_ + " (O_DIRECT)", true));
   }
 
  private:
   UniqueFd fd_;
   std::string path_;
+  bool direct_ = false;
 };
 
 class PosixFileLock final : public FileLock {

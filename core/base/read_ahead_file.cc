@@ -12,14 +12,19 @@ namespace {
 
 uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
 
+void free_ring(void* memory) { std::free(memory); }
+
 // Rings kept for the next read-ahead. A fresh ring's pages are faulted in (zeroed) by its
 // first reads: about 8 ms for 32 MiB on the CPU machine, a quarter of a 64 MiB file's cold
-// read. At most kKeptRings are kept, each of the size last asked for.
+// read. At most kKeptRings are kept, the newest given back; a ring is taken only by a
+// read-ahead of its exact size.
 class RingShelf {
  public:
+  // Never destroyed, as the snapshot thread pool is not: a restore may run while static
+  // objects are torn down at exit.
   static RingShelf& instance() {
-    static RingShelf shelf;
-    return shelf;
+    static RingShelf* const shelf = new RingShelf;
+    return *shelf;
   }
   ReadAheadFile::Ring take(size_t bytes) {
     {
@@ -33,7 +38,7 @@ class RingShelf {
     }
     return ReadAheadFile::Ring{
         bytes,
-        {static_cast<std::byte*>(std::aligned_alloc(kDirectReadAlignment, bytes)), &std::free}};
+        {static_cast<std::byte*>(std::aligned_alloc(kDirectReadAlignment, bytes)), free_ring}};
   }
   void put(ReadAheadFile::Ring ring) {
     if (ring.memory == nullptr) return;
@@ -55,14 +60,13 @@ Result<std::unique_ptr<ReadAheadFile>> ReadAheadFile::start(ReadableFile& cached
                                                             uint64_t begin, uint64_t end,
                                                             const ReadAheadOptions& options) {
   if (direct == nullptr || begin >= end || options.blocks == 0 || options.reads_in_flight == 0) {
-    return InvalidArgument("read-ahead: an empty range, no blocks or no loaders");
+    return InvalidArgument(
+        "read-ahead: no handle around the cache, an empty range, no blocks or no loaders");
   }
   const size_t block_bytes =
       round_up(std::max<size_t>(options.block_bytes, 1), kDirectReadAlignment);
-  // The largest read can start anywhere in a block and end anywhere in another.
   // Room for every loader's block beside two being read out.
-  const size_t slots = std::max(
-      {options.blocks, options.largest_read / block_bytes + 2, options.reads_in_flight + 2});
+  const size_t slots = std::max(options.blocks, options.reads_in_flight + 2);
   std::unique_ptr<ReadAheadFile> file(
       new ReadAheadFile(cached, std::move(direct), begin, end, block_bytes, slots));
   if (file->ring_.memory == nullptr) {
@@ -70,10 +74,11 @@ Result<std::unique_ptr<ReadAheadFile>> ReadAheadFile::start(ReadableFile& cached
                        std::to_string(block_bytes >> 10) + " KiB");
   }
   try {
+    file->loaders_.reserve(options.reads_in_flight);
     for (size_t i = 0; i < options.reads_in_flight; ++i) {
       file->loaders_.emplace_back([raw = file.get()] { raw->load_blocks(); });
     }
-  } catch (const std::system_error& error) {
+  } catch (const std::exception& error) {
     return Unavailable(std::string("read-ahead: a loader thread could not start: ") + error.what());
   }  // the destructor stops and joins those that did
   return file;
@@ -112,9 +117,10 @@ void ReadAheadFile::load_blocks() {
   MutexLock lock(mutex_);
   while (true) {
     lock.wait(freed_, [this]() SIESTA_REQUIRES(mutex_) {
-      return stopping_ || next_to_load_ == block_count_ || next_to_load_ < released_ + slot_count_;
+      return stopping_ || abandoned_ || next_to_load_ == block_count_ ||
+             next_to_load_ < released_ + slot_count_;
     });
-    if (stopping_ || next_to_load_ == block_count_) return;
+    if (stopping_ || abandoned_ || next_to_load_ == block_count_) return;
     const uint64_t block = next_to_load_++;
     Slot& slot = slot_of(block);
     slot = Slot{block, SlotState::kLoading, 0, 0};
@@ -132,7 +138,7 @@ void ReadAheadFile::load_blocks() {
 }
 
 Result<size_t> ReadAheadFile::read_at(uint64_t offset, std::span<std::byte> data) {
-  if (offset < begin_ || offset + data.size() > end_ || data.empty()) {
+  if (data.empty() || offset < begin_ || offset >= end_ || data.size() > end_ - offset) {
     return cached_.read_at(offset, data);
   }
   size_t done = 0;
@@ -141,49 +147,46 @@ Result<size_t> ReadAheadFile::read_at(uint64_t offset, std::span<std::byte> data
     const uint64_t block = (at - first_) / block_bytes_;
     const size_t length = static_cast<size_t>(
         std::min<uint64_t>(data.size() - done, block_start(block) + block_bytes_ - at));
-    SIESTA_RETURN_IF_ERROR(read_from_block(block, at, data.subspan(done, length)));
-    done += length;
+    SIESTA_ASSIGN_OR_RETURN(const size_t got,
+                            read_from_block(block, at, data.subspan(done, length)));
+    done += got;
+    if (got < length) break;  // the file ended (it shrank under its reader)
   }
   return done;
 }
 
-Status ReadAheadFile::read_from_block(uint64_t block, uint64_t offset, std::span<std::byte> out) {
+Result<size_t> ReadAheadFile::read_from_block(uint64_t block, uint64_t offset,
+                                              std::span<std::byte> out) {
   MutexLock lock(mutex_);
-  lock.wait(loaded_, [&]() SIESTA_REQUIRES(mutex_) {
+  const auto in_ring = [&]() SIESTA_REQUIRES(mutex_) {
     const Slot& slot = slot_of(block);
-    return block < released_ || (slot.block == block && (slot.state == SlotState::kLoaded ||
-                                                         slot.state == SlotState::kFailed));
-  });
-  if (block < released_) {
-    // Given back already (this byte was read before): the page cache's way.
+    return block >= released_ && slot.block == block &&
+           (slot.state == SlotState::kLoaded || slot.state == SlotState::kFailed);
+  };
+  lock.wait(loaded_,
+            [&]() SIESTA_REQUIRES(mutex_) { return block < released_ || in_ring() || abandoned_; });
+  if (!in_ring()) {
+    // Given back already (this byte was read before), or abandoned before it was loaded: the
+    // page cache's way.
     lock.unlock();
-    Result<size_t> got = cached_.read_at(offset, out);
-    if (!got.ok()) return got.status();
-    if (*got != out.size())
-      return Truncated("read-ahead: the file ended at " + std::to_string(offset + *got));
-    return Status::Ok();
+    return cached_.read_at(offset, out);
   }
   Slot& slot = slot_of(block);
   const bool loaded = slot.state == SlotState::kLoaded;
   ++slot.readers;
   lock.unlock();
-  Status status = Status::Ok();
+  Result<size_t> got = out.size();
   if (loaded) {
     const std::byte* from = memory_of(block) + (offset - block_start(block));
     std::memcpy(out.data(), from, out.size());
   } else {
-    Result<size_t> got = cached_.read_at(offset, out);
-    if (!got.ok()) {
-      status = got.status();
-    } else if (*got != out.size()) {
-      status = Truncated("read-ahead: the file ended at " + std::to_string(offset + *got));
-    }
+    got = cached_.read_at(offset, out);
   }
   lock.lock();
   --slot.readers;
-  slot.read += out.size();
+  slot.read += out.size();  // read or not: this part of the block is done with
   release_read_blocks();
-  return status;
+  return got;
 }
 
 void ReadAheadFile::release_read_blocks() {
@@ -202,6 +205,15 @@ void ReadAheadFile::release_read_blocks() {
     freed_.notify_all();
     loaded_.notify_all();  // readers of a block given back meanwhile go the cache's way
   }
+}
+
+void ReadAheadFile::abandon() {
+  {
+    MutexLock lock(mutex_);
+    abandoned_ = true;
+  }
+  freed_.notify_all();
+  loaded_.notify_all();
 }
 
 ReadAheadFile::Counts ReadAheadFile::counts() const {

@@ -18,9 +18,12 @@
 // the range go to `cached`.
 //
 // Progress: the loaders read blocks in order and never more than the ring holds beyond the
-// first block not yet read out, so every read of the range is answered as long as the bytes
-// before it are read by someone (the chunk threads take chunks in file order) and the ring
-// holds the largest single read plus two blocks (start() enlarges it to that).
+// first block not yet read out, so a read of a block further on waits until the bytes before
+// it are read. A read works through its blocks one by one, each read out before the next is
+// waited for, so any ring of two blocks or more makes progress as long as every byte of the
+// range is read by someone: the chunk threads take chunks in file order and read each record
+// whole. A reader that stops short (a chunk that fails its check and is not read further) must
+// call abandon(): from then on no read waits, and what is not in the ring comes from `cached`.
 //
 // Thread rule: read_at may be called from several threads at once, as ReadableFile's; the
 // destructor stops the loaders and waits for them, and must not run while a read_at does.
@@ -43,13 +46,13 @@ struct ReadAheadOptions {
   size_t block_bytes = size_t{4} << 20;  // one read around the cache; rounded up to alignment
   size_t blocks = 4;                     // the ring (at least reads_in_flight + 2)
   size_t reads_in_flight = 1;            // loader threads, each with one read at a time
-  size_t largest_read = 0;               // the ring holds at least this plus two blocks
 };
 
 class ReadAheadFile final : public ReadableFile {
  public:
   // Starts reading [begin, end) of `direct` (a handle from cached.open_direct()) ahead.
-  // Failure: InvalidArgument for an empty range or no blocks or loaders; OutOfMemory when the
+  // Failure: InvalidArgument for a null `direct`, an empty range, or no blocks or loaders;
+  // OutOfMemory when the
   // ring cannot be allocated; Unavailable when a loader thread cannot be started. Nothing is
   // left running on failure.
   // REQUIRES: `cached` outlives the result.
@@ -65,6 +68,11 @@ class ReadAheadFile final : public ReadableFile {
   // read covers to be loaded.
   Result<size_t> read_at(uint64_t offset, std::span<std::byte> data) override;
   Result<uint64_t> size() override { return cached_.size(); }
+
+  // Some bytes of the range will not be read (their reader failed): the loaders stop, no read
+  // waits any more, and what is not loaded already is read through `cached`. Any thread, any
+  // number of times.
+  void abandon();
 
   // Blocks read around the cache so far, and blocks whose read failed (read through `cached`).
   struct Counts {
@@ -91,8 +99,9 @@ class ReadAheadFile final : public ReadableFile {
   ReadAheadFile(ReadableFile& cached, std::unique_ptr<ReadableFile> direct, uint64_t begin,
                 uint64_t end, size_t block_bytes, size_t slots);
   void load_blocks();
-  // Serves [offset, offset + out.size()) of block `block` (wholly within it and the range).
-  Status read_from_block(uint64_t block, uint64_t offset, std::span<std::byte> out);
+  // Serves [offset, offset + out.size()) of block `block` (wholly within it and the range);
+  // returns the bytes read, fewer only where the file ends.
+  Result<size_t> read_from_block(uint64_t block, uint64_t offset, std::span<std::byte> out);
   // Gives back, in order, the first blocks that were read out and that no read holds.
   void release_read_blocks() SIESTA_REQUIRES(mutex_);
   uint64_t block_start(uint64_t block) const { return first_ + block * block_bytes_; }
@@ -119,8 +128,9 @@ class ReadAheadFile final : public ReadableFile {
   std::condition_variable freed_;   // a slot was given back, or stopping
   std::vector<Slot> slots_ SIESTA_GUARDED_BY(mutex_);
   uint64_t next_to_load_ SIESTA_GUARDED_BY(mutex_) = 0;
-  uint64_t released_ SIESTA_GUARDED_BY(mutex_) = 0;  // blocks before it are given back
-  bool stopping_ SIESTA_GUARDED_BY(mutex_) = false;
+  uint64_t released_ SIESTA_GUARDED_BY(mutex_) = 0;   // blocks before it are given back
+  bool stopping_ SIESTA_GUARDED_BY(mutex_) = false;   // the destructor runs
+  bool abandoned_ SIESTA_GUARDED_BY(mutex_) = false;  // abandon() was called
   Counts counts_ SIESTA_GUARDED_BY(mutex_);
   std::vector<std::thread> loaders_;  // joined by the destructor
 };

@@ -82,6 +82,16 @@ class ChunkReader {
     // Declared after slots_ and copies_ (members): destroyed first, so no opening outlives the
     // memory it writes.
     ChunkPipeline pipeline(std::move(sealers));
+    // Destroyed before the pipeline, whose destructor waits for the running chunks: a read
+    // that ends in failure tells the job first, so that no chunk still running waits for bytes
+    // that will not be read.
+    struct TellFailure {
+      const ChunkReadJob& job;
+      bool failed = true;  // until the read succeeds
+      ~TellFailure() {
+        if (failed && job.on_failure) job.on_failure();
+      }
+    } tell_failure{job_};
     pipeline_ = &pipeline;
     // "While it runs": the pointer goes with the pipeline on every return.
     struct Forget {
@@ -113,6 +123,7 @@ class ChunkReader {
       ++submitted_;
     }
     SIESTA_RETURN_IF_ERROR(finish_all());
+    tell_failure.failed = false;
     return offset;
   }
 
@@ -133,8 +144,14 @@ class ChunkReader {
   // Runs on a worker (or inline; or here, for an oversized chunk). Touches only `slot`, its
   // destination, the file (read_at is safe from several threads) and what is immutable
   // during the read. Three reads of the record (its header, its payload into the destination,
-  // its tag): the two small ones cost about a microsecond each from the page cache.
+  // its tag): the two small ones cost about a microsecond each from the page cache. A failure
+  // is told to the job at once (ChunkReadJob::on_failure), here on the thread that sees it.
   Status fetch_and_open(ReadSlot& slot, ChunkSealer& sealer) const {
+    Status opened = fetch_and_open_once(slot, sealer);
+    if (!opened.ok() && job_.on_failure) job_.on_failure();
+    return opened;
+  }
+  Status fetch_and_open_once(ReadSlot& slot, ChunkSealer& sealer) const {
     const uint32_t length = slot.span.length;
     const snapshot::ChunkRecordLayout layout = snapshot::chunk_record_layout(length);
     SIESTA_RETURN_IF_ERROR(read_exact(slot.offset, slot.chunk_header, slot.index));

@@ -82,10 +82,9 @@ bool out_of_cache(ReadableFile& file, uint64_t begin, uint64_t end) {
 // A read-ahead of [begin, end) around the page cache, or null where the file system has no
 // such reads or it cannot start (the chunks are then read through the cache).
 std::unique_ptr<ReadAheadFile> read_ahead(ReadableFile& file, uint64_t begin, uint64_t end,
-                                          uint32_t chunk_bytes, ReadAheadOptions options) {
+                                          const ReadAheadOptions& options) {
   Result<std::unique_ptr<ReadableFile>> direct = file.open_direct();
   if (!direct.ok()) return nullptr;
-  options.largest_read = std::max<size_t>(options.largest_read, chunk_bytes);
   Result<std::unique_ptr<ReadAheadFile>> started =
       ReadAheadFile::start(file, std::move(direct).value(), begin, end, options);
   return started.ok() ? std::move(started).value() : nullptr;
@@ -236,10 +235,6 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
   if (any_device && backend_ == nullptr) {
     return InvalidArgument("a device region needs a memory backend");
   }
-  const ChunkReadJob job{header,  header_digest,
-                         regions, any_device ? backend_ : nullptr,
-                         key_,    resolve_snapshot_read_threads(options.threads),
-                         name,    options.staging_wait};
   // ---- out of the page cache? Then maybe around it (SnapshotReadOptions::cold_read) ----
   const uint64_t chunks_end = shape.file_bytes - snapshot::kTrailerBytes;
   const bool cold = options.cold_read == SnapshotReadOptions::ColdRead::kAroundCacheWhenCold &&
@@ -250,8 +245,13 @@ Result<SnapshotReadResult> SnapshotReader::read(const SnapshotReadOptions& optio
                       : Way::kAroundCache;
   std::unique_ptr<ReadAheadFile> around =
       cold && way == Way::kAroundCache
-          ? read_ahead(*file, header_size, chunks_end, header.chunk_bytes, options.read_ahead)
+          ? read_ahead(*file, header_size, chunks_end, options.read_ahead)
           : nullptr;
+  ChunkReadJob job{header,  header_digest,
+                   regions, any_device ? backend_ : nullptr,
+                   key_,    resolve_snapshot_read_threads(options.threads),
+                   name,    options.staging_wait};
+  if (around) job.on_failure = [&around] { around->abandon(); };
   const auto started = std::chrono::steady_clock::now();
   SIESTA_ASSIGN_OR_RETURN(const uint64_t offset,
                           read_snapshot_chunks(job, around ? *around : *file, header_size));

@@ -2,7 +2,8 @@
 // system (tmpfs has no O_DIRECT). It refuses, as O_DIRECT does, any read whose offset, size or
 // buffer is not a multiple of kDirectReadAlignment, and reads through the handle it wraps.
 // `fail_from`, when set, fails every read that reaches that offset with IoError "injected",
-// and the counters say how many reads came and how many were refused for their alignment.
+// and the counters say how many reads came, how many were refused for their alignment and how
+// many failed as planned.
 //
 // Thread rule: read_at from several threads at once, as any ReadableFile.
 #pragma once
@@ -23,6 +24,7 @@ class AlignedReadsFile final : public ReadableFileWrapper {
   struct Counters {
     std::atomic<uint64_t> reads{0};
     std::atomic<uint64_t> misaligned{0};
+    std::atomic<uint64_t> failed{0};  // reads failed as planned (fail_from)
   };
 
   AlignedReadsFile(std::unique_ptr<ReadableFile> target, std::shared_ptr<Counters> counters,
@@ -41,6 +43,7 @@ class AlignedReadsFile final : public ReadableFileWrapper {
                              std::to_string(data.size()) + " bytes is not aligned");
     }
     if (fail_from_ && offset + data.size() > *fail_from_) {
+      counters_->failed.fetch_add(1);
       return IoError("injected: a read around the cache at " + std::to_string(offset));
     }
     return target().read_at(offset, data);

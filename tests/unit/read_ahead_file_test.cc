@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,9 +57,13 @@ class ReadAheadFileTest : public ::testing::Test {
 
   // Reads [begin, end) through `file` in records of `record` bytes, each as three reads (a
   // 16-byte head, the middle, a 16-byte tail, as a snapshot's chunk records are read), the
-  // records taken in order by `threads` threads. Returns what was read.
+  // records taken in order by `threads` threads. Returns what was read. With `stop_short`, the
+  // reader of that record reads only its head, then calls `stopped` (what a chunk that fails
+  // its header's check does).
   static std::vector<std::byte> read_records(ReadableFile& file, uint64_t begin, uint64_t end,
-                                             size_t record, size_t threads) {
+                                             size_t record, size_t threads,
+                                             std::optional<uint64_t> stop_short = std::nullopt,
+                                             const std::function<void()>& stopped = {}) {
     std::vector<std::byte> out(end - begin);
     std::atomic<uint64_t> next{0};
     std::atomic<bool> failed{false};
@@ -76,6 +81,10 @@ class ReadAheadFileTest : public ::testing::Test {
             auto got = file.read_at(offset, std::span(out).subspan(offset - begin, part));
             if (!got.ok() || *got != part) failed = true;
             offset += part;
+            if (stop_short == i) {
+              stopped();
+              break;
+            }
           }
         }
       });
@@ -100,21 +109,41 @@ class ReadAheadFileTest : public ::testing::Test {
 
 TEST_F(ReadAheadFileTest, ManyThreadsReadTheRangeAsTheFileHasItThroughAlignedBlocks) {
   // An unaligned range ending before the file does, records that straddle blocks, and a ring
-  // barely larger than a record: every block is read once, aligned, and the bytes are the file's.
+  // smaller than a record (three 64 KiB blocks, 200 KiB records): every block is read once,
+  // aligned, and the bytes are the file's.
   make_file(3 * 1024 * kKiB + 123);
   const uint64_t begin = 1000, end = 3 * 1024 * kKiB;
   ReadAheadOptions options;
   options.block_bytes = 64 * kKiB;
-  options.blocks = 2;
-  options.largest_read = 100 * kKiB;
+  options.blocks = 2;  // raised to the loader's block and two more
   auto file = start(begin, end, options);
   ASSERT_NE(file, nullptr);
-  EXPECT_EQ(read_records(*file, begin, end, 100 * kKiB + 32, 8), slice(begin, end));
+  EXPECT_EQ(read_records(*file, begin, end, 200 * kKiB + 32, 8), slice(begin, end));
   const ReadAheadFile::Counts counts = file->counts();
   EXPECT_EQ(counts.loaded, (end + 64 * kKiB - 1) / (64 * kKiB));
   EXPECT_EQ(counts.failed, 0u);
   EXPECT_EQ(counters_->misaligned.load(), 0u);
   EXPECT_EQ(counters_->reads.load(), counts.loaded);
+}
+
+TEST_F(ReadAheadFileTest, AReaderThatStopsShortAndAbandonsLetsEveryOtherReadEnd) {
+  // The fifth record's reader reads its head only and abandons: its blocks are never read
+  // out, and readers of records beyond the ring (3 blocks of 64 KiB against eight threads
+  // reading 40 KiB records) would wait for them forever. After abandon() they read through
+  // the cache: every byte but the skipped ones is the file's.
+  make_file(2 * 1024 * kKiB);
+  ReadAheadOptions options;
+  options.block_bytes = 64 * kKiB;
+  options.blocks = 3;
+  auto file = start(0, content_.size(), options);
+  ASSERT_NE(file, nullptr);
+  ReadAheadFile* const raw = file.get();
+  std::vector<std::byte> got =
+      read_records(*file, 0, content_.size(), 40 * kKiB, 8, 4, [raw] { raw->abandon(); });
+  const size_t skipped_from = 4 * 40 * kKiB + 16, skipped_to = 5 * 40 * kKiB;
+  EXPECT_TRUE(std::equal(got.begin(), got.begin() + skipped_from, content_.begin()));
+  EXPECT_TRUE(std::equal(got.begin() + skipped_to, got.end(), content_.begin() + skipped_to));
+  EXPECT_EQ(counters_->misaligned.load(), 0u);
 }
 
 TEST_F(ReadAheadFileTest, TheLastBlockIsReadWholeWhereTheFileEndsInIt) {

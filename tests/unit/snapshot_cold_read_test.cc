@@ -14,6 +14,7 @@
 #include "core/base/clock.h"
 #include "core/base/file_system_wrapper.h"
 #include "core/base/posix_file_system.h"
+#include "core/snapshot/snapshot_format.h"
 #include "core/snapshot/snapshot_reader.h"
 #include "core/snapshot/snapshot_writer.h"
 #include "tests/support/aligned_reads_file.h"
@@ -146,6 +147,7 @@ TEST_F(SnapshotColdReadTest, AFailingReadAroundTheCacheCostsSpeedNotTheRestore) 
   ASSERT_TRUE(read.ok()) << read.status().to_string();
   EXPECT_TRUE(read->read_around_cache);
   EXPECT_EQ(into_.bytes, source_.bytes);
+  EXPECT_GT(fs_.direct_reads->failed.load(), 0u) << "the fault fired";
 }
 
 TEST_F(SnapshotColdReadTest, WithoutReadsAroundTheCacheAColdFileIsReadThroughIt) {
@@ -166,6 +168,27 @@ TEST_F(SnapshotColdReadTest, ACorruptChunkReadAroundTheCacheIsStillCorrupt) {
   auto read = this->read();
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().code(), StatusCode::kCorrupt) << read.status().to_string();
+}
+
+TEST_F(SnapshotColdReadTest, AChunkOutOfPlaceStopsTheReadWithoutWaitingForItsUnreadBytes) {
+  // The tenth chunk's header names another index: that chunk is read no further (its payload
+  // and tag never are), so the blocks holding them are never read out. Four threads and a ring
+  // of four 64 KiB blocks keep chunks in flight beyond the ring: they must not wait for it.
+  write(3 << 20);
+  std::vector<uint8_t> bytes = snapshot_test::read_file(path());
+  const uint64_t full = snapshot::chunk_record_layout(100'003).size;
+  const uint64_t last = snapshot::chunk_record_layout((3 << 20) % 100'003).size;
+  const uint64_t chunks_at =
+      bytes.size() - snapshot::kTrailerBytes - ((3 << 20) / 100'003) * full - last;
+  bytes[chunks_at + 10 * full + 4] ^= 0x01;  // the header's chunk index
+  snapshot_test::write_file(path(), bytes);
+  SnapshotReadOptions options;
+  options.threads = 4;
+  auto read = this->read(options);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), StatusCode::kCorrupt) << read.status().to_string();
+  EXPECT_NE(read.status().message().find("chunk 10"), std::string::npos)
+      << read.status().to_string();
 }
 
 TEST_F(SnapshotColdReadTest, AChoiceTakesTurnsAndLearnsFromEachColdRead) {

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -52,6 +53,11 @@ struct ChunkReadJob {
   size_t threads;                         // verifying threads, >= 1
   std::string name;                       // "snapshot '<path>'", for messages
   std::chrono::nanoseconds staging_wait;  // for a ring another pipeline holds whole
+  // Called, on whichever thread sees it, when a chunk fails or the read ends in failure: not
+  // every byte of the file will then be read (a chunk that fails its header's check is read no
+  // further), so a file that waits for its bytes to be read in order must stop waiting
+  // (ReadAheadFile::abandon). May be called more than once. Empty: nothing to tell.
+  std::function<void()> on_failure = {};
 };
 
 // Reads chunk 0 at `first_offset` and every later one right after the previous.
