@@ -1,5 +1,6 @@
-// ColdReadChoice: which way the snapshot files of one directory are read when they are out of
-// the page cache, learned from the reads themselves.
+// ColdReadChoice: which way snapshot files are read when they are out of the page cache,
+// learned from the reads themselves. The engine keeps one for all its sessions (they share a
+// snapshot directory, so a disk).
 //
 // Why: no way is fastest on every disk. Read in order around the cache (O_DIRECT, one read in
 // flight; core/base/read_ahead_file.h), a cold 512 MiB file came at 2.76 GB/s on the H100
@@ -11,7 +12,7 @@
 // The rule: reads of fewer than kLeastBytes do not count (they take their time in set-up more
 // than in the disk). Until both ways have kSamples counted reads the ways take turns; then
 // every read takes the way whose median rate over its last kSamples reads is higher, except
-// each kRetryEvery-th read, which takes the other.
+// one in kRetryEvery (counted from the end of the turns), which takes the other.
 //
 // Thread rule: any thread; a mutex guards the figures. Restores of several sessions at once
 // each ask and record; turns are then shared among them, which keeps the rule.
