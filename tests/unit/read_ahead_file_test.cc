@@ -224,6 +224,7 @@ TEST_F(ReadAheadFileTest, ReadAheadsOnSeveralThreadsAtOnceShareTheKeptRings) {
   options.block_bytes = 64 * kKiB;
   for (int round = 0; round < 2; ++round) {
     std::vector<std::thread> restores;
+    restores.reserve(4);
     std::atomic<int> equal{0};
     for (int t = 0; t < 4; ++t) {
       restores.emplace_back([&] {
