@@ -33,7 +33,6 @@
 //   SIESTA_BENCH_READ_AHEAD_BLOCK_KIB set ReadAheadOptions' loaders and block size)
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,30 +75,25 @@ void die(const Status& s, const char* what) {
   die_if(!s.ok(), std::string(what) + ": " + s.to_string());
 }
 
-// The fraction of `path`'s pages in the page cache now (mincore over a mapping of it).
-double cached_fraction(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  die_if(!fd.valid(), "open " + path);
-  const off_t size = ::lseek(fd.get(), 0, SEEK_END);
-  void* map = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd.get(), 0);
-  die_if(map == MAP_FAILED, "mmap " + path);
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> resident((static_cast<size_t>(size) + page - 1) / page);
-  die_if(::mincore(map, static_cast<size_t>(size), resident.data()) != 0, "mincore " + path);
-  ::munmap(map, static_cast<size_t>(size));
-  size_t cached = 0;
-  for (unsigned char r : resident) cached += r & 1;
-  return resident.empty() ? 0.0
-                          : static_cast<double>(cached) / static_cast<double>(resident.size());
+// The fraction of `path`'s bytes in the page cache now (ReadableFile::cached_bytes: mincore
+// over a mapping of the file).
+double cached_fraction(FileSystem& fs, const std::string& path) {
+  Result<std::unique_ptr<ReadableFile>> file = fs.open_readable(path);
+  die(file.status(), "open");
+  Result<uint64_t> size = (*file)->size();
+  die(size.status(), "size");
+  Result<uint64_t> cached = (*file)->cached_bytes(0, *size);
+  die(cached.status(), "mincore");
+  return *size == 0 ? 0.0 : static_cast<double>(*cached) / static_cast<double>(*size);
 }
 
 // Drops `path`'s pages from the page cache; returns the fraction still cached after it.
-double drop_pages(const std::string& path) {
+double drop_pages(FileSystem& fs, const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   die_if(!fd.valid(), "open " + path);
   die_if(::fdatasync(fd.get()) != 0, "fdatasync " + path);
   die_if(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED) != 0, "posix_fadvise " + path);
-  return cached_fraction(path);
+  return cached_fraction(fs, path);
 }
 
 // `threads` threads read `path` in kPiece pieces, thread t taking pieces t, t + threads, ...
@@ -223,9 +217,9 @@ void cold_restore(benchmark::State& state) {
       for (const std::string& name : order) {
         if (name == "restore_after_save") {
           die(writer.write(wo, std::span(&region, 1)).status(), "snapshot write");
-          after_save.push_back(cached_fraction(path));
+          after_save.push_back(cached_fraction(fs, path));
         } else {
-          cached_after_drop = std::max(cached_after_drop, drop_pages(path));
+          cached_after_drop = std::max(cached_after_drop, drop_pages(fs, path));
         }
         const auto start = std::chrono::steady_clock::now();
         ways[name]();

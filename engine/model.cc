@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/round_up.h"
 #include "core/snapshot/chunk_sealer.h"
 
 namespace siesta::engine {
@@ -13,10 +14,6 @@ namespace {
 
 constexpr uint64_t kTensorAlignment = 256;  // what any kernel's vector loads want
 constexpr size_t kUploadPieceFloats = (4u << 20) / sizeof(float);  // bounds host memory
-
-constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
 
 constexpr uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -78,7 +75,7 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& config, MemoryBack
   uint64_t total = 0;
   for (Tensor& t : tensors) {
     t.offset = total;
-    total = align_up(total + t.elements * sizeof(float), kTensorAlignment);
+    total = round_up(total + t.elements * sizeof(float), kTensorAlignment);
   }
 
   SIESTA_ASSIGN_OR_RETURN(model->memory_, ReservedRange::reserve(backend, total));

@@ -45,6 +45,7 @@
 #include "backends/cuda_vmm/cuda_driver_api.h"
 #include "backends/cuda_vmm/cuda_handles.h"
 #include "core/base/mutex.h"
+#include "core/base/round_up.h"
 #include "core/base/thread_annotations.h"
 #include "core/memory/range_ledger.h"
 #include "core/memory/registered_host_memory.h"
@@ -291,7 +292,7 @@ Result<DeviceRange> CudaVmmBackend::reserve(size_t bytes) {
   if (bytes > SIZE_MAX - (g - 1)) {
     return InvalidArgument("reserve of " + std::to_string(bytes) + " bytes: too large");
   }
-  const size_t rounded = (bytes + g - 1) / g * g;
+  const size_t rounded = round_up(bytes, g);
   ScopedContext scope = impl_->enter();
   SIESTA_RETURN_IF_ERROR(scope.status());
   SIESTA_ASSIGN_OR_RETURN(cuda::AddressReservation reservation,

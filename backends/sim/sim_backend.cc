@@ -18,6 +18,7 @@
 #include "backends/sim/sim_device_stream.h"
 #include "core/base/mutex.h"
 #include "core/base/os_error.h"
+#include "core/base/round_up.h"
 #include "core/base/thread_annotations.h"
 #include "core/base/unique_fd.h"
 #include "core/memory/host_address_space.h"
@@ -244,7 +245,7 @@ Result<DeviceRange> SimBackend::reserve(size_t bytes) {
   if (bytes == 0) return InvalidArgument("reserve of 0 bytes");
   const size_t g = impl_->options.granularity;
   if (bytes > SIZE_MAX - g) return OutOfMemory("reserve of " + std::to_string(bytes) + " bytes");
-  const size_t rounded = (bytes + g - 1) / g * g;
+  const size_t rounded = round_up(bytes, g);
   SIESTA_ASSIGN_OR_RETURN(std::byte * base, host_address_space::reserve(rounded, g));
   const DeviceRange range{reinterpret_cast<DeviceAddress>(base), rounded};
   MutexLock lock(impl_->mutex);

@@ -7,10 +7,10 @@
 #include <system_error>
 #include <utility>
 
+#include "core/base/round_up.h"
+
 namespace siesta {
 namespace {
-
-uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
 
 void free_ring(void* memory) { std::free(memory); }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/base/os_error.h"
+#include "core/base/round_up.h"
 #include "core/memory/host_address_space.h"
 
 namespace siesta {
@@ -18,7 +19,7 @@ Result<HostRange> HostVmm::reserve(size_t bytes) {
   if (bytes == 0) return InvalidArgument("HostVmm::reserve of 0 bytes");
   const size_t page = page_size();
   if (bytes > SIZE_MAX - page) return OutOfMemory("HostVmm::reserve of " + std::to_string(bytes));
-  const size_t rounded = (bytes + page - 1) / page * page;
+  const size_t rounded = round_up(bytes, page);
   SIESTA_ASSIGN_OR_RETURN(std::byte * base, host_address_space::reserve(rounded, page));
   reserved_.fetch_add(rounded);
   return HostRange(this, base, rounded);

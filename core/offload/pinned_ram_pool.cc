@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/base/os_error.h"
+#include "core/base/round_up.h"
 
 namespace siesta {
 namespace {
@@ -18,8 +19,6 @@ uint64_t page_size() {
   const long size = ::sysconf(_SC_PAGESIZE);
   return size > 0 ? static_cast<uint64_t>(size) : uint64_t{4096};
 }
-
-uint64_t round_up(uint64_t bytes, uint64_t unit) { return (bytes + unit - 1) / unit * unit; }
 
 }  // namespace
 

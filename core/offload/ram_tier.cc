@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/base/os_error.h"
+#include "core/base/round_up.h"
 
 namespace siesta {
 namespace {
@@ -21,10 +22,7 @@ uint64_t page_bytes() {
   return page;
 }
 
-uint64_t round_to_pages(uint64_t bytes) {
-  const uint64_t page = page_bytes();
-  return (bytes + page - 1) / page * page;
-}
+uint64_t round_to_pages(uint64_t bytes) { return round_up(bytes, page_bytes()); }
 
 }  // namespace
 
