@@ -30,7 +30,9 @@
 //
 //   SIESTA_BENCH_DIR=/path/on/the/disk build/release/bench/cold_restore_bench
 //   (SIESTA_BENCH_COLD_SIZES_MIB, default 64,512; SIESTA_BENCH_READ_AHEAD_IN_FLIGHT and
-//   SIESTA_BENCH_READ_AHEAD_BLOCK_KIB set ReadAheadOptions' loaders and block size)
+//   SIESTA_BENCH_READ_AHEAD_BLOCK_KIB set ReadAheadOptions' loaders and block size;
+//   SIESTA_BENCH_READ_AHEAD_LOADERS=2,4 adds restore_loaders_N_GBps: the restore around the
+//   cache with N loaders, in the same rounds)
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -175,7 +177,16 @@ void cold_restore(benchmark::State& state) {
                                             cold_options.read_ahead.block_bytes >> 10))
       << 10;
   size_t restores = 0, read_around = 0;  // cold restores, and those that read around the cache
-  std::map<std::string, std::function<void()>> ways = {
+  // Restores with other loader counts, in the same rounds (SIESTA_BENCH_READ_AHEAD_LOADERS).
+  std::map<std::string, std::function<void()>> ways;
+  for (const uint64_t loaders : bench::env_numbers("SIESTA_BENCH_READ_AHEAD_LOADERS", "")) {
+    ways["restore_loaders_" + std::to_string(loaders)] = [&, loaders] {
+      SnapshotReadOptions ro = cold_options;
+      ro.read_ahead.reads_in_flight = static_cast<size_t>(loaders);
+      die(reader.read(ro, std::span(&into, 1)).status(), "snapshot read");
+    };
+  }
+  ways.insert({
       {"restore",
        [&] {
          Result<SnapshotReadResult> read = reader.read(cold_options, std::span(&into, 1));
@@ -202,7 +213,7 @@ void cold_restore(benchmark::State& state) {
       {"direct_q4", [&] { parallel_read(path, file_bytes, 4, true, dest); }},
       {"direct_q8", [&] { parallel_read(path, file_bytes, 8, true, dest); }},
       {"direct_q16", [&] { parallel_read(path, file_bytes, 16, true, dest); }},
-  };
+  });
   std::map<std::string, std::vector<double>> gbps;
   double cached_after_drop = 0;
   std::vector<double> after_save;  // the fraction of the file cached right after each save
