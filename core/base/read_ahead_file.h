@@ -3,11 +3,11 @@
 //
 // Why: a snapshot whose file is out of the page cache is read by the restore's chunk threads
 // in 4 MiB pieces, several at once, and the kernel's readahead serves them. On the GPU
-// machines' disks O_DIRECT reads in order, one or two at a time, are faster than that (2026-12-06, the
-// H100 machine with the 105 MiB L3: 2.27 and 2.76 GB/s against 1.89 and 2.10 at 64 and
-// 512 MiB). Here loader threads read the range that way into a ring of aligned blocks, and
-// read_at copies out of the ring; the chunk threads go on reading, opening and placing chunks
-// as before, at the disk's pace.
+// machines' disks O_DIRECT reads in order, one or two at a time, are faster than that (2026-12-06,
+// the H100 machine with the 105 MiB L3: 2.27 and 2.76 GB/s against 1.89 and 2.10 at 64 and 512
+// MiB). Here loader threads read the range that way into a ring of aligned blocks, and read_at
+// copies out of the ring; the chunk threads go on reading, opening and placing chunks as before, at
+// the disk's pace.
 //
 // The range's bytes are meant to be read once each (a snapshot's chunk records are): a block
 // goes back to the ring once every byte of the range in it has been read and no read is
