@@ -45,10 +45,10 @@ namespace siesta {
 struct ReadAheadOptions {
   size_t block_bytes = size_t{4} << 20;  // one read around the cache; rounded up to alignment
   size_t blocks = 4;                     // the ring (at least reads_in_flight + 2)
-  // Loader threads, each with one read at a time. Two: with one, the restore's reads ran at
-  // 0.78-1.10 x the best raw cold read on the H100 machine (median 0.87, 8 cases, 2026-12-06),
-  // its reads slower than the same reads on an idle machine; with two, 0.76-1.18 (median 0.99),
-  // ahead of one in 7 of the 8. Three and four were no better than two.
+  // Loader threads, each with one read at a time. Two: with one, a cold restore ran at a median
+  // 0.85 x the best raw cold read on the H100 machine (12 cases, 2026-12-06), its reads slower
+  // beside the chunk threads' work than the same reads on an idle machine; with two, 0.94,
+  // ahead of one in 10 of the 12. Three and four were no better than two.
   size_t reads_in_flight = 2;
 };
 
