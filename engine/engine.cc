@@ -368,6 +368,7 @@ EngineStatus Engine::status_locked() const {
   s.wait_seconds = wait_seconds_;
   s.persist = options_.offload.persist;
   s.adoption = adoption_;
+  s.cold_reads = pool_->cold_reads();
   return s;
 }
 

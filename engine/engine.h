@@ -71,6 +71,7 @@
 #include "core/memory/memory_backend.h"
 #include "core/offload/offloader.h"
 #include "core/snapshot/chunk_sealer.h"
+#include "core/snapshot/cold_read_choice.h"
 #include "core/snapshot/snapshot_export.h"
 #include "core/snapshot/snapshot_store.h"
 #include "engine/conversation_adoption.h"
@@ -123,16 +124,17 @@ struct EngineStatus {
   std::string model;  // "synthetic:tiny"
   KvType kv_type = KvType::kF32;
   uint32_t context = 0;
-  uint64_t history_tokens = 0;     // as of the last token the engine thread fed
-  bool busy = false;               // a command is running
-  size_t queued_commands = 0;      // submitted, not started
-  uint64_t commands_run = 0;       // finished, whatever their result
-  uint64_t refused_busy = 0;       // commands refused because max_queued were waiting
-  uint64_t evictions = 0;          // sessions offloaded to make room for another (at P)
-  uint64_t forgotten = 0;          // conversations forgotten to make room for a new one (at N)
-  DurationHistogram wait_seconds;  // from submission to the command's start
-  bool persist = false;            // conversations survive a restart (EngineOffload::persist)
-  AdoptionReport adoption;         // what the start took back from before a restart
+  uint64_t history_tokens = 0;       // as of the last token the engine thread fed
+  bool busy = false;                 // a command is running
+  size_t queued_commands = 0;        // submitted, not started
+  uint64_t commands_run = 0;         // finished, whatever their result
+  uint64_t refused_busy = 0;         // commands refused because max_queued were waiting
+  uint64_t evictions = 0;            // sessions offloaded to make room for another (at P)
+  uint64_t forgotten = 0;            // conversations forgotten to make room for a new one (at N)
+  DurationHistogram wait_seconds;    // from submission to the command's start
+  bool persist = false;              // conversations survive a restart (EngineOffload::persist)
+  AdoptionReport adoption;           // what the start took back from before a restart
+  ColdReadChoice::Stats cold_reads;  // which way snapshot files out of the page cache are read
 };
 
 class Engine {

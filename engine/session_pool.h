@@ -6,7 +6,8 @@
 // the command loop; the table keeps the routing; this keeps the memory.
 //
 // Thread rule: create(), prepare(), session() and offloader() on the engine thread (which alone
-// creates sessions); cache_status(), sessions(), offload_now() and evictions() on any thread.
+// creates sessions); cache_status(), sessions(), offload_now(), evictions() and cold_reads() on
+// any thread.
 // The slots are guarded by one mutex, held only to read or set a slot's pointers (a slot,
 // once made, lives as long as the pool, so a reference taken under it stays valid); never
 // across an Offloader's slow calls (evict, forget, acquire).
@@ -172,6 +173,8 @@ class SessionPool {
   Status offload_now() SIESTA_EXCLUDES(mu_);
   // Sessions offloaded to make room for another.
   uint64_t evictions() const { return evictions_.load(); }
+  // What the sessions' cold restores have learned of the disk (ColdReadChoice::stats).
+  ColdReadChoice::Stats cold_reads() const { return cold_reads_.stats(); }
 
  private:
   // One conversation's session and its offloader.

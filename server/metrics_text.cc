@@ -127,6 +127,19 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
   out.single("cache_cold_restores_around_cache_total", "counter",
              "Of the cold restores, those that read the file around the page cache (O_DIRECT).",
              counters.cold_restores_around_cache);
+  // What the cold restores learned of the disk, per way: the median rate of its last counted
+  // reads (0 before any) and how many it counted.
+  const ColdReadChoice::Stats& cold = snapshot.cold_reads;
+  out.family("cache_cold_read_bytes_per_second", "gauge",
+             "Median rate of the last counted cold reads (16 MiB or more), by way.");
+  out.sample("cache_cold_read_bytes_per_second", "way=\"around_cache\"",
+             number(cold.around_cache_bytes_per_second));
+  out.sample("cache_cold_read_bytes_per_second", "way=\"through_cache\"",
+             number(cold.through_cache_bytes_per_second));
+  out.family("cache_cold_reads_counted_total", "counter",
+             "Cold reads of 16 MiB or more counted toward the choice of way, by way.");
+  out.sample("cache_cold_reads_counted_total", "way=\"around_cache\"", cold.around_cache_reads);
+  out.sample("cache_cold_reads_counted_total", "way=\"through_cache\"", cold.through_cache_reads);
   out.single("cache_ram_full_total", "counter",
              "Saves the RAM tier had no room for, written to disk instead.", counters.ram_full);
   out.single("cache_ram_spills_total", "counter",

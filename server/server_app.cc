@@ -102,6 +102,7 @@ StatusSnapshot ServerApp::status() const {
   snapshot.forgotten = engine.forgotten;
   snapshot.persist = engine.persist;
   snapshot.adoption = engine.adoption;
+  snapshot.cold_reads = engine.cold_reads;
   snapshot.wait_seconds = engine.wait_seconds;
   if (const RamTier* tier = stack.ram_tier()) snapshot.ram_tier = tier->stats();
   if (const DiskBudget* budget = stack.disk_budget()) snapshot.disk_budget = budget->stats();

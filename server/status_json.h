@@ -77,6 +77,8 @@ struct StatusSnapshot {
   // Conversations kept across a restart (--cache-persist), and what the start took back.
   bool persist = false;
   engine::AdoptionReport adoption;
+  // Which way snapshot files out of the page cache are read, as learned (EngineStatus).
+  ColdReadChoice::Stats cold_reads;
   // The RAM tier's budget and use (runtime::EngineStack::ram_tier()); nullopt without a tier.
   std::optional<RamTierStats> ram_tier;
   // The snapshot directory's budget and use (runtime::EngineStack::disk_budget()); nullopt

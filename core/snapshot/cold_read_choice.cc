@@ -7,16 +7,41 @@ namespace siesta {
 ColdReadChoice::Way ColdReadChoice::next(uint64_t bytes) {
   if (bytes < kLeastBytes) return Way::kAroundCache;
   MutexLock lock(mutex_);
-  const Figures& around = ways_[static_cast<size_t>(Way::kAroundCache)];
-  const Figures& through = ways_[static_cast<size_t>(Way::kThroughCache)];
-  if (around.count < kSamples || through.count < kSamples) {
+  if (learning_locked()) {
     // Taking turns: the way with fewer counted reads (around the cache first).
+    const Figures& around = ways_[static_cast<size_t>(Way::kAroundCache)];
+    const Figures& through = ways_[static_cast<size_t>(Way::kThroughCache)];
     return through.count < around.count ? Way::kThroughCache : Way::kAroundCache;
   }
-  const Way faster =
-      median_of(through) > median_of(around) ? Way::kThroughCache : Way::kAroundCache;
+  const Way faster = faster_locked();
   const Way other = faster == Way::kAroundCache ? Way::kThroughCache : Way::kAroundCache;
   return ++asked_ % kRetryEvery == 0 ? other : faster;
+}
+
+bool ColdReadChoice::learning_locked() const {
+  return ways_[static_cast<size_t>(Way::kAroundCache)].count < kSamples ||
+         ways_[static_cast<size_t>(Way::kThroughCache)].count < kSamples;
+}
+
+ColdReadChoice::Way ColdReadChoice::faster_locked() const {
+  return median_of(ways_[static_cast<size_t>(Way::kThroughCache)]) >
+                 median_of(ways_[static_cast<size_t>(Way::kAroundCache)])
+             ? Way::kThroughCache
+             : Way::kAroundCache;
+}
+
+ColdReadChoice::Stats ColdReadChoice::stats() const {
+  MutexLock lock(mutex_);
+  const Figures& around = ways_[static_cast<size_t>(Way::kAroundCache)];
+  const Figures& through = ways_[static_cast<size_t>(Way::kThroughCache)];
+  Stats stats;
+  stats.learning = learning_locked();
+  stats.preferred = stats.learning ? Way::kAroundCache : faster_locked();
+  stats.around_cache_bytes_per_second = median_of(around);
+  stats.through_cache_bytes_per_second = median_of(through);
+  stats.around_cache_reads = around.count;
+  stats.through_cache_reads = through.count;
+  return stats;
 }
 
 void ColdReadChoice::record(Way way, uint64_t bytes, double seconds) {

@@ -2,8 +2,8 @@
 // learned from the reads themselves. The engine keeps one for all its sessions (they share a
 // snapshot directory, so a disk).
 //
-// Why: no way is fastest on every disk. Read in order around the cache (O_DIRECT, one read in
-// flight; core/base/read_ahead_file.h), a cold 512 MiB file came at 2.76 GB/s on the H100
+// Why: no way is fastest on every disk. Read in order around the cache (O_DIRECT, a read or two
+// in flight; core/base/read_ahead_file.h), a cold 512 MiB file came at 2.76 GB/s on the H100
 // machine's disk against 2.10 through the cache, while on the CPU machine's virtual disk the
 // same read around the cache ran at 1.7-2.0 GB/s against 2.5-3.5 through it (2026-12-06,
 // cold_restore_bench). So each way is tried on the first cold reads, the faster one is kept,
@@ -42,12 +42,28 @@ class ColdReadChoice {
   // The median rate (bytes per second) of a way's last kSamples counted reads; 0 before any.
   double rate(Way way) const;
 
+  // What has been learned, for status pages: whether the ways still take turns, the way counted
+  // reads take now (kAroundCache while learning; one in kRetryEvery takes the other), and per
+  // way its median rate (as rate()) and its counted reads.
+  struct Stats {
+    bool learning = true;
+    Way preferred = Way::kAroundCache;
+    double around_cache_bytes_per_second = 0;
+    double through_cache_bytes_per_second = 0;
+    uint64_t around_cache_reads = 0;
+    uint64_t through_cache_reads = 0;
+  };
+  Stats stats() const;
+
  private:
   struct Figures {
     std::array<double, kSamples> rates{};  // the last ones, oldest overwritten first
     size_t count = 0;                      // counted reads, all told
   };
   static double median_of(const Figures& figures);
+  bool learning_locked() const SIESTA_REQUIRES(mutex_);
+  // The way with the higher median once both have kSamples reads.
+  Way faster_locked() const SIESTA_REQUIRES(mutex_);
 
   mutable Mutex mutex_;
   std::array<Figures, 2> ways_ SIESTA_GUARDED_BY(mutex_);

@@ -64,6 +64,34 @@ TEST(ColdReadChoiceTest, ADiskThatChangesChangesTheChoiceWithinItsSamples) {
   EXPECT_NEAR(choice.rate(Way::kAroundCache), 1e9, 1e3);
 }
 
+TEST(ColdReadChoiceTest, ItsStatsSayWhatItLearnedAndWhichWayItTakes) {
+  ColdReadChoice choice;
+  ColdReadChoice::Stats stats = choice.stats();
+  EXPECT_TRUE(stats.learning);
+  EXPECT_EQ(stats.around_cache_reads + stats.through_cache_reads, 0u);
+  EXPECT_EQ(stats.around_cache_bytes_per_second, 0);
+  for (size_t i = 0; i < ColdReadChoice::kSamples; ++i) {
+    record(choice, Way::kAroundCache, 1.5);
+    stats = choice.stats();
+    EXPECT_TRUE(stats.learning) << "through the cache has no reads yet";
+    record(choice, Way::kThroughCache, 2.5);
+  }
+  stats = choice.stats();
+  EXPECT_FALSE(stats.learning);
+  EXPECT_EQ(stats.preferred, Way::kThroughCache);
+  EXPECT_EQ(stats.preferred, choice.next(kBig)) << "the stats name the way next() takes";
+  EXPECT_NEAR(stats.around_cache_bytes_per_second, 1.5e9, 1e3);
+  EXPECT_NEAR(stats.through_cache_bytes_per_second, 2.5e9, 1e3);
+  EXPECT_EQ(stats.around_cache_reads, ColdReadChoice::kSamples);
+  EXPECT_EQ(stats.through_cache_reads, ColdReadChoice::kSamples);
+  // Around the cache turns faster: its median is of its last kSamples reads.
+  for (size_t i = 0; i < ColdReadChoice::kSamples; ++i) record(choice, Way::kAroundCache, 4.0);
+  stats = choice.stats();
+  EXPECT_EQ(stats.preferred, Way::kAroundCache);
+  EXPECT_NEAR(stats.around_cache_bytes_per_second, 4e9, 1e3);
+  EXPECT_EQ(stats.around_cache_reads, 2 * ColdReadChoice::kSamples);
+}
+
 TEST(ColdReadChoiceTest, SmallReadsGoAroundTheCacheAndAreNotCounted) {
   ColdReadChoice choice;
   for (size_t i = 0; i < 2 * ColdReadChoice::kSamples; ++i) {

@@ -97,6 +97,8 @@ TEST(MetricsTextTest, EveryFamilyHasHelpAndTypeOnce) {
       {"cache_ram_restores_total", "counter"},
       {"cache_cold_restores_total", "counter"},
       {"cache_cold_restores_around_cache_total", "counter"},
+      {"cache_cold_read_bytes_per_second", "gauge"},
+      {"cache_cold_reads_counted_total", "counter"},
       {"cache_ram_full_total", "counter"},
       {"cache_ram_spills_total", "counter"},
       {"cache_save_duration_seconds", "histogram"},
@@ -156,6 +158,26 @@ TEST(MetricsTextTest, GaugesAndCountersCarryTheSnapshot) {
   for (const auto& [key, value] : samples)
     reasons += key.starts_with("siesta_cache_fallbacks_total{");
   EXPECT_EQ(reasons, kFallbackReasonCount);
+}
+
+TEST(MetricsTextTest, ColdReadsCarryEachWaysRateAndCount) {
+  StatusSnapshot snapshot;
+  snapshot.cold_reads.learning = false;
+  snapshot.cold_reads.around_cache_bytes_per_second = 2.5e9;
+  snapshot.cold_reads.through_cache_bytes_per_second = 1.25e9;
+  snapshot.cold_reads.around_cache_reads = 7;
+  snapshot.cold_reads.through_cache_reads = 3;
+  const auto samples = samples_of(metrics_text(snapshot));
+  const std::map<std::string, double> expected = {
+      {"siesta_cache_cold_read_bytes_per_second{way=\"around_cache\"}", 2.5e9},
+      {"siesta_cache_cold_read_bytes_per_second{way=\"through_cache\"}", 1.25e9},
+      {"siesta_cache_cold_reads_counted_total{way=\"around_cache\"}", 7},
+      {"siesta_cache_cold_reads_counted_total{way=\"through_cache\"}", 3},
+  };
+  for (const auto& [key, value] : expected) {
+    ASSERT_TRUE(samples.contains(key)) << key;
+    EXPECT_EQ(std::stod(samples.at(key)), value) << key << " " << samples.at(key);
+  }
 }
 
 TEST(MetricsTextTest, HistogramIsCumulativeWithInfSumAndCount) {

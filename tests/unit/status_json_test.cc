@@ -68,7 +68,15 @@ void expect_shape(const json& body) {
   expect_integers(body["engine"], {"queued", "commands_run", "history_tokens"});
 
   const json& cache = body["cache"];
-  EXPECT_EQ(cache.size(), 12u);
+  EXPECT_EQ(cache.size(), 13u);
+  ASSERT_TRUE(cache.contains("cold_reads") && cache["cold_reads"].is_object());
+  EXPECT_EQ(cache["cold_reads"].size(), 5u);
+  expect_strings(cache["cold_reads"], {"way"});
+  expect_integers(cache["cold_reads"], {"around_cache_reads", "through_cache_reads"});
+  for (const char* rate : {"around_cache_gb_s", "through_cache_gb_s"}) {
+    ASSERT_TRUE(cache["cold_reads"].contains(rate)) << rate;
+    EXPECT_TRUE(cache["cold_reads"][rate].is_number()) << rate;
+  }
   ASSERT_TRUE(cache.contains("persistence") && cache["persistence"].is_object());
   EXPECT_EQ(cache["persistence"].size(), 6u);
   EXPECT_TRUE(cache["persistence"]["enabled"].is_boolean());
@@ -222,7 +230,27 @@ TEST(StatusJsonTest, PersistenceShowsWhatTheStartAdoptedAndRefusedByReason) {
 TEST(StatusJsonTest, OneConversationHasNoSessionsList) {
   const nlohmann::json body = status_json(sample_snapshot());
   EXPECT_FALSE(body["cache"].contains("sessions"));
-  EXPECT_EQ(body["cache"].size(), 12u);
+  EXPECT_EQ(body["cache"].size(), 13u);
+}
+
+TEST(StatusJsonTest, ColdReadsSayTheWayLearnedAndEachWaysRate) {
+  StatusSnapshot snapshot = sample_snapshot();
+  EXPECT_EQ(status_json(snapshot)["cache"]["cold_reads"]["way"], "learning");
+  snapshot.cold_reads.learning = false;
+  snapshot.cold_reads.preferred = ColdReadChoice::Way::kThroughCache;
+  snapshot.cold_reads.around_cache_bytes_per_second = 1.5e9;
+  snapshot.cold_reads.through_cache_bytes_per_second = 2.25e9;
+  snapshot.cold_reads.around_cache_reads = 4;
+  snapshot.cold_reads.through_cache_reads = 19;
+  const nlohmann::json cold = status_json(snapshot)["cache"]["cold_reads"];
+  EXPECT_EQ(cold, nlohmann::json({{"way", "through_cache"},
+                                  {"around_cache_gb_s", 1.5},
+                                  {"through_cache_gb_s", 2.25},
+                                  {"around_cache_reads", 4},
+                                  {"through_cache_reads", 19}}))
+      << cold.dump();
+  snapshot.cold_reads.preferred = ColdReadChoice::Way::kAroundCache;
+  EXPECT_EQ(status_json(snapshot)["cache"]["cold_reads"]["way"], "around_cache");
 }
 
 TEST(StatusJsonTest, TheDiskBudgetIsShownWithItsUseAndDeletionsWhenThereIsOne) {
@@ -291,7 +319,7 @@ TEST(StatusJsonTest, SeveralConversationsAreListedWithoutPromptOrKey) {
   EXPECT_EQ(s["fallbacks"], 1);
   EXPECT_EQ(s["operation_ms"], 12.5);
   // The totals keep their fields.
-  EXPECT_EQ(body["cache"].size(), 13u);
+  EXPECT_EQ(body["cache"].size(), 14u);
 }
 
 }  // namespace
