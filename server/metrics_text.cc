@@ -27,6 +27,11 @@ std::string number(double value) {
   return std::string(buffer, written.ptr);
 }
 
+// The label of one way of reading cold files: way="around_cache".
+std::string way_label(ColdReadChoice::Way way) {
+  return "way=\"" + std::string(cold_read_way_name(way)) + "\"";
+}
+
 class Writer {
  public:
   void family(std::string_view name, std::string_view type, std::string_view help) {
@@ -132,14 +137,15 @@ std::string metrics_text(const StatusSnapshot& snapshot) {
   const ColdReadChoice::Stats& cold = snapshot.cold_reads;
   out.family("cache_cold_read_bytes_per_second", "gauge",
              "Median rate of the last counted cold reads (16 MiB or more), by way.");
-  out.sample("cache_cold_read_bytes_per_second", "way=\"around_cache\"",
-             number(cold.around_cache_bytes_per_second));
-  out.sample("cache_cold_read_bytes_per_second", "way=\"through_cache\"",
-             number(cold.through_cache_bytes_per_second));
+  for (const ColdReadChoice::Way way : ColdReadChoice::kWays) {
+    out.sample("cache_cold_read_bytes_per_second", way_label(way),
+               number(cold.of(way).bytes_per_second));
+  }
   out.family("cache_cold_reads_counted_total", "counter",
              "Cold reads of 16 MiB or more counted toward the choice of way, by way.");
-  out.sample("cache_cold_reads_counted_total", "way=\"around_cache\"", cold.around_cache_reads);
-  out.sample("cache_cold_reads_counted_total", "way=\"through_cache\"", cold.through_cache_reads);
+  for (const ColdReadChoice::Way way : ColdReadChoice::kWays) {
+    out.sample("cache_cold_reads_counted_total", way_label(way), cold.of(way).reads);
+  }
   out.single("cache_ram_full_total", "counter",
              "Saves the RAM tier had no room for, written to disk instead.", counters.ram_full);
   out.single("cache_ram_spills_total", "counter",

@@ -103,16 +103,13 @@ nlohmann::json status_json(const StatusSnapshot& snapshot) {
   // two ways take turns), and what each way has measured (GB/s, the median of its last reads;
   // 0 before any) over how many counted reads (of 16 MiB or more).
   const ColdReadChoice::Stats& cold = snapshot.cold_reads;
-  body["cache"]["cold_reads"] = {
-      {"way", cold.learning
-                  ? "learning"
-                  : (cold.preferred == ColdReadChoice::Way::kAroundCache ? "around_cache"
-                                                                         : "through_cache")},
-      {"around_cache_gb_s", cold.around_cache_bytes_per_second / 1e9},
-      {"through_cache_gb_s", cold.through_cache_bytes_per_second / 1e9},
-      {"around_cache_reads", cold.around_cache_reads},
-      {"through_cache_reads", cold.through_cache_reads},
-  };
+  nlohmann::json& cold_reads = body["cache"]["cold_reads"];
+  cold_reads["way"] = cold.learning ? "learning" : std::string(cold_read_way_name(cold.preferred));
+  for (const ColdReadChoice::Way way : ColdReadChoice::kWays) {
+    const std::string name(cold_read_way_name(way));
+    cold_reads[name + "_gb_s"] = cold.of(way).bytes_per_second / 1e9;
+    cold_reads[name + "_reads"] = cold.of(way).reads;
+  }
   // The tier: its budget, what its blocks hold (the sessions' ram_bytes summed), the
   // allocations it refused for lack of room or the system refused it, whether the device
   // copies to its blocks directly (pinned) or through the staging ring, how much of the budget

@@ -32,16 +32,18 @@ ColdReadChoice::Way ColdReadChoice::faster_locked() const {
 
 ColdReadChoice::Stats ColdReadChoice::stats() const {
   MutexLock lock(mutex_);
-  const Figures& around = ways_[static_cast<size_t>(Way::kAroundCache)];
-  const Figures& through = ways_[static_cast<size_t>(Way::kThroughCache)];
   Stats stats;
   stats.learning = learning_locked();
   stats.preferred = stats.learning ? Way::kAroundCache : faster_locked();
-  stats.around_cache_bytes_per_second = median_of(around);
-  stats.through_cache_bytes_per_second = median_of(through);
-  stats.around_cache_reads = around.count;
-  stats.through_cache_reads = through.count;
+  for (const Way way : kWays) {
+    const Figures& figures = ways_[static_cast<size_t>(way)];
+    stats.of(way) = {median_of(figures), figures.count};
+  }
   return stats;
+}
+
+std::string_view cold_read_way_name(ColdReadChoice::Way way) {
+  return way == ColdReadChoice::Way::kAroundCache ? "around_cache" : "through_cache";
 }
 
 void ColdReadChoice::record(Way way, uint64_t bytes, double seconds) {

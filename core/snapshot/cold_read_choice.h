@@ -21,6 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "core/base/mutex.h"
 
@@ -29,6 +30,7 @@ namespace siesta {
 class ColdReadChoice {
  public:
   enum class Way { kAroundCache, kThroughCache };
+  static constexpr std::array<Way, 2> kWays = {Way::kAroundCache, Way::kThroughCache};
   static constexpr uint64_t kLeastBytes = uint64_t{16} << 20;
   static constexpr size_t kSamples = 3;
   static constexpr uint64_t kRetryEvery = 16;
@@ -45,13 +47,16 @@ class ColdReadChoice {
   // What has been learned, for status pages: whether the ways still take turns, the way counted
   // reads take now (kAroundCache while learning; one in kRetryEvery takes the other), and per
   // way its median rate (as rate()) and its counted reads.
+  struct WayFigures {
+    double bytes_per_second = 0;
+    uint64_t reads = 0;
+  };
   struct Stats {
     bool learning = true;
     Way preferred = Way::kAroundCache;
-    double around_cache_bytes_per_second = 0;
-    double through_cache_bytes_per_second = 0;
-    uint64_t around_cache_reads = 0;
-    uint64_t through_cache_reads = 0;
+    std::array<WayFigures, kWays.size()> ways{};  // by Way
+    WayFigures& of(Way way) { return ways[static_cast<size_t>(way)]; }
+    const WayFigures& of(Way way) const { return ways[static_cast<size_t>(way)]; }
   };
   Stats stats() const;
 
@@ -69,5 +74,8 @@ class ColdReadChoice {
   std::array<Figures, 2> ways_ SIESTA_GUARDED_BY(mutex_);
   uint64_t asked_ SIESTA_GUARDED_BY(mutex_) = 0;  // next() calls for counted sizes
 };
+
+// A way's name in status and metrics: "around_cache", "through_cache".
+std::string_view cold_read_way_name(ColdReadChoice::Way way);
 
 }  // namespace siesta

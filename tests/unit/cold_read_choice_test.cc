@@ -68,8 +68,8 @@ TEST(ColdReadChoiceTest, ItsStatsSayWhatItLearnedAndWhichWayItTakes) {
   ColdReadChoice choice;
   ColdReadChoice::Stats stats = choice.stats();
   EXPECT_TRUE(stats.learning);
-  EXPECT_EQ(stats.around_cache_reads + stats.through_cache_reads, 0u);
-  EXPECT_EQ(stats.around_cache_bytes_per_second, 0);
+  EXPECT_EQ(stats.of(Way::kAroundCache).reads + stats.of(Way::kThroughCache).reads, 0u);
+  EXPECT_EQ(stats.of(Way::kAroundCache).bytes_per_second, 0);
   for (size_t i = 0; i < ColdReadChoice::kSamples; ++i) {
     record(choice, Way::kAroundCache, 1.5);
     stats = choice.stats();
@@ -80,16 +80,16 @@ TEST(ColdReadChoiceTest, ItsStatsSayWhatItLearnedAndWhichWayItTakes) {
   EXPECT_FALSE(stats.learning);
   EXPECT_EQ(stats.preferred, Way::kThroughCache);
   EXPECT_EQ(stats.preferred, choice.next(kBig)) << "the stats name the way next() takes";
-  EXPECT_NEAR(stats.around_cache_bytes_per_second, 1.5e9, 1e3);
-  EXPECT_NEAR(stats.through_cache_bytes_per_second, 2.5e9, 1e3);
-  EXPECT_EQ(stats.around_cache_reads, ColdReadChoice::kSamples);
-  EXPECT_EQ(stats.through_cache_reads, ColdReadChoice::kSamples);
+  EXPECT_NEAR(stats.of(Way::kAroundCache).bytes_per_second, 1.5e9, 1e3);
+  EXPECT_NEAR(stats.of(Way::kThroughCache).bytes_per_second, 2.5e9, 1e3);
+  EXPECT_EQ(stats.of(Way::kAroundCache).reads, ColdReadChoice::kSamples);
+  EXPECT_EQ(stats.of(Way::kThroughCache).reads, ColdReadChoice::kSamples);
   // Around the cache turns faster: its median is of its last kSamples reads.
   for (size_t i = 0; i < ColdReadChoice::kSamples; ++i) record(choice, Way::kAroundCache, 4.0);
   stats = choice.stats();
   EXPECT_EQ(stats.preferred, Way::kAroundCache);
-  EXPECT_NEAR(stats.around_cache_bytes_per_second, 4e9, 1e3);
-  EXPECT_EQ(stats.around_cache_reads, 2 * ColdReadChoice::kSamples);
+  EXPECT_NEAR(stats.of(Way::kAroundCache).bytes_per_second, 4e9, 1e3);
+  EXPECT_EQ(stats.of(Way::kAroundCache).reads, 2 * ColdReadChoice::kSamples);
 }
 
 TEST(ColdReadChoiceTest, SmallReadsGoAroundTheCacheAndAreNotCounted) {

@@ -163,10 +163,10 @@ TEST(MetricsTextTest, GaugesAndCountersCarryTheSnapshot) {
 TEST(MetricsTextTest, ColdReadsCarryEachWaysRateAndCount) {
   StatusSnapshot snapshot;
   snapshot.cold_reads.learning = false;
-  snapshot.cold_reads.around_cache_bytes_per_second = 2.5e9;
-  snapshot.cold_reads.through_cache_bytes_per_second = 1.25e9;
-  snapshot.cold_reads.around_cache_reads = 7;
-  snapshot.cold_reads.through_cache_reads = 3;
+  snapshot.cold_reads.of(ColdReadChoice::Way::kAroundCache).bytes_per_second = 2.5e9;
+  snapshot.cold_reads.of(ColdReadChoice::Way::kThroughCache).bytes_per_second = 1.25e9;
+  snapshot.cold_reads.of(ColdReadChoice::Way::kAroundCache).reads = 7;
+  snapshot.cold_reads.of(ColdReadChoice::Way::kThroughCache).reads = 3;
   const auto samples = samples_of(metrics_text(snapshot));
   const std::map<std::string, double> expected = {
       {"siesta_cache_cold_read_bytes_per_second{way=\"around_cache\"}", 2.5e9},

@@ -238,10 +238,10 @@ TEST(StatusJsonTest, ColdReadsSayTheWayLearnedAndEachWaysRate) {
   EXPECT_EQ(status_json(snapshot)["cache"]["cold_reads"]["way"], "learning");
   snapshot.cold_reads.learning = false;
   snapshot.cold_reads.preferred = ColdReadChoice::Way::kThroughCache;
-  snapshot.cold_reads.around_cache_bytes_per_second = 1.5e9;
-  snapshot.cold_reads.through_cache_bytes_per_second = 2.25e9;
-  snapshot.cold_reads.around_cache_reads = 4;
-  snapshot.cold_reads.through_cache_reads = 19;
+  snapshot.cold_reads.of(ColdReadChoice::Way::kAroundCache).bytes_per_second = 1.5e9;
+  snapshot.cold_reads.of(ColdReadChoice::Way::kThroughCache).bytes_per_second = 2.25e9;
+  snapshot.cold_reads.of(ColdReadChoice::Way::kAroundCache).reads = 4;
+  snapshot.cold_reads.of(ColdReadChoice::Way::kThroughCache).reads = 19;
   const nlohmann::json cold = status_json(snapshot)["cache"]["cold_reads"];
   EXPECT_EQ(cold, nlohmann::json({{"way", "through_cache"},
                                   {"around_cache_gb_s", 1.5},
