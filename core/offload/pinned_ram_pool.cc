@@ -11,29 +11,21 @@
 
 #include "core/base/os_error.h"
 #include "core/base/round_up.h"
+#include "core/memory/host_address_space.h"
 
 namespace siesta {
-namespace {
-
-uint64_t page_size() {
-  const long size = ::sysconf(_SC_PAGESIZE);
-  return size > 0 ? static_cast<uint64_t>(size) : uint64_t{4096};
-}
-
-}  // namespace
-
 Result<std::unique_ptr<PinnedRamPool>> PinnedRamPool::create(MemoryBackend& backend,
                                                              uint64_t budget_bytes,
                                                              uint64_t chunk_bytes) {
-  if (budget_bytes == 0 || chunk_bytes == 0 || chunk_bytes % page_size() != 0) {
+  if (budget_bytes == 0 || chunk_bytes == 0 || chunk_bytes % host_address_space::page_size() != 0) {
     return InvalidArgument("pinned RAM pool: a budget of " + std::to_string(budget_bytes) +
                            " bytes in chunks of " + std::to_string(chunk_bytes) +
                            " (both > 0, chunks whole pages)");
   }
   // A budget smaller than a chunk is one chunk of its own size: never more pinned than asked.
-  chunk_bytes = std::min(chunk_bytes, round_up(budget_bytes, page_size()));
+  chunk_bytes = std::min(chunk_bytes, round_up(budget_bytes, host_address_space::page_size()));
   // The last chunk may be shorter: never more than the budget is prepared.
-  const uint64_t reserved = round_up(budget_bytes, page_size());
+  const uint64_t reserved = round_up(budget_bytes, host_address_space::page_size());
   // Address space only: no access, no memory, no swap charged, until a chunk is prepared.
   void* range =
       ::mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -153,7 +145,7 @@ void PinnedRamPool::shrink_one() {
 }
 
 void PinnedRamPool::expect(uint64_t bytes) {
-  const uint64_t length = std::min(reserved_, round_up(bytes, page_size()));
+  const uint64_t length = std::min(reserved_, round_up(bytes, host_address_space::page_size()));
   MutexLock lock(mu_);
   if (length <= largest_asked_) return;
   largest_asked_ = length;
@@ -162,7 +154,7 @@ void PinnedRamPool::expect(uint64_t bytes) {
 
 Result<std::byte*> PinnedRamPool::map(size_t bytes) {
   if (bytes == 0) return InvalidArgument("pinned RAM pool: a block of 0 bytes");
-  const uint64_t length = round_up(bytes, page_size());
+  const uint64_t length = round_up(bytes, host_address_space::page_size());
   MutexLock lock(mu_);
   largest_asked_ = std::max(largest_asked_, length);
   for (auto it = free_.begin(); it != free_.end(); ++it) {

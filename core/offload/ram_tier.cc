@@ -10,25 +10,18 @@
 
 #include "core/base/os_error.h"
 #include "core/base/round_up.h"
+#include "core/memory/host_address_space.h"
 
 namespace siesta {
 namespace {
 
-uint64_t page_bytes() {
-  static const uint64_t page = [] {
-    const long size = ::sysconf(_SC_PAGESIZE);
-    return size > 0 ? static_cast<uint64_t>(size) : uint64_t{4096};
-  }();
-  return page;
-}
-
-uint64_t round_to_pages(uint64_t bytes) { return round_up(bytes, page_bytes()); }
+uint64_t round_to_pages(uint64_t bytes) { return round_up(bytes, host_address_space::page_size()); }
 
 }  // namespace
 
 uint64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
-  return pages > 0 ? static_cast<uint64_t>(pages) * page_bytes() : 0;
+  return pages > 0 ? static_cast<uint64_t>(pages) * host_address_space::page_size() : 0;
 }
 
 uint64_t default_ram_tier_bytes(uint64_t machine_bytes) {
